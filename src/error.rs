@@ -1,0 +1,180 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Everything that can go wrong, with the context needed to act on it.
+///
+/// The enum is `#[non_exhaustive]`: match the predicates ([`Error::is_timeout`],
+/// [`Error::is_not_held`], ...) rather than every variant.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Redis failed a command, or the connection broke while it ran.
+    Redis {
+        /// The lock concerned, when the command was about one.
+        lock: Option<String>,
+        /// The Redis node, as `host:port`.
+        node: String,
+        /// What the `redis` crate reported.
+        source: redis::RedisError,
+    },
+    /// No pooled connection became available within the connect timeout.
+    Pool {
+        /// The lock concerned, when the call was about one.
+        lock: Option<String>,
+        /// The Redis node, as `host:port`.
+        node: String,
+        /// What `r2d2` reported.
+        source: r2d2::Error,
+    },
+    /// The lock stayed busy until the caller's deadline.
+    Timeout {
+        /// The lock waited for.
+        lock: String,
+        /// How long the call waited before giving up.
+        waited: Duration,
+    },
+    /// This thread holds no hold of the lock it tried to release: it was never taken, it
+    /// expired, or it was deleted from outside. Nothing was changed on the server.
+    NotHeld {
+        /// The lock concerned.
+        lock: String,
+    },
+    /// A lock name that cannot be used: empty or longer than [`crate::MAX_NAME_LEN`].
+    InvalidName {
+        /// The name as given (lossily decoded, cut to 64 bytes).
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A builder setting that cannot work, reported by `build()`.
+    InvalidConfig {
+        /// The setting, named after its builder method.
+        setting: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An argument of a lock call that cannot work, such as a zero lease.
+    InvalidArgument {
+        /// The lock concerned.
+        lock: String,
+        /// The argument, named after the parameter.
+        argument: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The connection URL could not be parsed. Passwords are not repeated here.
+    InvalidUrl {
+        /// The URL with any user information removed.
+        url: String,
+        /// What the `redis` crate reported.
+        source: redis::RedisError,
+    },
+    /// The watchdog thread for a held lock could not be started; the hold was given back.
+    Watchdog {
+        /// The lock concerned.
+        lock: String,
+        /// What the operating system reported.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The caller's deadline passed while the lock was busy.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// A release of a hold this thread does not have.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. })
+    }
+
+    /// Bad input from the caller: name, configuration, argument or URL. Nothing reached Redis.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidName { .. }
+                | Error::InvalidConfig { .. }
+                | Error::InvalidArgument { .. }
+                | Error::InvalidUrl { .. }
+        )
+    }
+
+    /// Redis could not be reached or the connection broke; retrying later may succeed.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            Error::Pool { .. } => true,
+            Error::Redis { source, .. } => {
+                source.is_io_error() || source.is_connection_dropped() || source.is_timeout()
+            }
+            _ => false,
+        }
+    }
+
+    /// The lock this error is about, if any.
+    pub fn lock_name(&self) -> Option<&str> {
+        match self {
+            Error::Redis { lock, .. } | Error::Pool { lock, .. } => lock.as_deref(),
+            Error::Timeout { lock, .. }
+            | Error::NotHeld { lock }
+            | Error::InvalidArgument { lock, .. }
+            | Error::Watchdog { lock, .. } => Some(lock),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn with_lock(mut self, name: &str) -> Self {
+        if let Error::Redis { lock, .. } | Error::Pool { lock, .. } = &mut self {
+            *lock = Some(name.to_owned());
+        }
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let about = |lock: &Option<String>| match lock {
+            Some(name) => format!(" (lock {name:?})"),
+            None => String::new(),
+        };
+        match self {
+            Error::Redis { lock, node, .. } => {
+                write!(f, "redis command failed on {node}{}", about(lock))
+            }
+            Error::Pool { lock, node, .. } => {
+                write!(f, "no connection to {node} available{}", about(lock))
+            }
+            Error::Timeout { lock, waited } => {
+                write!(f, "lock {lock:?} still busy after waiting {waited:?}")
+            }
+            Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
+            Error::InvalidName { name, reason } => write!(f, "invalid lock name {name:?}: {reason}"),
+            Error::InvalidConfig { setting, reason } => write!(f, "invalid {setting}: {reason}"),
+            Error::InvalidArgument {
+                lock,
+                argument,
+                reason,
+            } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
+            Error::InvalidUrl { url, .. } => write!(f, "invalid redis URL {url:?}"),
+            Error::Watchdog { lock, .. } => {
+                write!(f, "could not start the watchdog for lock {lock:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis { source, .. } | Error::InvalidUrl { source, .. } => Some(source),
+            Error::Pool { source, .. } => Some(source),
+            Error::Watchdog { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The RAII guard of one hold.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::holds::Holding;
+use crate::lock::Lock;
+
+/// One hold of a [`Lock`] by the current thread; dropping it gives the hold back.
+///
+/// Dropping releases within the connect and response timeouts and logs a failure;
+/// [`unlock`](Self::unlock) releases and reports the result. When the last hold of the thread
+/// goes, the key is deleted and waiters are told.
+///
+/// A guard cannot leave its thread: the hold belongs to the thread that took it, and a
+/// release from another thread would name the wrong owner.
+///
+/// ```compile_fail
+/// fn hand_over(lock: redmutex::Lock) -> redmutex::Result<()> {
+///     let guard = lock.lock()?;
+///     // error: `*const ()` cannot be sent between threads safely
+///     std::thread::spawn(move || drop(guard));
+///     Ok(())
+/// }
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    lock: Lock,
+    holding: Arc<Holding>,
+    watched: bool,
+    released: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(lock: Lock, holding: Arc<Holding>, watched: bool) -> Self {
+        LockGuard {
+            lock,
+            holding,
+            watched,
+            released: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Gives the hold back and reports the result: [`Error::NotHeld`](crate::Error::NotHeld)
+    /// when the hold had already been lost or had expired (the key is then left alone).
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lock.release(&self.holding, self.watched)
+    }
+
+    /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
+    /// could not renew for a whole lease, or a release of the same holding found it expired.
+    ///
+    /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
+    /// can vanish between two renewals.
+    pub fn is_lost(&self) -> bool {
+        self.holding.is_lost()
+    }
+
+    /// Whether the watchdog renews this hold (taken without an explicit lease).
+    pub fn is_watched(&self) -> bool {
+        self.watched
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Err(err) = self.lock.release(&self.holding, self.watched) {
+            log::warn!("releasing lock {:?} on drop failed: {err}", self.lock.name());
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.name())
+            .field("watched", &self.watched)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,71 @@
+//! Distributed locks on Redis for threaded Rust services: blocking, reentrant, renewed by a
+//! watchdog thread, released by RAII guards.
+//!
+//! A lock is a Redis hash named after the lock, whose field `"<client-uuid>:<thread-id>"`
+//! counts the holds of its one owner: the layout Redisson uses, so Rust and Java services
+//! can share a lock. Releasing the last hold deletes the key and publishes `0` on
+//! `redisson_lock__channel:{<name>}`.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.lock("orders:42");
+//! {
+//!     let _outer = lock.lock()?; // waits; the watchdog renews the lease while held
+//!     let _inner = lock.lock()?; // the same thread re-enters
+//!     assert_eq!(lock.hold_count()?, 2);
+//! } // both guards dropped: both holds released, the key deleted
+//!
+//! if let Some(guard) = lock.try_lock_for(Duration::from_secs(2))? {
+//!     // ... work ...
+//!     guard.unlock()?; // the explicit form reports errors
+//! }
+//!
+//! let guard = lock.lock_with_lease(Duration::from_secs(5))?; // no watchdog: expires in 5 s
+//! drop(guard);
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! # Semantics
+//!
+//! - **Owner.** A hold belongs to one thread of one [`LockClient`]. Another thread, or the
+//!   same thread through another client, is another owner and waits.
+//! - **Lease.** Holds taken without a lease use the client's lease (30 s by default), which
+//!   a watchdog thread renews every third of it until the thread's last hold is released.
+//!   Holds taken `*_with_lease` are not renewed and expire.
+//! - **Loss.** When the watchdog finds the hold gone, or cannot reach Redis for a whole lease,
+//!   the guard's [`LockGuard::is_lost`] turns true and the client's
+//!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once.
+//! - **Waiting** retries with jittered exponential backoff, each sleep bounded by the holder's
+//!   remaining lease and the caller's deadline.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+mod holds;
+mod lock;
+mod owner;
+mod pool;
+mod retry;
+mod scripts;
+mod watchdog;
+
+pub use client::{LockClient, LockLost};
+pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN};
+pub use error::{Error, Result};
+pub use guard::LockGuard;
+pub use lock::Lock;
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<LockClient>();
+    send_sync::<Lock>();
+    send_sync::<Error>();
+};
