@@ -181,7 +181,10 @@ impl Inner {
         job.holding.mark_lost();
         match &error {
             None => log::warn!("lock {:?} was lost: its key or field is gone", job.name),
-            Some(err) => log::warn!("lock {:?} was lost: renewals failed for a whole lease: {err}", job.name),
+            Some(err) => log::warn!(
+                "lock {:?} was lost: renewals failed for a whole lease: {err}",
+                job.name
+            ),
         }
         if let Some(callback) = &self.config.on_lock_lost {
             callback(&LockLost {
@@ -204,7 +207,9 @@ impl fmt::Debug for LockClient {
 /// The URL without its user information, fit for errors and logs.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
         _ => url.to_owned(),
     }
 }

@@ -71,7 +71,10 @@ impl Config {
             ("response_timeout", self.response_timeout),
         ] {
             if value.is_zero() || value > MAX_TIMEOUT {
-                return bad(setting, format!("must be above zero and at most {MAX_TIMEOUT:?}"));
+                return bad(
+                    setting,
+                    format!("must be above zero and at most {MAX_TIMEOUT:?}"),
+                );
             }
         }
         check_lease(self.lease).or_else(|reason| bad("lease", reason))?;
@@ -79,7 +82,10 @@ impl Config {
         if renew < Duration::from_millis(1) || renew >= self.lease {
             return bad(
                 "renew_interval",
-                format!("must be at least 1 ms and below the lease ({:?})", self.lease),
+                format!(
+                    "must be at least 1 ms and below the lease ({:?})",
+                    self.lease
+                ),
             );
         }
         if self.retry_base < Duration::from_micros(100) || self.retry_base > MAX_TIMEOUT {
@@ -92,10 +98,16 @@ impl Config {
             return bad("max_wait", format!("must be at most {MAX_LEASE:?}"));
         }
         if self.key_prefix.len() > MAX_PREFIX_LEN {
-            return bad("key_prefix", format!("must be at most {MAX_PREFIX_LEN} bytes"));
+            return bad(
+                "key_prefix",
+                format!("must be at most {MAX_PREFIX_LEN} bytes"),
+            );
         }
         if self.watchdog_stack_size < MIN_STACK {
-            return bad("watchdog_stack_size", format!("must be at least {MIN_STACK} bytes"));
+            return bad(
+                "watchdog_stack_size",
+                format!("must be at least {MIN_STACK} bytes"),
+            );
         }
         Ok(())
     }

@@ -153,7 +153,9 @@ impl fmt::Display for Error {
                 write!(f, "lock {lock:?} still busy after waiting {waited:?}")
             }
             Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
-            Error::InvalidName { name, reason } => write!(f, "invalid lock name {name:?}: {reason}"),
+            Error::InvalidName { name, reason } => {
+                write!(f, "invalid lock name {name:?}: {reason}")
+            }
             Error::InvalidConfig { setting, reason } => write!(f, "invalid {setting}: {reason}"),
             Error::InvalidArgument {
                 lock,

@@ -78,7 +78,10 @@ impl Drop for LockGuard {
             return;
         }
         if let Err(err) = self.lock.release(&self.holding, self.watched) {
-            log::warn!("releasing lock {:?} on drop failed: {err}", self.lock.name());
+            log::warn!(
+                "releasing lock {:?} on drop failed: {err}",
+                self.lock.name()
+            );
         }
     }
 }

@@ -57,7 +57,10 @@ impl Lock {
         };
         let mut display = String::from_utf8_lossy(name).into_owned();
         if display.len() > 64 {
-            let cut = (0..=64).rev().find(|&i| display.is_char_boundary(i)).unwrap_or(0);
+            let cut = (0..=64)
+                .rev()
+                .find(|&i| display.is_char_boundary(i))
+                .unwrap_or(0);
             display.truncate(cut);
         }
         let key: Arc<[u8]> = [&client.inner.config.key_prefix[..], name].concat().into();
@@ -146,7 +149,8 @@ impl Lock {
     pub fn hold_count(&self) -> Result<u32> {
         let key = self.key()?;
         let field = self.field();
-        let count: Option<u32> = self.query(|c| redis::cmd("HGET").arg(key).arg(&field).query(c))?;
+        let count: Option<u32> =
+            self.query(|c| redis::cmd("HGET").arg(key).arg(&field).query(c))?;
         Ok(count.unwrap_or(0))
     }
 
@@ -177,10 +181,11 @@ impl Lock {
         let started = Instant::now();
         let max_wait = self.client.inner.config.max_wait;
         let deadline = max_wait.map(|wait| started + wait);
-        self.acquire(lease, deadline)?.ok_or_else(|| Error::Timeout {
-            lock: self.name().to_owned(),
-            waited: started.elapsed(),
-        })
+        self.acquire(lease, deadline)?
+            .ok_or_else(|| Error::Timeout {
+                lock: self.name().to_owned(),
+                waited: started.elapsed(),
+            })
     }
 
     fn deadline(&self, timeout: Duration) -> Result<Instant> {
@@ -195,7 +200,11 @@ impl Lock {
 
     /// The waiting loop: attempt, then sleep a jittered backoff bounded by the holder's
     /// remaining lease and by `deadline`, until acquired or the deadline passes.
-    fn acquire(&self, lease: Option<Duration>, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
+    fn acquire(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard>> {
         self.key()?;
         if let Some(lease) = lease {
             check_lease(lease).map_err(|reason| Error::InvalidArgument {
@@ -287,7 +296,11 @@ impl Lock {
             }
         }
         drop(holds);
-        Ok(Attempt::Acquired(LockGuard::new(self.clone(), holding, watched)))
+        Ok(Attempt::Acquired(LockGuard::new(
+            self.clone(),
+            holding,
+            watched,
+        )))
     }
 
     /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.

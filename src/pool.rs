@@ -14,7 +14,10 @@ pub(crate) struct Conn {
 impl Conn {
     /// Runs `f`, marking the connection broken when it fails at the I/O level (a reply that
     /// timed out may still arrive later, so such a connection is never reused).
-    pub fn run<T>(&mut self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
+    pub fn run<T>(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
         let result = f(&mut self.inner);
         if let Err(err) = &result {
             self.broken |= err.is_io_error() || err.is_unrecoverable_error();
@@ -32,10 +35,15 @@ pub(crate) struct Manager {
 
 impl Manager {
     pub fn open(&self) -> Result<Conn, RedisError> {
-        let inner = self.client.get_connection_with_timeout(self.connect_timeout)?;
+        let inner = self
+            .client
+            .get_connection_with_timeout(self.connect_timeout)?;
         inner.set_read_timeout(Some(self.response_timeout))?;
         inner.set_write_timeout(Some(self.response_timeout))?;
-        Ok(Conn { inner, broken: false })
+        Ok(Conn {
+            inner,
+            broken: false,
+        })
     }
 }
 

@@ -37,7 +37,10 @@ mod tests {
         let mut backoff = Backoff::new(4 * MS, 32 * MS);
         for full in [4, 8, 16, 32, 32, 32] {
             let delay = backoff.next_delay(None);
-            assert!(delay >= full * MS / 2 && delay <= full * MS, "{delay:?} vs {full} ms");
+            assert!(
+                delay >= full * MS / 2 && delay <= full * MS,
+                "{delay:?} vs {full} ms"
+            );
         }
     }
 

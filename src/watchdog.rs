@@ -61,11 +61,7 @@ impl Drop for Ticket {
 }
 
 /// Starts renewing `job` on a parked thread, or on a new one when none is parked.
-pub(crate) fn start(
-    parked: &Arc<Parked>,
-    stack_size: usize,
-    job: Job,
-) -> std::io::Result<Ticket> {
+pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::io::Result<Ticket> {
     let mut job = Box::new(job);
     while let Some((worker, tx)) = parked.threads.lock().pop() {
         match tx.send(Command::Start(job)) {
@@ -110,7 +106,9 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
             Ok(Command::Stop) => {}
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
-                let Some(parked) = parked.upgrade() else { return };
+                let Some(parked) = parked.upgrade() else {
+                    return;
+                };
                 let mut threads = parked.threads.lock();
                 // Still listed as parked: nobody can hand us a job any more, so end. Not
                 // listed: a Start is on its way, so wait for it.
@@ -125,7 +123,9 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
 
 /// Renews until stopped or lost. Returns false when the thread should end.
 fn renew_loop(job: &Job, rx: &Receiver<Command>) -> bool {
-    let Some(client) = job.client.upgrade() else { return false };
+    let Some(client) = job.client.upgrade() else {
+        return false;
+    };
     let lease = client.config.lease;
     let interval = client.config.renew_interval();
     drop(client);
@@ -140,7 +140,9 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> bool {
             Err(RecvTimeoutError::Disconnected) => return false,
             Err(RecvTimeoutError::Timeout) => {}
         }
-        let Some(client) = job.client.upgrade() else { return false };
+        let Some(client) = job.client.upgrade() else {
+            return false;
+        };
         let sent = Instant::now();
         match client.renew(&job.id.0, &job.field, lease) {
             Ok(true) => {

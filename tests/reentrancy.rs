@@ -45,7 +45,11 @@ fn another_thread_of_the_same_client_is_another_owner() {
     let other = lock.clone();
     let seen = std::thread::spawn(move || {
         let busy = other.try_lock().unwrap().is_none();
-        (busy, other.is_held_by_current_thread().unwrap(), other.hold_count().unwrap())
+        (
+            busy,
+            other.is_held_by_current_thread().unwrap(),
+            other.hold_count().unwrap(),
+        )
     })
     .join()
     .unwrap();
@@ -65,10 +69,17 @@ fn an_intermediate_release_refreshes_the_lease() {
     let mut redis = server.conn();
     let outer = lock.lock_with_lease(Duration::from_secs(60)).unwrap();
     let inner = lock.lock_with_lease(Duration::from_secs(60)).unwrap();
-    let _: () = redis::cmd("PEXPIRE").arg("lease").arg(5_000).query(&mut redis).unwrap();
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("lease")
+        .arg(5_000)
+        .query(&mut redis)
+        .unwrap();
     inner.unlock().unwrap();
     let left = lock.remaining_lease().unwrap().unwrap();
-    assert!(left > Duration::from_secs(30), "lease after release: {left:?}");
+    assert!(
+        left > Duration::from_secs(30),
+        "lease after release: {left:?}"
+    );
     outer.unlock().unwrap();
     assert_eq!(lock.remaining_lease().unwrap(), None);
 }

@@ -6,10 +6,12 @@
 -- ARGV[3]  owner field "<client-uuid>:<thread-id>"
 -- Reply    nil when the field is absent (not held by this owner; nothing changed),
 --          0 when holds remain (lease refreshed), 1 when the key was deleted.
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local count = redis.call('hget', KEYS[1], ARGV[3])
+if not count then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+if tonumber(count) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end

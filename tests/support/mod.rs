@@ -45,7 +45,8 @@ impl Server {
             .unwrap()
             .get_connection_with_timeout(Duration::from_secs(5))
             .unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         conn
     }
 
@@ -72,7 +73,11 @@ impl Server {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.spawn() {
-            assert!(Instant::now() < deadline, "redis-server did not restart on {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not restart on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -89,7 +94,10 @@ impl Server {
 
     /// Calls of one command since the server started, from `INFO commandstats`.
     pub fn calls(&self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.conn()).unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
         let prefix = format!("cmdstat_{command}:calls=");
         info.lines()
             .find_map(|line| line.strip_prefix(&prefix))
@@ -99,7 +107,11 @@ impl Server {
 
     fn signal(&self, signal: &str) {
         let pid = self.server.as_ref().expect("server running").process.id();
-        let status = Command::new("kill").arg(signal).arg(pid.to_string()).status().unwrap();
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
         assert!(status.success());
     }
 
@@ -113,7 +125,12 @@ impl Server {
             false,
             None,
             &[],
-            |cmd| cmd.arg("--appendonly").arg("no").spawn().expect("spawn redis-server"),
+            |cmd| {
+                cmd.arg("--appendonly")
+                    .arg("no")
+                    .spawn()
+                    .expect("spawn redis-server")
+            },
         );
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -135,7 +152,11 @@ impl Server {
 }
 
 fn require_redis_server() {
-    if Command::new("redis-server").arg("--version").output().is_err() {
+    if Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         panic!(
             "redis-server is not installed; the tests start their own. \
              Install it with `apt-get install -y redis-server` (Debian/Ubuntu) \
@@ -147,8 +168,16 @@ fn require_redis_server() {
 /// Runs the ignored test `name` of this same test binary in a new process, with `env` set.
 pub fn spawn_worker(name: &str, env: &[(&str, String)]) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap()
 }

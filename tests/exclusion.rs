@@ -1,0 +1,107 @@
+//! Mutual exclusion, the Jepsen way: a non-atomic read-modify-write counter incremented
+//! under the lock by many threads and processes must come out exact.
+
+mod support;
+
+use std::time::Duration;
+
+use redmutex::Lock;
+use support::{Server, spawn_worker};
+
+const URL_VAR: &str = "REDMUTEX_TEST_URL";
+const COUNT_VAR: &str = "REDMUTEX_TEST_COUNT";
+
+/// GET, pause, SET: loses updates unless the lock excludes everyone else.
+fn increment(redis: &mut redis::Connection, lock: &Lock, hold: Duration) {
+    let guard = lock.lock().unwrap();
+    let value: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query::<Option<i64>>(redis)
+        .unwrap()
+        .unwrap_or(0);
+    if hold.is_zero() {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(hold);
+    }
+    let _: () = redis::cmd("SET")
+        .arg("counter")
+        .arg(value + 1)
+        .query(redis)
+        .unwrap();
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+}
+
+fn counter(server: &Server) -> i64 {
+    redis::cmd("GET")
+        .arg("counter")
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+fn run_threads(server: &Server, threads: usize, rounds: usize, lease: Duration, hold: Duration) {
+    let client = server.builder().lease(lease).build().unwrap();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let lock = client.lock("counter-lock");
+            let mut redis = server.conn();
+            scope.spawn(move || {
+                for _ in 0..rounds {
+                    increment(&mut redis, &lock, hold);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each() {
+    let server = Server::start();
+    run_threads(&server, 8, 200, Duration::from_secs(30), Duration::ZERO);
+    assert_eq!(counter(&server), 8 * 200);
+}
+
+#[test]
+fn four_processes_two_hundred_increments_each() {
+    let server = Server::start();
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            spawn_worker(
+                "worker_process",
+                &[(URL_VAR, server.url()), (COUNT_VAR, "200".into())],
+            )
+        })
+        .collect();
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success());
+    }
+    assert_eq!(counter(&server), 4 * 200);
+}
+
+#[test]
+fn only_the_watchdog_keeps_a_300_ms_lease_alive_across_1_s_holds() {
+    let server = Server::start();
+    run_threads(
+        &server,
+        3,
+        2,
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+    );
+    assert_eq!(counter(&server), 3 * 2);
+}
+
+/// One worker process of `four_processes_two_hundred_increments_each`.
+#[test]
+#[ignore = "run as a child process by four_processes_two_hundred_increments_each"]
+fn worker_process() {
+    let url = std::env::var(URL_VAR).expect("started by the parent test");
+    let rounds: usize = std::env::var(COUNT_VAR).unwrap().parse().unwrap();
+    let client = redmutex::LockClient::open(&url).unwrap();
+    let lock = client.lock("counter-lock");
+    let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
+    for _ in 0..rounds {
+        increment(&mut redis, &lock, Duration::ZERO);
+    }
+}

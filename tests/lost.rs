@@ -1,0 +1,97 @@
+//! Losing a hold: detected by the watchdog, reported once, and never undone by a release.
+
+mod support;
+
+use std::time::Duration;
+
+use support::Server;
+
+#[test]
+fn a_key_deleted_from_outside_is_reported_lost_once() {
+    let server = Server::start();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .on_lock_lost(move |lost| tx.send((lost.name.clone(), lost.error.is_none())).unwrap())
+        .build()
+        .unwrap();
+    let lock = client.lock("fragile");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+
+    let _: () = redis::cmd("DEL")
+        .arg("fragile")
+        .query(&mut server.conn())
+        .unwrap();
+    let reported = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("loss reported");
+    assert_eq!(reported, ("fragile".to_owned(), true));
+    assert!(outer.is_lost() && inner.is_lost());
+
+    // A rival takes the free lock; our stale guards must not touch it.
+    let rival = server.client().lock("fragile");
+    let rival_guard = rival.try_lock().unwrap().expect("free after the delete");
+    assert!(inner.unlock().unwrap_err().is_not_held());
+    assert!(outer.unlock().unwrap_err().is_not_held());
+    assert!(rival.is_held_by_current_thread().unwrap() || rival.is_locked().unwrap());
+    assert_eq!(rival.hold_count().unwrap(), 1);
+    assert!(
+        rx.recv_timeout(Duration::from_secs(1)).is_err(),
+        "reported twice"
+    );
+    drop(rival_guard);
+
+    // The same thread can take the lock afresh.
+    let again = lock.lock().unwrap();
+    assert!(!again.is_lost());
+    again.unlock().unwrap();
+}
+
+#[test]
+fn unlocking_an_expired_hold_leaves_the_new_owner_alone() {
+    let server = Server::start();
+    let lock = server.client().lock("expiring");
+    let rival = server.client().lock("expiring");
+    let guard = lock.lock_with_lease(Duration::from_millis(200)).unwrap();
+    let rival_guard = rival
+        .try_lock_for(Duration::from_secs(10))
+        .unwrap()
+        .expect("expired");
+
+    let err = guard.unlock().unwrap_err();
+    assert!(err.is_not_held(), "{err}");
+    assert_eq!(err.lock_name(), Some("expiring"));
+    assert_eq!(
+        rival.hold_count().unwrap(),
+        1,
+        "the new owner's hold is intact"
+    );
+    assert!(rival.remaining_lease().unwrap().is_some());
+    rival_guard.unlock().unwrap();
+}
+
+#[test]
+fn a_hold_is_lost_when_redis_stays_unreachable_for_a_whole_lease() {
+    let mut server = Server::start();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .connect_timeout(Duration::from_millis(200))
+        .response_timeout(Duration::from_millis(200))
+        .on_lock_lost(move |lost| tx.send(lost.error.is_some()).unwrap())
+        .build()
+        .unwrap();
+    let guard = client.lock("cut-off").lock().unwrap();
+    server.stop();
+    assert!(
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("loss reported"),
+        "with the error"
+    );
+    assert!(guard.is_lost());
+    server.restart();
+    assert!(guard.unlock().unwrap_err().is_not_held());
+}

@@ -1,0 +1,98 @@
+//! Waiting: one attempt for try_lock, deadlines kept, and the waiter gets the lock after a
+//! release.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use support::Server;
+
+#[test]
+fn try_lock_on_a_busy_lock_makes_one_attempt_and_returns_none() {
+    let server = Server::start();
+    let _held = server.client().lock("busy").lock().unwrap();
+    let lock = server.client().lock("busy");
+    let before = server.calls("evalsha");
+    assert!(lock.try_lock().unwrap().is_none());
+    assert_eq!(server.calls("evalsha"), before + 1);
+    let past = Instant::now() - Duration::from_millis(1);
+    assert!(lock.try_lock_until(past).unwrap().is_none());
+    assert_eq!(server.calls("evalsha"), before + 2);
+}
+
+#[test]
+fn try_lock_for_waits_out_its_timeout() {
+    let server = Server::start();
+    let _held = server.client().lock("busy").lock().unwrap();
+    let lock = server.client().lock("busy");
+    let started = Instant::now();
+    assert!(
+        lock.try_lock_for(Duration::from_millis(200))
+            .unwrap()
+            .is_none()
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200),
+        "gave up after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(10), "overslept: {waited:?}");
+}
+
+#[test]
+fn lock_past_max_wait_is_a_timeout_error_with_context() {
+    let server = Server::start();
+    let _held = server.client().lock("busy").lock().unwrap();
+    let client = server
+        .builder()
+        .max_wait(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let err = client.lock("busy").lock().unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert_eq!(err.lock_name(), Some("busy"));
+    match err {
+        redmutex::Error::Timeout { waited, .. } => assert!(waited >= Duration::from_millis(100)),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn a_waiter_gets_the_lock_after_the_holder_releases() {
+    let server = Server::start();
+    let holder = server.client().lock("handoff");
+    let waiter = server.client().lock("handoff");
+    let guard = holder.lock().unwrap();
+    let released = Arc::new(AtomicBool::new(false));
+
+    let seen = released.clone();
+    let (waiting_tx, waiting_rx) = crossbeam_channel::bounded(0);
+    let thread = std::thread::spawn(move || {
+        waiting_tx.send(()).unwrap();
+        let guard = waiter.lock().unwrap();
+        let order_kept = seen.load(Ordering::SeqCst);
+        guard.unlock().unwrap();
+        order_kept
+    });
+    waiting_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // let it wait a little
+    released.store(true, Ordering::SeqCst);
+    guard.unlock().unwrap();
+    assert!(
+        thread.join().unwrap(),
+        "the waiter got the lock before the release"
+    );
+}
+
+#[test]
+fn a_timeout_beyond_the_clock_is_an_invalid_argument() {
+    let server = Server::start();
+    let err = server
+        .client()
+        .lock("x")
+        .try_lock_for(Duration::MAX)
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+}
