@@ -1,6 +1,7 @@
 //! The client: a connection pool, an owner id, and the table of what it holds.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use crate::config::{Config, LockClientBuilder};
 use crate::error::{Error, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
+use crate::notify::Notifier;
 use crate::pool::Manager;
 use crate::scripts;
 use crate::watchdog::{Job, Parked};
@@ -41,6 +43,7 @@ pub(crate) struct Inner {
     pool: r2d2::Pool<Manager>,
     pub holds: Mutex<Holds>,
     pub parked: Arc<Parked>,
+    pub notifier: Notifier,
 }
 
 /// A hold the watchdog found gone, as handed to the
@@ -86,6 +89,10 @@ impl LockClient {
         };
         let info = url.into_connection_info().map_err(invalid)?;
         let node = info.addr().to_string();
+        let notifier = Notifier::new(
+            info.clone(),
+            config.connect_timeout.max(config.response_timeout),
+        );
         let client = redis::Client::open(info).map_err(invalid)?;
         let manager = Manager {
             client,
@@ -115,6 +122,7 @@ impl LockClient {
                 pool,
                 holds: Mutex::default(),
                 parked: Arc::default(),
+                notifier,
             }),
         })
     }
@@ -166,18 +174,18 @@ impl Inner {
     }
 
     /// Forgets a holding the watchdog found gone, marks its guards lost and tells the
-    /// callback, unless the holding already ended.
+    /// callback, unless the holding already ended. Runs on the watchdog's thread.
     pub fn declare_lost(&self, job: &Job, error: Option<Error>) {
         let mut holds = self.holds.lock();
-        let current = holds
-            .get(&job.id)
-            .is_some_and(|hold| Arc::ptr_eq(&hold.holding, &job.holding));
+        let current = holds.get(&job.id).is_some_and(|hold| {
+            Arc::ptr_eq(&hold.holding, &job.holding) && hold.watchdog.is_some()
+        });
         if !current {
             return;
         }
-        let hold = holds.remove(&job.id);
+        // Kept until the callback returns: dropping it lets this thread take another job.
+        let _hold = holds.remove(&job.id);
         drop(holds);
-        drop(hold); // stops the renewals (a Stop this thread will ignore)
         job.holding.mark_lost();
         match &error {
             None => log::warn!("lock {:?} was lost: its key or field is gone", job.name),
@@ -187,10 +195,13 @@ impl Inner {
             ),
         }
         if let Some(callback) = &self.config.on_lock_lost {
-            callback(&LockLost {
+            let lost = LockLost {
                 name: job.name.clone(),
                 error,
-            });
+            };
+            if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
+                log::error!("the on_lock_lost callback panicked for lock {:?}", job.name);
+            }
         }
     }
 }

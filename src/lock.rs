@@ -9,9 +9,10 @@ use crate::config::{MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Hold, HoldId, Holding};
+use crate::notify::Subscription;
 use crate::owner::{current_thread, field};
 use crate::retry::Backoff;
-use crate::scripts::{self, UNLOCK_MESSAGE};
+use crate::scripts::{self, FRESH, UNLOCK_MESSAGE};
 use crate::watchdog::{self, Job};
 
 /// A reentrant lock on one Redis key, shared by every thread and process that names it.
@@ -198,8 +199,11 @@ impl Lock {
             })
     }
 
-    /// The waiting loop: attempt, then sleep a jittered backoff bounded by the holder's
-    /// remaining lease and by `deadline`, until acquired or the deadline passes.
+    /// The waiting loop. Attempt; when busy, subscribe to the unlock channel and attempt
+    /// again at once (an unlock before the subscription would otherwise go unseen); then
+    /// wait for an unlock message, at most until the holder's lease runs out (plus a
+    /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
+    /// cannot connect) the wait is the backoff alone.
     fn acquire(
         &self,
         lease: Option<Duration>,
@@ -213,8 +217,10 @@ impl Lock {
                 reason,
             })?;
         }
-        let config = &self.client.inner.config;
-        let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+        let inner = &self.client.inner;
+        let mut backoff = Backoff::new(inner.config.retry_base, inner.config.retry_cap);
+        let mut subscription: Option<Subscription> = None;
+        let mut notifications = true;
         loop {
             let ttl = match self.attempt(lease)? {
                 Attempt::Acquired(guard) => return Ok(Some(guard)),
@@ -224,8 +230,32 @@ impl Lock {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
-            let bound = [left, ttl].into_iter().flatten().min();
-            std::thread::sleep(backoff.next_delay(bound));
+            if notifications && !subscription.as_ref().is_some_and(Subscription::is_live) {
+                match inner.notifier.subscribe(&self.name.channel) {
+                    Ok(subscribed) => {
+                        subscription = Some(subscribed);
+                        continue;
+                    }
+                    Err(err) => {
+                        log::debug!("no unlock notifications for {:?}: {err}", self.name());
+                        notifications = false;
+                    }
+                }
+            }
+            let pause = backoff.next_delay(None);
+            match &subscription {
+                Some(subscription) => {
+                    let bound = ttl.map_or(pause, |ttl| ttl + pause);
+                    subscription.wait(left.map_or(bound, |left| bound.min(left)));
+                }
+                None => std::thread::sleep(
+                    [Some(pause), left, ttl]
+                        .into_iter()
+                        .flatten()
+                        .min()
+                        .unwrap_or(pause),
+                ),
+            }
         }
     }
 
@@ -233,35 +263,47 @@ impl Lock {
     fn attempt(&self, lease: Option<Duration>) -> Result<Attempt> {
         let inner = &self.client.inner;
         let id: HoldId = (self.name.key.clone(), current_thread());
-        let watched = lease.is_none();
+        let (held, watchdog_running) = inner
+            .holds
+            .lock()
+            .get(&id)
+            .map_or((0, false), |hold| (hold.count, hold.watched > 0));
         // A watchdog-backed holding keeps the watchdog lease even when re-entered with an
         // explicit one, so a short explicit lease cannot outrun the renewals.
-        let watchdog_running = inner.holds.lock().get(&id).is_some_and(|h| h.watched > 0);
         let script_lease = match lease {
             Some(lease) if !watchdog_running => lease,
             _ => inner.config.lease,
         };
         let field = self.field();
         let sent = Instant::now();
-        // Repeating an acquire after a dropped connection is safe unless the first one ran
-        // and only its reply was lost; then the field counts one hold too many and the key
-        // outlives the last release by one lease, which is bounded.
-        let ttl: Option<i64> = self.query(|c| {
+        let reply: Option<i64> = self.query(|c| {
             scripts::ACQUIRE
                 .key(&*id.0)
                 .arg(script_lease.as_millis() as u64)
                 .arg(&field)
+                .arg(held)
                 .invoke(c)
         })?;
-        if let Some(ttl) = ttl {
+        let fresh = match reply {
+            None => false,
+            Some(FRESH) => true,
             // -1: no expiry; -2: gone since the check, worth retrying at once.
-            return Ok(Attempt::Busy(match ttl {
-                -1 => None,
-                ttl => Some(Duration::from_millis(ttl.max(0) as u64)),
-            }));
-        }
+            Some(-1) => return Ok(Attempt::Busy(None)),
+            Some(ttl) => {
+                return Ok(Attempt::Busy(Some(
+                    Duration::from_millis(ttl.max(0) as u64),
+                )));
+            }
+        };
 
         let mut holds = inner.holds.lock();
+        if fresh && let Some(stale) = holds.remove(&id) {
+            log::warn!(
+                "lock {:?} was lost while held; this hold starts afresh",
+                self.name()
+            );
+            stale.holding.mark_lost();
+        }
         let hold = holds
             .entry(id.clone())
             .or_insert_with(|| Hold::new(inner.config.lease));
@@ -271,7 +313,7 @@ impl Lock {
             None => hold.watched += 1,
         }
         let holding = hold.holding.clone();
-        if watched && hold.watchdog.is_none() {
+        if lease.is_none() && hold.watchdog.is_none() {
             let job = Job {
                 client: Arc::downgrade(inner),
                 id,
@@ -284,7 +326,7 @@ impl Lock {
                 Ok(ticket) => hold.watchdog = Some(ticket),
                 Err(source) => {
                     drop(holds);
-                    let guard = LockGuard::new(self.clone(), holding, watched);
+                    let guard = LockGuard::new(self.clone(), holding, true);
                     if let Err(err) = guard.unlock() {
                         log::warn!("giving back lock {:?} failed: {err}", self.name());
                     }
@@ -299,7 +341,7 @@ impl Lock {
         Ok(Attempt::Acquired(LockGuard::new(
             self.clone(),
             holding,
-            watched,
+            lease.is_none(),
         )))
     }
 
@@ -307,7 +349,7 @@ impl Lock {
     pub(crate) fn release(&self, holding: &Arc<Holding>, watched: bool) -> Result<()> {
         let inner = &self.client.inner;
         let id: HoldId = (self.name.key.clone(), current_thread());
-        let lease = {
+        let (held, lease) = {
             let mut holds = inner.holds.lock();
             let Some(hold) = holds
                 .get_mut(&id)
@@ -316,6 +358,7 @@ impl Lock {
                 // Lost, or already ended: the key may be someone else's now. Leave it.
                 return Err(self.not_held());
             };
+            let held = hold.count;
             hold.count -= 1;
             if watched {
                 hold.watched -= 1;
@@ -331,20 +374,20 @@ impl Lock {
             if hold.count == 0 {
                 holds.remove(&id);
             }
-            lease
+            (held, lease)
         };
         let field = self.field();
-        let reply: Option<i64> = inner
-            .query(false, |c| {
-                scripts::RELEASE
-                    .key(&*id.0)
-                    .key(&self.name.channel)
-                    .arg(UNLOCK_MESSAGE)
-                    .arg(lease.as_millis() as u64)
-                    .arg(&field)
-                    .invoke(c)
-            })
-            .map_err(|err| err.with_lock(self.name()))?;
+        // Safe to retry: the script sets the count rather than decrementing it.
+        let reply: Option<i64> = self.query(|c| {
+            scripts::RELEASE
+                .key(&*id.0)
+                .key(&self.name.channel)
+                .arg(UNLOCK_MESSAGE)
+                .arg(lease.as_millis() as u64)
+                .arg(&field)
+                .arg(held)
+                .invoke(c)
+        })?;
         if reply.is_some() {
             return Ok(());
         }

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Take one hold; replies nil on success or the key's PTTL. See `scripts/acquire.lua`.
+/// Take one hold; replies nil, [`FRESH`], or the key's PTTL. See `scripts/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
 
@@ -19,6 +19,9 @@ pub(crate) static RENEW: LazyLock<Script> =
 /// Delete the lock whoever holds it; replies 1 or 0.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
+
+/// The acquire reply for a hold taken while the owner's earlier holds were gone.
+pub(crate) const FRESH: i64 = -3;
 
 /// The message Redisson publishes on the unlock channel.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";

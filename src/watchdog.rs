@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use parking_lot::Mutex;
 
 use crate::client::Inner;
@@ -32,7 +32,10 @@ pub(crate) struct Job {
 
 enum Command {
     Start(Box<Job>),
-    Stop,
+    /// Ends the current job. Carries the sender of the worker's own channel, which the
+    /// worker lists as parked once it is idle again: a worker is only ever handed a job
+    /// when it has nothing else to do.
+    Stop(Sender<Command>),
 }
 
 /// The parked threads of one client, each behind the sender of its command channel.
@@ -41,69 +44,50 @@ pub(crate) struct Parked {
     threads: Mutex<Vec<(u64, Sender<Command>)>>,
 }
 
-/// A running renewal. Dropping it stops the renewals and parks the thread again.
+/// A running renewal. Dropping it stops the renewals.
 pub(crate) struct Ticket {
     tx: Sender<Command>,
-    worker: u64,
-    parked: Weak<Parked>,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        // A stale Stop is ignored by a parked thread, and the channel keeps it ahead of
-        // any later Start, so this cannot stop the next holding by mistake.
-        if self.tx.send(Command::Stop).is_ok()
-            && let Some(parked) = self.parked.upgrade()
-        {
-            parked.threads.lock().push((self.worker, self.tx.clone()));
-        }
+        let _ = self.tx.send(Command::Stop(self.tx.clone()));
     }
 }
 
 /// Starts renewing `job` on a parked thread, or on a new one when none is parked.
 pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::io::Result<Ticket> {
     let mut job = Box::new(job);
-    while let Some((worker, tx)) = parked.threads.lock().pop() {
+    while let Some((_, tx)) = parked.threads.lock().pop() {
         match tx.send(Command::Start(job)) {
-            Ok(()) => {
-                return Ok(Ticket {
-                    tx,
-                    worker,
-                    parked: Arc::downgrade(parked),
-                });
-            }
+            Ok(()) => return Ok(Ticket { tx }),
             Err(err) => match err.into_inner() {
                 Command::Start(returned) => job = returned,
-                Command::Stop => unreachable!("only a Start was sent"),
+                Command::Stop(_) => unreachable!("only a Start was sent"),
             },
         }
     }
     static NEXT_WORKER: AtomicU64 = AtomicU64::new(1);
     let worker = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = unbounded();
-    tx.send(Command::Start(job))
-        .expect("the receiver is still in this scope");
-    let weak = Arc::downgrade(parked);
+    let _ = tx.send(Command::Start(job)); // the receiver is right here
+    let parked = Arc::downgrade(parked);
     thread::Builder::new()
         .name("redmutex-watchdog".into())
         .stack_size(stack_size)
-        .spawn(move || park_loop(worker, &rx, &weak))?;
-    Ok(Ticket {
-        tx,
-        worker,
-        parked: Arc::downgrade(parked),
-    })
+        .spawn(move || park_loop(worker, &rx, &parked))?;
+    Ok(Ticket { tx })
 }
 
 fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     loop {
         match rx.recv_timeout(IDLE_EXIT) {
             Ok(Command::Start(job)) => {
-                if !renew_loop(&job, rx) {
-                    return;
+                if let Some(tx) = renew_loop(&job, rx) {
+                    park(worker, tx, parked);
                 }
             }
-            Ok(Command::Stop) => {}
+            Ok(Command::Stop(tx)) => park(worker, tx, parked),
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
                 let Some(parked) = parked.upgrade() else {
@@ -121,50 +105,56 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     }
 }
 
-/// Renews until stopped or lost. Returns false when the thread should end.
-fn renew_loop(job: &Job, rx: &Receiver<Command>) -> bool {
-    let Some(client) = job.client.upgrade() else {
-        return false;
-    };
+/// Lists the worker as parked, or, when the client is gone, drops this last sender so that
+/// the worker's next receive ends it.
+fn park(worker: u64, tx: Sender<Command>, parked: &Weak<Parked>) {
+    if let Some(parked) = parked.upgrade() {
+        parked.threads.lock().push((worker, tx));
+    }
+}
+
+/// Renews until stopped or lost. Returns the sender a Stop brought, when it received one;
+/// a Stop still queued is left for `park_loop`.
+fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
+    let client = job.client.upgrade()?;
     let lease = client.config.lease;
     let interval = client.config.renew_interval();
     drop(client);
+    let fresh_backoff = || Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
 
     let mut renewed_at = job.since;
     let mut next = job.since + interval;
-    let mut backoff = Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
+    let mut backoff = fresh_backoff();
+    // Whether our own release stopped us; checked before any verdict of loss, since a
+    // release removes the field before this thread hears of it.
+    let stopped = || !rx.is_empty();
     loop {
         match rx.recv_deadline(next) {
-            Ok(Command::Stop) => return true,
-            Ok(Command::Start(_)) => unreachable!("a Start only reaches a parked thread"),
-            Err(RecvTimeoutError::Disconnected) => return false,
             Err(RecvTimeoutError::Timeout) => {}
+            Ok(Command::Stop(tx)) => return Some(tx),
+            Ok(Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => return None,
         }
-        let Some(client) = job.client.upgrade() else {
-            return false;
-        };
+        let client = job.client.upgrade()?;
         let sent = Instant::now();
         match client.renew(&job.id.0, &job.field, lease) {
             Ok(true) => {
                 renewed_at = sent;
                 next = sent + interval;
-                backoff = Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
+                backoff = fresh_backoff();
             }
             Ok(false) => {
-                // Gone from Redis. If our own release did that, a Stop is already queued.
-                match rx.try_recv() {
-                    Ok(Command::Stop) => return true,
-                    Err(TryRecvError::Disconnected) => return false,
-                    _ => {}
+                if !stopped() {
+                    client.declare_lost(job, None);
                 }
-                client.declare_lost(job, None);
-                return true;
+                return None;
             }
             Err(err) => {
                 let expiry = renewed_at + lease;
                 if Instant::now() >= expiry {
-                    client.declare_lost(job, Some(err));
-                    return true;
+                    if !stopped() {
+                        client.declare_lost(job, Some(err));
+                    }
+                    return None;
                 }
                 log::warn!(
                     "renewing lock {:?} failed, retrying until its lease runs out: {err}",

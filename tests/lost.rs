@@ -95,3 +95,60 @@ fn a_hold_is_lost_when_redis_stays_unreachable_for_a_whole_lease() {
     server.restart();
     assert!(guard.unlock().unwrap_err().is_not_held());
 }
+
+#[test]
+fn re_entering_after_the_key_vanished_starts_a_fresh_holding() {
+    let server = Server::start();
+    let lock = server.client().lock("vanishing");
+    let stale = lock.lock().unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("vanishing")
+        .query(&mut server.conn())
+        .unwrap();
+
+    let fresh = lock.lock().unwrap();
+    assert!(stale.is_lost(), "the earlier hold is gone");
+    assert!(!fresh.is_lost());
+    assert_eq!(lock.hold_count().unwrap(), 1, "a fresh holding counts one");
+    assert!(stale.unlock().unwrap_err().is_not_held());
+    assert_eq!(
+        lock.hold_count().unwrap(),
+        1,
+        "the stale guard left the fresh hold alone"
+    );
+    fresh.unlock().unwrap();
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn a_panicking_callback_does_not_stop_the_renewal_of_other_locks() {
+    let server = Server::start();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(300))
+        .on_lock_lost(move |_| {
+            tx.send(()).unwrap();
+            panic!("a careless callback");
+        })
+        .build()
+        .unwrap();
+    let doomed = client.lock("doomed").lock().unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("doomed")
+        .query(&mut server.conn())
+        .unwrap();
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("loss reported");
+    assert!(doomed.is_lost());
+
+    // Whichever watchdog thread serves it, this lock must keep being renewed.
+    let kept = client.lock("kept").lock().unwrap();
+    let rival = server.client().lock("kept");
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rival.try_lock().unwrap().is_none(), "renewals stopped");
+    }
+    assert!(!kept.is_lost());
+    kept.unlock().unwrap();
+}

@@ -2,11 +2,24 @@
 -- KEYS[1]  lock key: a hash of "<client-uuid>:<thread-id>" -> hold count
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
--- Reply    nil when the hold was taken (the key is free or already ours),
+-- ARGV[3]  holds the owner believes it has already (0 for a first hold)
+-- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
+--          -3 when the hold was taken but the owner's earlier holds were gone (expired or
+--             deleted): the field now counts 1, a fresh holding;
 --          otherwise the key's PTTL in milliseconds (-1 when it has no expiry).
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
+-- The field is set, not incremented, so running this twice (a retry after a lost reply)
+-- still leaves ARGV[3] + 1 holds.
+if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return redis.call('pttl', KEYS[1])
 end
-return redis.call('pttl', KEYS[1])
+local had = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or 0)
+local expected = tonumber(ARGV[3])
+local reply = nil
+local count = expected + 1
+if had ~= expected and had ~= expected + 1 then
+    reply = -3
+    count = 1
+end
+redis.call('hset', KEYS[1], ARGV[2], count)
+redis.call('pexpire', KEYS[1], ARGV[1])
+return reply

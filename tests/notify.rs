@@ -1,0 +1,238 @@
+//! Unlock notifications: waiters wake on a message (ours, foreign, or a raw PUBLISH), one
+//! per message, survive a killed subscriber, and leave nothing behind.
+//!
+//! Attempts are counted with `INFO commandstats` (every acquire and release is one EVALSHA),
+//! so the tests assert what happened, never how long it took. Leases are long (60 s) so that
+//! no renewal and no expiry can stand in for a message.
+
+mod support;
+
+use std::time::Duration;
+
+use serial_test::serial;
+use support::{Server, eventually};
+
+const LONG: Duration = Duration::from_secs(60);
+const FOREIGN: &str = "7d3a5b2e-1111-4c4c-8888-0123456789ab:1";
+
+fn thread_count(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with(prefix))
+        })
+        .count()
+}
+
+fn pubsub_clients(server: &Server) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines().filter(|line| !line.is_empty()).count()
+}
+
+/// Connections our subscribers opened (they name themselves), subscribed or not.
+fn subscriber_connections(server: &Server) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines()
+        .filter(|line| line.contains(" name=redmutex-notify "))
+        .count()
+}
+
+/// Loads the scripts, so that no NOSCRIPT retry shows in the counts that follow.
+fn warm_up(server: &Server) {
+    server
+        .client()
+        .lock("warm-up")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+/// Waits until the server has seen `calls` EVALSHAs in all.
+fn await_calls(server: &Server, calls: u64) {
+    assert!(
+        eventually(Duration::from_secs(20), || server.calls("evalsha") >= calls),
+        "expected {calls} EVALSHA, saw {}",
+        server.calls("evalsha")
+    );
+}
+
+fn foreign_hold(redis: &mut redis::Connection, key: &str, lease_ms: u64) {
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(key)
+        .arg(FOREIGN)
+        .arg(1)
+        .query(redis)
+        .unwrap();
+    let _: bool = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(lease_ms)
+        .query(redis)
+        .unwrap();
+}
+
+#[test]
+#[serial]
+fn a_waiter_wakes_on_our_unlock_after_exactly_one_more_attempt() {
+    let server = Server::start();
+    let holder = server.builder().lease(LONG).build().unwrap().lock("l");
+    let waiter = server.builder().lease(LONG).build().unwrap().lock("l");
+    warm_up(&server);
+    let base = server.calls("evalsha");
+    let guard = holder.lock().unwrap();
+    let thread = std::thread::spawn(move || waiter.lock().map(|guard| guard.unlock()));
+    // lock, then the waiter's attempt, subscription, and attempt again.
+    await_calls(&server, base + 3);
+    guard.unlock().unwrap();
+    thread.join().unwrap().unwrap().unwrap();
+    // + our unlock, the waiter's one woken attempt, and its unlock: no polling in between.
+    assert_eq!(server.calls("evalsha"), base + 6);
+}
+
+#[test]
+#[serial]
+fn a_raw_publish_wakes_a_waiter() {
+    let server = Server::start();
+    let mut foreign = server.conn();
+    foreign_hold(&mut foreign, "l", 60_000);
+    let waiter = server.builder().lease(LONG).build().unwrap().lock("l");
+    warm_up(&server);
+    let base = server.calls("evalsha");
+    let thread = std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(Duration::from_secs(30)).unwrap();
+        guard.map(|guard| guard.unlock().unwrap()).is_some()
+    });
+    await_calls(&server, base + 2);
+    let _: i64 = redis::cmd("DEL").arg("l").query(&mut foreign).unwrap();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("redisson_lock__channel:{l}")
+        .arg("0")
+        .query(&mut foreign)
+        .unwrap();
+    assert!(thread.join().unwrap(), "woken before its 60 s bound");
+    assert_eq!(server.calls("evalsha"), base + 4);
+}
+
+#[test]
+#[serial]
+fn an_expiry_without_any_message_still_lets_the_waiter_in() {
+    let server = Server::start();
+    foreign_hold(&mut server.conn(), "l", 300);
+    let waiter = server.client().lock("l");
+    let guard = waiter.try_lock_for(Duration::from_secs(30)).unwrap();
+    assert!(guard.is_some(), "acquired after the foreign lease ran out");
+}
+
+#[test]
+#[serial]
+fn a_killed_subscriber_reconnects_and_the_waiter_still_wakes() {
+    let server = Server::start();
+    let holder = server.builder().lease(LONG).build().unwrap().lock("l");
+    let waiter = server.builder().lease(LONG).build().unwrap().lock("l");
+    warm_up(&server);
+    let base = server.calls("evalsha");
+    let guard = holder.lock().unwrap();
+    let thread = std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(Duration::from_secs(30)).unwrap();
+        guard.map(|guard| guard.unlock().unwrap()).is_some()
+    });
+    await_calls(&server, base + 3);
+    assert_eq!(pubsub_clients(&server), 1);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(killed, 1);
+    // Resubscribed, the waiter is told to retry once; after that attempt a message counts.
+    await_calls(&server, base + 4);
+    assert_eq!(pubsub_clients(&server), 1);
+    guard.unlock().unwrap();
+    assert!(
+        thread.join().unwrap(),
+        "woken by the unlock before its 60 s bound"
+    );
+}
+
+#[test]
+#[serial]
+fn one_unlock_wakes_one_of_sixteen_waiters() {
+    let server = Server::start();
+    let client = server.builder().lease(LONG).build().unwrap();
+    let holder = server.builder().lease(LONG).build().unwrap().lock("l");
+    warm_up(&server);
+    let base = server.calls("evalsha");
+    let guard = holder.lock().unwrap();
+    let waiters: Vec<_> = (0..16)
+        .map(|_| {
+            let lock = client.lock("l");
+            std::thread::spawn(move || lock.lock().map(|guard| guard.unlock()))
+        })
+        .collect();
+    // Each waiter: an attempt, a subscription, a second attempt, then it waits.
+    await_calls(&server, base + 1 + 16 * 2);
+    guard.unlock().unwrap();
+    for waiter in waiters {
+        waiter.join().unwrap().unwrap().unwrap();
+    }
+    // Each release wakes one waiter, which takes the lock and releases it in turn:
+    // 16 acquisitions and 16 releases. A herd would make 16 + 15 + ... attempts.
+    let after_release = server.calls("evalsha") - (base + 1 + 16 * 2 + 1);
+    assert_eq!(after_release, 16 * 2);
+}
+
+#[test]
+#[serial]
+fn a_client_that_never_waits_opens_no_subscription() {
+    let server = Server::start();
+    let client = server.client();
+    client.lock("l").lock().unwrap().unlock().unwrap();
+    assert!(client.lock("l").try_lock().unwrap().is_some());
+    assert_eq!(subscriber_connections(&server), 0);
+}
+
+#[test]
+#[serial]
+fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
+    let server = Server::start();
+    assert!(eventually(Duration::from_secs(10), || thread_count(
+        "redmutex-notif"
+    ) == 0));
+    let client = server.client();
+    let _held = server.client().lock("l").lock().unwrap();
+    assert!(
+        client
+            .lock("l")
+            .try_lock_for(Duration::from_millis(50))
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(subscriber_connections(&server), 1);
+    assert_eq!(
+        pubsub_clients(&server),
+        0,
+        "unsubscribed when the last waiter left"
+    );
+    assert_eq!(thread_count("redmutex-notif"), 1);
+    drop(client);
+    assert!(
+        eventually(Duration::from_secs(10), || subscriber_connections(&server)
+            == 0),
+        "the subscriber connection outlived its client"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || thread_count("redmutex-notif")
+            == 0),
+        "the subscriber thread outlived its client"
+    );
+}
