@@ -1,21 +1,58 @@
-//! Measures the lock against raw Redis round trips, in one run, as ratios.
+//! Measures the lock against raw Redis round trips, in one run, and prints one table.
 //!
 //! `cargo run --release --example bench` starts a throwaway redis-server unless `REDIS_URL`
 //! is set. Absolute times on shared machines swing severalfold; the ratios are the result.
-//! Each row's samples are interleaved with the floor's, so load from elsewhere hits both.
+//! Samples that are compared are interleaved, so load from elsewhere hits both alike.
+//! `bench quick` runs shorter rounds (for a smoke test).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
-use redmutex::LockClient;
+use redmutex::{LockClient, Result};
 
-const ROUNDS: usize = 21;
-const PAIRS: u32 = 500;
+struct Plan {
+    rounds: usize,
+    pairs: u32,
+    handoffs: usize,
+    contention: Duration,
+    fairness: Duration,
+    held: &'static [usize],
+}
 
-fn main() -> redmutex::Result<()> {
+const FULL: Plan = Plan {
+    rounds: 21,
+    pairs: 500,
+    handoffs: 300,
+    contention: Duration::from_secs(3),
+    fairness: Duration::from_secs(5),
+    held: &[1_000, 10_000],
+};
+
+const QUICK: Plan = Plan {
+    rounds: 3,
+    pairs: 100,
+    handoffs: 30,
+    contention: Duration::from_millis(500),
+    fairness: Duration::from_millis(500),
+    held: &[100],
+};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("worker") {
+        return worker(&args[1..]);
+    }
+    let plan = if args.first().map(String::as_str) == Some("quick") {
+        QUICK
+    } else {
+        FULL
+    };
     let throwaway;
     let url = match std::env::var("REDIS_URL") {
         Ok(url) => url,
@@ -25,84 +62,366 @@ fn main() -> redmutex::Result<()> {
         }
     };
     let client = LockClient::open(&url)?;
+    let mut rows = Vec::new();
+
+    let Uncontended {
+        floor,
+        raw_pair,
+        pair,
+    } = uncontended(&plan, &url, &client)?;
+    let rt = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+    rows.push((
+        "floor",
+        format!(
+            "raw EVALSHA round trip (`return nil`): {} µs",
+            micros(floor)
+        ),
+    ));
+    rows.push((
+        "uncontended",
+        format!(
+            "{:.0} lock+unlock pairs/s; ratio to 2 × floor round trips: {:.2} (the same two scripts sent raw: {:.2}; the library over them: {:.2})",
+            per_sec(pair),
+            2.0 / rt(pair),
+            2.0 / rt(raw_pair),
+            raw_pair.as_secs_f64() / pair.as_secs_f64()
+        ),
+    ));
+    let nested = reentry(&plan, &client)?;
+    rows.push((
+        "re-entry",
+        format!(
+            "nested acquire+release while held: {:.2} round trips",
+            rt(nested)
+        ),
+    ));
+    for (how, mut samples) in [
+        ("thread", handoff_threads(&plan, &client)?),
+        ("process", handoff_process(&plan, &url, &client)?),
+    ] {
+        let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
+        rows.push((
+            "hand-off",
+            format!(
+                "another {how}: p50 {} µs = {:.1} round trips; p99 {} µs = {:.1} round trips",
+                micros(p50),
+                rt(p50),
+                micros(p99),
+                rt(p99)
+            ),
+        ));
+    }
+    let threads = contended_threads(&plan, &client, 4);
+    let processes = contended_processes(&plan, &url, 4);
+    let solo = contended_threads(&plan, &client, 1);
+    rows.push((
+        "contended",
+        format!(
+            "4 threads: {threads:.0} pairs/s = {:.2} × uncontended; 4 processes: {processes:.0} pairs/s = {:.2} × uncontended (uncontended in the same window: {solo:.0} pairs/s)",
+            threads / solo,
+            processes / solo
+        ),
+    ));
+    let counts = fairness(&plan, &client, 8);
+    let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
+    rows.push((
+        "fairness",
+        format!(
+            "8 threads for {:?}: max / min acquisitions = {max} / {min} = {:.2}",
+            plan.fairness,
+            *max as f64 / (*min).max(1) as f64
+        ),
+    ));
+    for &n in plan.held {
+        rows.push(("many held", many_held(&url, n)?));
+    }
+
+    println!("| row | measure |");
+    println!("|---|---|");
+    for (row, measure) in rows {
+        println!("| {row} | {measure} |");
+    }
+    Ok(())
+}
+
+/// Interleaved: a no-op EVALSHA, the acquire and release scripts sent raw, and lock+unlock
+/// pairs, each on one thread and connection.
+fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontended> {
     let lock = client.lock("bench:uncontended");
-    let mut raw = redis::Client::open(url.as_str())
+    let mut raw = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
     let acquire = Script::new(include_str!("../src/scripts/acquire.lua"));
     let release = Script::new(include_str!("../src/scripts/release.lua"));
-
-    let mut floor = Samples::default();
-    let mut scripts = Samples::default();
-    let mut pairs = Samples::default();
-    for _ in 0..ROUNDS {
-        floor.time(2 * PAIRS, || {
+    let (mut floor, mut scripts, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..plan.rounds {
+        floor.push(mean_of(2 * plan.pairs, || {
             let () = noop.invoke(&mut raw).expect("evalsha");
-        });
-        scripts.time(PAIRS, || {
-            let _: Option<i64> = acquire
-                .key("bench:raw")
-                .arg(30_000)
-                .arg("bench:1")
+        }));
+        scripts.push(mean_of(plan.pairs, || {
+            let _: Option<i64> = (acquire.key("bench:raw").arg(30_000).arg("bench:1").arg(0))
                 .invoke(&mut raw)
                 .expect("acquire");
-            let _: Option<i64> = release
+            let _: Option<i64> = (release
                 .key("bench:raw")
-                .key("redisson_lock__channel:{bench:raw}")
-                .arg(0)
-                .arg(30_000)
-                .arg("bench:1")
-                .invoke(&mut raw)
-                .expect("release");
-        });
-        pairs.time(PAIRS, || {
-            lock.lock()
-                .and_then(|guard| guard.unlock())
-                .expect("lock+unlock");
-        });
+                .key("redisson_lock__channel:{bench:raw}"))
+            .arg(0)
+            .arg(30_000)
+            .arg("bench:1")
+            .arg(1)
+            .invoke(&mut raw)
+            .expect("release");
+        }));
+        pairs.push(mean_of(plan.pairs, || {
+            lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+        }));
     }
-    let (floor, scripts, pair) = (floor.median(), scripts.median(), pairs.median());
-    println!("| row | measure |");
-    println!("|---|---|");
-    println!(
-        "| floor | raw EVALSHA round trip (`return nil`): {} µs |",
-        micros(floor)
-    );
-    println!(
-        "| uncontended | {:.0} lock+unlock pairs/s; ratio to 2 × floor: {:.2}; \
-         to the same two scripts sent raw: {:.2} |",
-        1.0 / pair.as_secs_f64(),
-        ratio(2 * floor, pair),
-        ratio(scripts, pair),
-    );
+    Ok(Uncontended {
+        floor: percentile(&mut floor, 50),
+        raw_pair: percentile(&mut scripts, 50),
+        pair: percentile(&mut pairs, 50),
+    })
+}
+
+struct Uncontended {
+    floor: Duration,
+    raw_pair: Duration,
+    pair: Duration,
+}
+
+fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
+    let lock = client.lock("bench:reentry");
+    let _outer = lock.lock()?;
+    let mut samples: Vec<_> = (0..plan.rounds)
+        .map(|_| {
+            mean_of(plan.pairs, || {
+                lock.lock().and_then(|g| g.unlock()).expect("nested");
+            })
+        })
+        .collect();
+    Ok(percentile(&mut samples, 50))
+}
+
+/// From `unlock()` returning in one thread to `lock()` returning in a waiting one.
+fn handoff_threads(plan: &Plan, client: &LockClient) -> Result<Vec<Duration>> {
+    let lock = client.lock("bench:handoff");
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
+    let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            while go_rx.recv().is_ok() {
+                let guard = lock.lock().expect("waiter lock");
+                got_tx.send(Instant::now()).unwrap();
+                guard.unlock().expect("waiter unlock");
+            }
+        })
+    };
+    let mut samples = Vec::new();
+    for i in 0..plan.handoffs + 10 {
+        let guard = lock.lock()?;
+        go_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(3)); // let the waiter block
+        guard.unlock()?;
+        let released = Instant::now();
+        let acquired = got_rx.recv().unwrap();
+        if i >= 10 {
+            samples.push(acquired.saturating_duration_since(released));
+        }
+    }
+    drop(go_tx);
+    waiter.join().unwrap();
+    Ok(samples)
+}
+
+/// The same across processes, timed with the wall clock both share.
+fn handoff_process(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<Duration>> {
+    let lock = client.lock("bench:handoff-process");
+    let mut child = spawn_worker(&["handoff", url]);
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut samples = Vec::new();
+    let mut run = || -> Result<()> {
+        for i in 0..plan.handoffs + 10 {
+            let guard = lock.lock()?;
+            writeln!(to_child, "go").unwrap();
+            std::thread::sleep(Duration::from_millis(3));
+            guard.unlock()?;
+            let released = wall_nanos();
+            let acquired: u128 = from_child.next().unwrap().unwrap().parse().unwrap();
+            if i >= 10 {
+                let nanos = acquired.saturating_sub(released);
+                samples.push(Duration::from_nanos(nanos as u64));
+            }
+        }
+        Ok(())
+    };
+    let result = run();
+    drop(to_child);
+    child.wait().unwrap();
+    result.map(|()| samples)
+}
+
+/// Pairs per second over all contenders on one key.
+fn contended_threads(plan: &Plan, client: &LockClient, threads: usize) -> f64 {
+    let total: u64 = fairness_counts(client, "bench:contended", threads, plan.contention)
+        .iter()
+        .sum();
+    total as f64 / plan.contention.as_secs_f64()
+}
+
+fn contended_processes(plan: &Plan, url: &str, processes: usize) -> f64 {
+    let millis = plan.contention.as_millis().to_string();
+    let children: Vec<_> = (0..processes)
+        .map(|_| spawn_worker(&["contend", url, &millis]))
+        .collect();
+    let mut total = 0u64;
+    for mut child in children {
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        total += line.trim().parse::<u64>().unwrap();
+        child.wait().unwrap();
+    }
+    total as f64 / plan.contention.as_secs_f64()
+}
+
+fn fairness(plan: &Plan, client: &LockClient, threads: usize) -> Vec<u64> {
+    fairness_counts(client, "bench:fairness", threads, plan.fairness)
+}
+
+/// Each of `threads` takes and releases the lock for `span`; returns each one's count.
+fn fairness_counts(client: &LockClient, name: &str, threads: usize, span: Duration) -> Vec<u64> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (lock, stop) = (client.lock(name), &stop);
+                scope.spawn(move || {
+                    let mut count = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        lock.lock().and_then(|g| g.unlock()).expect("contend");
+                        count += 1;
+                    }
+                    count
+                })
+            })
+            .collect();
+        std::thread::sleep(span);
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// `n` locks held at once by one thread for three leases: all still held, renewals
+/// without error, and the resident memory each held lock adds. A 10 s lease asks for 3,000
+/// renewals a second at 10,000 locks; a 3 s lease (10,000 a second) saturates a 2-core
+/// machine running Redis too, and renewals then time out waiting for a pooled connection.
+fn many_held(url: &str, n: usize) -> Result<String> {
+    let lease = Duration::from_secs(10);
+    let client = LockClient::builder(url)
+        .lease(lease)
+        .pool_size(16)
+        .build()?;
+    let before = resident_bytes();
+    let guards: Vec<_> = (0..n)
+        .map(|i| client.lock(format!("bench:held:{i}")).lock())
+        .collect::<Result<_>>()?;
+    std::thread::sleep(3 * lease);
+    let per_lock = resident_bytes().saturating_sub(before) / n as u64;
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    let still_held = guards
+        .iter()
+        .filter(|g| g.lock().is_held_by_current_thread().unwrap_or(false))
+        .count();
+    let stats = client.stats();
+    drop(guards);
+    Ok(format!(
+        "{n} locks for 3 leases of {lease:?}: {still_held} still held, {lost} lost, {} renewals, {} renewal errors, {:.1} KiB resident per held lock",
+        stats.renewals,
+        stats.renewal_failures,
+        per_lock as f64 / 1024.0
+    ))
+}
+
+/// The child side of the process rows.
+fn worker(args: &[String]) -> Result<()> {
+    let client = LockClient::open(&args[1])?;
+    match args[0].as_str() {
+        "handoff" => {
+            let lock = client.lock("bench:handoff-process");
+            let stdout = std::io::stdout();
+            for line in std::io::stdin().lock().lines() {
+                line.unwrap();
+                let guard = lock.lock()?;
+                let acquired = wall_nanos();
+                writeln!(stdout.lock(), "{acquired}").unwrap();
+                guard.unlock()?;
+            }
+        }
+        "contend" => {
+            let span = Duration::from_millis(args[2].parse().unwrap());
+            let lock = client.lock("bench:contended");
+            let deadline = Instant::now() + span;
+            let mut count = 0u64;
+            while Instant::now() < deadline {
+                lock.lock()?.unlock()?;
+                count += 1;
+            }
+            println!("{count}");
+        }
+        other => panic!("unknown worker {other}"),
+    }
     Ok(())
 }
 
-#[derive(Default)]
-struct Samples(Vec<Duration>);
-
-impl Samples {
-    /// Runs `f` `n` times and records the mean time of one run.
-    fn time(&mut self, n: u32, mut f: impl FnMut()) {
-        let started = Instant::now();
-        for _ in 0..n {
-            f();
-        }
-        self.0.push(started.elapsed() / n);
-    }
-
-    fn median(&mut self) -> Duration {
-        self.0.sort();
-        self.0[self.0.len() / 2]
-    }
+fn spawn_worker(args: &[&str]) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .arg("worker")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
-/// How many `measured` fit in the time of one `unit`: 1.0 means no overhead.
-fn ratio(unit: Duration, measured: Duration) -> f64 {
-    unit.as_secs_f64() / measured.as_secs_f64()
+fn mean_of(n: u32, mut f: impl FnMut()) -> Duration {
+    let started = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    started.elapsed() / n
+}
+
+fn percentile(samples: &mut [Duration], p: usize) -> Duration {
+    samples.sort();
+    samples[(samples.len() * p / 100).min(samples.len() - 1)]
+}
+
+fn per_sec(d: Duration) -> f64 {
+    1.0 / d.as_secs_f64()
 }
 
 fn micros(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
+    format!("{:.0}", d.as_secs_f64() * 1e6)
+}
+
+fn wall_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Resident set size of this process, from /proc (Linux).
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
 }

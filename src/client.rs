@@ -15,6 +15,7 @@ use crate::lock::Lock;
 use crate::notify::Notifier;
 use crate::pool::Manager;
 use crate::scripts;
+use crate::stats::{Counters, Stats};
 use crate::watchdog::{Job, Parked};
 
 /// A connection to one Redis server from which locks are made.
@@ -44,6 +45,7 @@ pub(crate) struct Inner {
     pub holds: Mutex<Holds>,
     pub parked: Arc<Parked>,
     pub notifier: Notifier,
+    pub counters: Counters,
 }
 
 /// A hold the watchdog found gone, as handed to the
@@ -80,6 +82,11 @@ impl LockClient {
     /// This client's UUID: the first half of the `"<uuid>:<thread>"` field of its holds.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// What this client's watchdogs have done so far.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.snapshot()
     }
 
     pub(crate) fn connect(url: &str, config: Config) -> Result<LockClient> {
@@ -123,6 +130,7 @@ impl LockClient {
                 holds: Mutex::default(),
                 parked: Arc::default(),
                 notifier,
+                counters: Counters::default(),
             }),
         })
     }
@@ -164,13 +172,19 @@ impl Inner {
 
     /// One watchdog renewal: whether the field was still there.
     pub fn renew(&self, key: &[u8], field: &str, lease: Duration) -> Result<bool> {
-        self.query(true, |c| {
+        let renewed = self.query(true, |c| {
             scripts::RENEW
                 .key(key)
                 .arg(lease.as_millis() as u64)
                 .arg(field)
                 .invoke(c)
-        })
+        });
+        match renewed {
+            Ok(true) => Counters::bump(&self.counters.renewals),
+            Ok(false) => {}
+            Err(_) => Counters::bump(&self.counters.renewal_failures),
+        }
+        renewed
     }
 
     /// Forgets a holding the watchdog found gone, marks its guards lost and tells the
@@ -187,6 +201,7 @@ impl Inner {
         let _hold = holds.remove(&job.id);
         drop(holds);
         job.holding.mark_lost();
+        Counters::bump(&self.counters.locks_lost);
         match &error {
             None => log::warn!("lock {:?} was lost: its key or field is gone", job.name),
             Some(err) => log::warn!(

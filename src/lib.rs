@@ -57,6 +57,7 @@ mod pool;
 mod pubsub;
 mod retry;
 mod scripts;
+mod stats;
 mod watchdog;
 
 pub use client::{LockClient, LockLost};
@@ -64,6 +65,7 @@ pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN};
 pub use error::{Error, Result};
 pub use guard::LockGuard;
 pub use lock::Lock;
+pub use stats::Stats;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}

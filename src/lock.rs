@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::LockClient;
-use crate::config::{MAX_NAME_LEN, check_lease};
+use crate::config::{MAX_LEASE, MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Hold, HoldId, Holding};
@@ -290,9 +290,8 @@ impl Lock {
             // -1: no expiry; -2: gone since the check, worth retrying at once.
             Some(-1) => return Ok(Attempt::Busy(None)),
             Some(ttl) => {
-                return Ok(Attempt::Busy(Some(
-                    Duration::from_millis(ttl.max(0) as u64),
-                )));
+                let ttl = Duration::from_millis(ttl.max(0) as u64).min(MAX_LEASE);
+                return Ok(Attempt::Busy(Some(ttl)));
             }
         };
 

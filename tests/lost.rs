@@ -92,6 +92,11 @@ fn a_hold_is_lost_when_redis_stays_unreachable_for_a_whole_lease() {
         "with the error"
     );
     assert!(guard.is_lost());
+    let stats = client.stats();
+    assert!(
+        stats.renewal_failures > 0 && stats.locks_lost == 1,
+        "{stats:?}"
+    );
     server.restart();
     assert!(guard.unlock().unwrap_err().is_not_held());
 }

@@ -9,10 +9,13 @@
 --          otherwise the key's PTTL in milliseconds (-1 when it has no expiry).
 -- The field is set, not incremented, so running this twice (a retry after a lost reply)
 -- still leaves ARGV[3] + 1 holds.
-if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return redis.call('pttl', KEYS[1])
+local had = 0
+if redis.call('exists', KEYS[1]) == 1 then
+    had = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+    if had == nil then
+        return redis.call('pttl', KEYS[1])
+    end
 end
-local had = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or 0)
 local expected = tonumber(ARGV[3])
 local reply = nil
 local count = expected + 1

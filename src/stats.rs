@@ -1,0 +1,37 @@
+//! Counters a client keeps about its watchdog, for monitoring.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a client's watchdogs have done since it was built; see [`LockClient::stats`](crate::LockClient::stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Lease renewals that Redis confirmed.
+    pub renewals: u64,
+    /// Renewals that failed with a Redis or connection error (each retried until the lease
+    /// would have run out).
+    pub renewal_failures: u64,
+    /// Holdings declared lost by the watchdog.
+    pub locks_lost: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub renewals: AtomicU64,
+    pub renewal_failures: AtomicU64,
+    pub locks_lost: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Stats {
+        Stats {
+            renewals: self.renewals.load(Ordering::Relaxed),
+            renewal_failures: self.renewal_failures.load(Ordering::Relaxed),
+            locks_lost: self.locks_lost.load(Ordering::Relaxed),
+        }
+    }
+}
