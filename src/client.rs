@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::{Connection, IntoConnectionInfo, RedisResult};
+use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::config::{Config, LockClientBuilder};
 use crate::error::{Error, Result};
@@ -115,7 +116,15 @@ impl LockClient {
                 node: node.clone(),
                 source,
             })?;
+        // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
+        // reaper job (every 30 s) before they end; one thread that ends at once is enough.
+        let maintenance = ScheduledThreadPool::builder()
+            .num_threads(1)
+            .thread_name_pattern("redmutex-pool")
+            .on_drop_behavior(OnPoolDropBehavior::DiscardPendingScheduled)
+            .build();
         let pool = r2d2::Pool::builder()
+            .thread_pool(Arc::new(maintenance))
             .max_size(config.pool_size)
             .min_idle(Some(0))
             .test_on_check_out(false)

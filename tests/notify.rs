@@ -208,8 +208,10 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
     assert!(eventually(Duration::from_secs(10), || thread_count(
         "redmutex-notif"
     ) == 0));
+    let threads_before = thread_count("");
     let client = server.client();
-    let _held = server.client().lock("l").lock().unwrap();
+    let holder = server.client();
+    let held = holder.lock("l").lock().unwrap();
     assert!(
         client
             .lock("l")
@@ -235,4 +237,27 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
             == 0),
         "the subscriber thread outlived its client"
     );
+    drop(held);
+    drop(holder);
+    // Pools, watchdogs, subscribers: nothing of either client is left, in threads or in
+    // connections (the one left is the connection asking).
+    assert!(
+        eventually(Duration::from_secs(10), || thread_count("")
+            <= threads_before),
+        "threads outlived their clients: {} > {threads_before}",
+        thread_count("")
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || connections(&server) == 1),
+        "connections outlived their clients: {}",
+        connections(&server)
+    );
+}
+
+fn connections(server: &Server) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines().filter(|line| !line.is_empty()).count()
 }
