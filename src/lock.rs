@@ -9,7 +9,7 @@ use crate::config::{MAX_LEASE, MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Hold, HoldId, Holding};
-use crate::notify::Subscription;
+use crate::notify::{Signal, Subscription};
 use crate::owner::{current_thread, field};
 use crate::retry::Backoff;
 use crate::scripts::{self, FRESH, UNLOCK_MESSAGE};
@@ -219,6 +219,7 @@ impl Lock {
         }
         let inner = &self.client.inner;
         let mut backoff = Backoff::new(inner.config.retry_base, inner.config.retry_cap);
+        let signal = Arc::new(Signal::default());
         let mut subscription: Option<Subscription> = None;
         let mut notifications = true;
         loop {
@@ -231,7 +232,7 @@ impl Lock {
                 return Ok(None);
             }
             if notifications && !subscription.as_ref().is_some_and(Subscription::is_live) {
-                match inner.notifier.subscribe(&self.name.channel) {
+                match inner.notifier.subscribe(&self.name.channel, &signal) {
                     Ok(subscribed) => {
                         subscription = Some(subscribed);
                         continue;
@@ -243,19 +244,11 @@ impl Lock {
                 }
             }
             let pause = backoff.next_delay(None);
-            match &subscription {
-                Some(subscription) => {
-                    let bound = ttl.map_or(pause, |ttl| ttl + pause);
-                    subscription.wait(left.map_or(bound, |left| bound.min(left)));
-                }
-                None => std::thread::sleep(
-                    [Some(pause), left, ttl]
-                        .into_iter()
-                        .flatten()
-                        .min()
-                        .unwrap_or(pause),
-                ),
-            }
+            let bound = match (&subscription, ttl) {
+                (Some(_), Some(ttl)) => ttl + pause,
+                _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
+            };
+            signal.wait(left.map_or(bound, |left| bound.min(left)));
         }
     }
 

@@ -1,10 +1,11 @@
 //! Unlock notifications: one subscriber connection and thread per client, opened on the
 //! first wait and shared by every waiter of every lock.
 //!
-//! Waiters register on a lock's channel (reference-counted: the channel is unsubscribed when
-//! its last waiter leaves). An unlock message wakes one waiter of that lock, not all of them:
-//! the woken one takes the lock, and its own release wakes the next. A waiter never relies on
-//! a message alone; every wait is bounded, so a lost message costs one bounded wait.
+//! A waiter registers a [`Signal`] on a lock's channel (the channel is unsubscribed when its
+//! last waiter leaves); a waiter of a lock on several nodes registers the same signal on each.
+//! An unlock message raises the signal of one waiter of that lock, not all of them, taking
+//! turns: the woken one takes the lock, and its own release wakes the next. A waiter never
+//! relies on a message alone; every wait is bounded, so a lost message costs one bounded wait.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::BufReader;
@@ -46,20 +47,49 @@ struct State {
 
 struct Channel {
     generation: u64,
-    waiters: usize,
+    /// The signals of the waiters registered here, in wake-up order.
+    waiters: VecDeque<Arc<Signal>>,
     confirmed: bool,
     /// Set by a reconnect: when the new subscription is confirmed, every waiter retries.
     wake_all_on_confirm: bool,
-    /// Wake-ups not yet taken by a waiter, at most one per waiter.
-    permits: usize,
-    wake: Arc<Condvar>,
+}
+
+/// What one waiting thread blocks on, raised by an unlock message on any of its channels.
+/// A raise while the thread is not waiting is kept for its next wait.
+#[derive(Default)]
+pub(crate) struct Signal {
+    raised: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Signal {
+    /// Raises the signal; false if it was raised already.
+    fn raise(&self) -> bool {
+        let mut raised = self.raised.lock();
+        let newly = !*raised;
+        *raised = true;
+        self.cond.notify_one();
+        newly
+    }
+
+    /// Waits until raised, at most `timeout`, and lowers it again. Returns whether it was raised.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut raised = self.raised.lock();
+        while !*raised {
+            if self.cond.wait_until(&mut raised, deadline).timed_out() {
+                break;
+            }
+        }
+        std::mem::take(&mut *raised)
+    }
 }
 
 /// One waiter's registration on a lock's channel; dropping it deregisters.
 pub(crate) struct Subscription {
     hub: Arc<Hub>,
     channel: Vec<u8>,
-    wake: Arc<Condvar>,
+    signal: Arc<Signal>,
 }
 
 impl Notifier {
@@ -71,9 +101,9 @@ impl Notifier {
         }
     }
 
-    /// Registers on `channel` and waits (at most the response timeout) until Redis confirms
-    /// the subscription, so that an unlock after this returns is not missed.
-    pub fn subscribe(&self, channel: &[u8]) -> std::io::Result<Subscription> {
+    /// Registers `signal` on `channel` and waits (at most the response timeout) until Redis
+    /// confirms the subscription, so that an unlock after this returns is not missed.
+    pub fn subscribe(&self, channel: &[u8], signal: &Arc<Signal>) -> std::io::Result<Subscription> {
         let hub = self.hub()?;
         let mut guard = hub.state.lock();
         let state = &mut *guard;
@@ -83,15 +113,12 @@ impl Notifier {
             .entry(channel.to_vec())
             .or_insert_with(|| Channel {
                 generation,
-                waiters: 0,
+                waiters: VecDeque::new(),
                 confirmed: false,
                 wake_all_on_confirm: false,
-                permits: 0,
-                wake: Arc::default(),
             });
-        entry.waiters += 1;
-        let wake = entry.wake.clone();
-        if entry.waiters == 1 {
+        entry.waiters.push_back(signal.clone());
+        if entry.waiters.len() == 1 {
             state.next_generation += 1;
             state.send(b"SUBSCRIBE", channel, generation);
         }
@@ -110,7 +137,7 @@ impl Notifier {
         Ok(Subscription {
             hub,
             channel: channel.to_vec(),
-            wake,
+            signal: signal.clone(),
         })
     }
 
@@ -185,11 +212,21 @@ impl Hub {
         }
     }
 
+    /// Raises the first waiter not raised already, and sends it to the back of the line.
     fn on_message(&self, channel: &[u8]) {
         let mut state = self.state.lock();
-        if let Some(entry) = state.channels.get_mut(channel) {
-            entry.permits = (entry.permits + 1).min(entry.waiters);
-            entry.wake.notify_one();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return;
+        };
+        for _ in 0..entry.waiters.len() {
+            let Some(waiter) = entry.waiters.pop_front() else {
+                return;
+            };
+            let raised = waiter.raise();
+            entry.waiters.push_back(waiter);
+            if raised {
+                return;
+            }
         }
     }
 
@@ -208,8 +245,9 @@ impl Hub {
         {
             entry.confirmed = true;
             if std::mem::take(&mut entry.wake_all_on_confirm) {
-                entry.permits = entry.waiters;
-                entry.wake.notify_all();
+                for waiter in &entry.waiters {
+                    waiter.raise();
+                }
             }
         }
         self.confirmed.notify_all();
@@ -272,28 +310,6 @@ impl Subscription {
     pub fn is_live(&self) -> bool {
         !self.hub.state.lock().stopped
     }
-
-    /// Waits for an unlock message, at most `timeout`. Returns whether one came.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.hub.state.lock();
-        loop {
-            let stopped = state.stopped;
-            let Some(entry) = state.channels.get_mut(&self.channel).filter(|_| !stopped) else {
-                // The hub ended under us: still wait, so that the caller never spins.
-                drop(state);
-                thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                return false;
-            };
-            if entry.permits > 0 {
-                entry.permits -= 1;
-                return true;
-            }
-            if self.wake.wait_until(&mut state, deadline).timed_out() {
-                return false;
-            }
-        }
-    }
 }
 
 impl Drop for Subscription {
@@ -302,9 +318,14 @@ impl Drop for Subscription {
         let Some(entry) = state.channels.get_mut(&self.channel) else {
             return;
         };
-        entry.waiters -= 1;
-        entry.permits = entry.permits.min(entry.waiters);
-        if entry.waiters == 0 {
+        if let Some(at) = entry
+            .waiters
+            .iter()
+            .position(|w| Arc::ptr_eq(w, &self.signal))
+        {
+            entry.waiters.remove(at);
+        }
+        if entry.waiters.is_empty() {
             let generation = entry.generation;
             state.channels.remove(&self.channel);
             state.send(b"UNSUBSCRIBE", &self.channel, generation);
