@@ -1,27 +1,29 @@
-//! The client: a connection pool, an owner id, and the table of what it holds.
+//! The client: the nodes it locks on, an owner id, and the table of what it holds.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{Connection, IntoConnectionInfo, RedisResult};
-use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::config::{Config, LockClientBuilder};
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
-use crate::notify::Notifier;
-use crate::pool::Manager;
+use crate::node::{Node, Nodes};
 use crate::scripts;
 use crate::stats::{Counters, Stats};
 use crate::watchdog::{Job, Parked};
 
-/// A connection to one Redis server from which locks are made.
+/// Most nodes one client may lock on.
+const MAX_NODES: usize = 64;
+
+/// A connection to Redis — one server, or N independent masters for Redlock — from which
+/// locks are made.
 ///
-/// Cheap to clone: clones share the pool, the owner id and the watchdog threads. Locks taken
+/// Cheap to clone: clones share the pools, the owner id and the watchdog threads. Locks taken
 /// through different clients are different owners, even in one thread.
 ///
 /// ```no_run
@@ -32,6 +34,22 @@ use crate::watchdog::{Job, Parked};
 /// guard.unlock()?;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
+///
+/// # Redlock
+///
+/// A client over N independent masters ([`redlock`](Self::redlock)) takes each lock on a
+/// majority of them, as the Redlock algorithm in the Redis documentation describes. Its locks
+/// have the same API, guards and watchdog; see the crate README for when it is worth it.
+///
+/// ```no_run
+/// let client = redmutex::LockClient::redlock(&[
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+///     "redis://10.0.0.3:6379/",
+/// ])?;
+/// let guard = client.lock("orders:42").lock()?; // held on at least 2 of the 3
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct LockClient {
     pub(crate) inner: Arc<Inner>,
@@ -39,13 +57,11 @@ pub struct LockClient {
 
 pub(crate) struct Inner {
     pub config: Config,
-    pub node: String,
+    pub nodes: Nodes,
     /// The client's UUID, the first half of every owner field.
     pub id: String,
-    pool: r2d2::Pool<Manager>,
     pub holds: Mutex<Holds>,
     pub parked: Arc<Parked>,
-    pub notifier: Notifier,
     pub counters: Counters,
 }
 
@@ -57,19 +73,51 @@ pub struct LockLost {
     /// The lock's name (lossily decoded).
     pub name: String,
     /// `None` when Redis said the hold is gone (deleted or expired); the last renewal error
-    /// when Redis could not be reached for a whole lease.
+    /// when Redis could not be reached until the hold's validity ran out.
     pub error: Option<Error>,
 }
 
+/// What one renewal round found: on how many nodes the hold was still there, and where the
+/// round failed.
+pub(crate) struct Renewal {
+    pub kept: usize,
+    pub failed: Vec<NodeError>,
+}
+
 impl LockClient {
-    /// Connects with every default setting (see [`LockClientBuilder`]).
+    /// Connects to one Redis with every default setting (see [`LockClientBuilder`]).
     pub fn open(url: &str) -> Result<LockClient> {
         Self::builder(url).build()
     }
 
-    /// Starts a builder for tuned settings.
+    /// Starts a builder for one Redis with tuned settings.
     pub fn builder(url: &str) -> LockClientBuilder {
-        LockClientBuilder::new(url)
+        LockClientBuilder::new(&[url])
+    }
+
+    /// Connects to N independent Redis masters for Redlock, with every default setting.
+    /// Fails unless a quorum (N/2 + 1) of them answers; the others are tried again as needed.
+    pub fn redlock(urls: &[&str]) -> Result<LockClient> {
+        Self::redlock_builder(urls).build()
+    }
+
+    /// Starts a builder for N independent Redis masters (Redlock) with tuned settings.
+    pub fn redlock_builder(urls: &[&str]) -> LockClientBuilder {
+        LockClientBuilder::new(urls)
+    }
+
+    /// A Redlock client over the nodes of existing clients, sharing their connection pools.
+    /// Settings come from the first client; the owner id is new.
+    pub fn redlock_from(clients: &[LockClient]) -> Result<LockClient> {
+        let first = clients.first().ok_or_else(|| Error::InvalidConfig {
+            setting: "clients",
+            reason: "at least one client is needed".into(),
+        })?;
+        let nodes = clients
+            .iter()
+            .flat_map(|client| client.inner.nodes.list().iter().cloned())
+            .collect();
+        Self::assemble(first.inner.config.clone(), nodes)
     }
 
     /// A handle on the lock `name`, stored under the key `key_prefix + name`.
@@ -85,60 +133,49 @@ impl LockClient {
         &self.inner.id
     }
 
+    /// The nodes this client locks on, as `host:port`.
+    pub fn nodes(&self) -> Vec<&str> {
+        let list = self.inner.nodes.list();
+        list.iter().map(|node| node.name.as_str()).collect()
+    }
+
     /// What this client's watchdogs have done so far.
     pub fn stats(&self) -> Stats {
         self.inner.counters.snapshot()
     }
 
-    pub(crate) fn connect(url: &str, config: Config) -> Result<LockClient> {
-        let invalid = |source| Error::InvalidUrl {
-            url: redact(url),
-            source,
+    /// Opens the nodes and checks that enough of them answer: the one node of a single-node
+    /// client, a quorum of a Redlock client.
+    pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
+        let nodes = urls
+            .iter()
+            .map(|url| Node::new(url, &config).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let client = Self::assemble(config, nodes)?;
+        let nodes = &client.inner.nodes;
+        nodes.answers(nodes.list().iter().map(|node| node.ping()).collect())?;
+        Ok(client)
+    }
+
+    fn assemble(config: Config, list: Vec<Arc<Node>>) -> Result<LockClient> {
+        let bad = |reason: String| Error::InvalidConfig {
+            setting: "urls",
+            reason,
         };
-        let info = url.into_connection_info().map_err(invalid)?;
-        let node = info.addr().to_string();
-        let notifier = Notifier::new(
-            info.clone(),
-            config.connect_timeout.max(config.response_timeout),
-        );
-        let client = redis::Client::open(info).map_err(invalid)?;
-        let manager = Manager {
-            client,
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-        };
-        // Prove Redis answers now, within the connect timeout, rather than at the first lock.
-        manager
-            .open()
-            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)))
-            .map_err(|source| Error::Redis {
-                lock: None,
-                node: node.clone(),
-                source,
-            })?;
-        // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
-        // reaper job (every 30 s) before they end; one thread that ends at once is enough.
-        let maintenance = ScheduledThreadPool::builder()
-            .num_threads(1)
-            .thread_name_pattern("redmutex-pool")
-            .on_drop_behavior(OnPoolDropBehavior::DiscardPendingScheduled)
-            .build();
-        let pool = r2d2::Pool::builder()
-            .thread_pool(Arc::new(maintenance))
-            .max_size(config.pool_size)
-            .min_idle(Some(0))
-            .test_on_check_out(false)
-            .connection_timeout(config.connect_timeout)
-            .build_unchecked(manager);
+        if list.is_empty() || list.len() > MAX_NODES {
+            return Err(bad(format!("1 to {MAX_NODES} nodes are needed")));
+        }
+        let mut seen = HashSet::new();
+        if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
+            return Err(bad(format!("{} is named twice", twice.name)));
+        }
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: crate::owner::new_client_id(),
+                nodes: Nodes::new(list, config.response_timeout),
                 config,
-                node,
-                pool,
                 holds: Mutex::default(),
                 parked: Arc::default(),
-                notifier,
                 counters: Counters::default(),
             }),
         })
@@ -146,54 +183,27 @@ impl LockClient {
 }
 
 impl Inner {
-    /// Runs `f` on a pooled connection.
-    ///
-    /// With `retry`, a connection found dead (Redis restarted, the connection closed while
-    /// idle) is dropped and `f` runs again on another, so an idle client recovers on its own.
-    /// Only calls that are safe to repeat pass `retry`: a release is not one of them.
-    pub fn query<T>(
-        &self,
-        retry: bool,
-        mut f: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> Result<T> {
-        let mut attempts_left = if retry { self.config.pool_size + 1 } else { 1 };
-        loop {
-            let mut conn = self.pool.get().map_err(|source| Error::Pool {
-                lock: None,
-                node: self.node.clone(),
-                source,
-            })?;
-            attempts_left -= 1;
-            match conn.run(&mut f) {
-                Err(err) if attempts_left > 0 && err.is_connection_dropped() => {
-                    log::debug!("connection to {} dropped, retrying: {err}", self.node);
-                }
-                result => {
-                    return result.map_err(|source| Error::Redis {
-                        lock: None,
-                        node: self.node.clone(),
-                        source,
-                    });
-                }
-            }
+    /// One watchdog round on every node. `held` is put back on nodes that lost the key when
+    /// there are several nodes (a restarted one); a single node never gets it back.
+    pub fn renew(&self, key: &[u8], field: &str, lease: Duration, held: u32) -> Renewal {
+        let restore = if self.nodes.list().len() > 1 { held } else { 0 };
+        let mut cmd = scripts::evalsha(&scripts::RENEW, &[key]);
+        cmd.arg(lease.as_millis() as u64).arg(field).arg(restore);
+        let (answers, failed) = self.nodes.split(self.nodes.run_all::<i64>(&cmd));
+        let kept = answers.iter().filter(|&&reply| reply == 1).count();
+        let restored = answers
+            .iter()
+            .filter(|&&reply| reply == scripts::RESTORED)
+            .count();
+        if restored > 0 {
+            log::info!("put back a hold on {restored} node(s) that had lost it");
         }
-    }
-
-    /// One watchdog renewal: whether the field was still there.
-    pub fn renew(&self, key: &[u8], field: &str, lease: Duration) -> Result<bool> {
-        let renewed = self.query(true, |c| {
-            scripts::RENEW
-                .key(key)
-                .arg(lease.as_millis() as u64)
-                .arg(field)
-                .invoke(c)
-        });
-        match renewed {
-            Ok(true) => Counters::bump(&self.counters.renewals),
-            Ok(false) => {}
-            Err(_) => Counters::bump(&self.counters.renewal_failures),
+        if kept >= self.nodes.quorum() {
+            Counters::bump(&self.counters.renewals);
+        } else if !failed.is_empty() {
+            Counters::bump(&self.counters.renewal_failures);
         }
-        renewed
+        Renewal { kept, failed }
     }
 
     /// Forgets a holding the watchdog found gone, marks its guards lost and tells the
@@ -214,7 +224,7 @@ impl Inner {
         match &error {
             None => log::warn!("lock {:?} was lost: its key or field is gone", job.name),
             Some(err) => log::warn!(
-                "lock {:?} was lost: renewals failed for a whole lease: {err}",
+                "lock {:?} was lost: renewals failed until its validity ran out: {err}",
                 job.name
             ),
         }
@@ -233,18 +243,8 @@ impl Inner {
 impl fmt::Debug for LockClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockClient")
-            .field("node", &self.inner.node)
+            .field("nodes", &self.nodes())
             .field("id", &self.inner.id)
             .finish_non_exhaustive()
-    }
-}
-
-/// The URL without its user information, fit for errors and logs.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }

@@ -113,10 +113,13 @@ impl Config {
     }
 }
 
-/// Checks a lease: whole milliseconds (Redis counts in them), at least 1 ms, at most [`MAX_LEASE`].
+/// Shortest lease accepted: below it the clock drift allowance (1% + 2 ms) leaves no validity.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// Checks a lease: [`MIN_LEASE`] to [`MAX_LEASE`]; Redis counts it in whole milliseconds.
 pub(crate) fn check_lease(lease: Duration) -> std::result::Result<(), String> {
-    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
-        return Err(format!("must be 1 ms..={MAX_LEASE:?}"));
+    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        return Err(format!("must be {MIN_LEASE:?}..={MAX_LEASE:?}"));
     }
     Ok(())
 }
@@ -152,14 +155,14 @@ pub(crate) fn check_lease(lease: Duration) -> std::result::Result<(), String> {
 /// ```
 #[must_use = "a builder does nothing until build() is called"]
 pub struct LockClientBuilder {
-    url: String,
+    urls: Vec<String>,
     config: Config,
 }
 
 impl LockClientBuilder {
-    pub(crate) fn new(url: &str) -> Self {
+    pub(crate) fn new(urls: &[&str]) -> Self {
         LockClientBuilder {
-            url: url.to_owned(),
+            urls: urls.iter().map(|url| url.to_string()).collect(),
             config: Config::default(),
         }
     }
@@ -177,14 +180,15 @@ impl LockClientBuilder {
         self
     }
 
-    /// Read and write timeout of every connection. Defaults to 2 s.
+    /// Read and write timeout of every connection, and for a Redlock client the time one
+    /// round on all nodes may take; keep it small against the lease there. Defaults to 2 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
         self
     }
 
     /// Lease of holds taken without an explicit one; the watchdog keeps renewing it while
-    /// the lock is held. 1 ms to [`MAX_LEASE`]. Defaults to 30 s.
+    /// the lock is held. [`MIN_LEASE`] to [`MAX_LEASE`]. Defaults to 30 s.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
@@ -237,20 +241,29 @@ impl LockClientBuilder {
         self
     }
 
-    /// Checks the settings, opens one connection to prove Redis answers, and returns the client.
+    /// Checks the settings, opens a connection to each node to prove it answers, and returns
+    /// the client.
     ///
-    /// Fails with [`Error::InvalidConfig`] or [`Error::InvalidUrl`] on bad input, and with
-    /// [`Error::Redis`] when Redis cannot be reached within the connect timeout.
+    /// Fails with [`Error::InvalidConfig`] or [`Error::InvalidUrl`] on bad input; with
+    /// [`Error::Redis`] when the one Redis cannot be reached within the connect timeout; and
+    /// for Redlock with [`Error::NoQuorum`] when fewer than a quorum of nodes answer.
     pub fn build(self) -> Result<LockClient> {
         self.config.validate()?;
-        LockClient::connect(&self.url, self.config)
+        LockClient::connect(&self.urls, self.config)
     }
 }
 
 impl fmt::Debug for LockClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockClientBuilder")
-            .field("url", &crate::client::redact(&self.url))
+            .field(
+                "urls",
+                &self
+                    .urls
+                    .iter()
+                    .map(|url| crate::node::redact(url))
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -71,6 +71,40 @@ pub enum Error {
         /// What the `redis` crate reported.
         source: redis::RedisError,
     },
+    /// Fewer nodes than a quorum (N/2 + 1 of the configured N) answered: the lock was not
+    /// taken (and anything taken on the nodes that answered was given back).
+    NoQuorum {
+        /// The lock concerned, when the call was about one.
+        lock: Option<String>,
+        /// How many nodes must answer.
+        needed: usize,
+        /// How many nodes are configured.
+        of: usize,
+        /// The nodes that did not answer, and why.
+        failed: Vec<NodeError>,
+    },
+    /// A quorum of nodes granted the lock, but taking it used up the whole lease (less the
+    /// clock drift allowance), so it was given back.
+    ValidityExhausted {
+        /// The lock concerned.
+        lock: String,
+        /// How long the acquisition took.
+        elapsed: Duration,
+        /// The lease asked for.
+        lease: Duration,
+    },
+    /// A release reached a quorum of nodes, so the lock is released, but some nodes could not
+    /// be told; their copies expire with their lease.
+    PartialRelease {
+        /// The lock concerned.
+        lock: String,
+        /// On how many nodes the hold was given back.
+        released: usize,
+        /// How many nodes are configured.
+        of: usize,
+        /// The nodes that could not be told, and why.
+        failed: Vec<NodeError>,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock concerned.
@@ -78,6 +112,15 @@ pub enum Error {
         /// What the operating system reported.
         source: std::io::Error,
     },
+}
+
+/// A failure on one node of a multi-node client.
+#[derive(Debug)]
+pub struct NodeError {
+    /// The node, as `host:port`.
+    pub node: String,
+    /// What went wrong there.
+    pub error: Error,
 }
 
 /// `Result` with this crate's [`Error`].
@@ -105,10 +148,20 @@ impl Error {
         )
     }
 
+    /// Too few nodes answered to form a quorum.
+    pub fn is_no_quorum(&self) -> bool {
+        matches!(self, Error::NoQuorum { .. })
+    }
+
+    /// A quorum granted the lock too slowly for any validity to remain.
+    pub fn is_validity_exhausted(&self) -> bool {
+        matches!(self, Error::ValidityExhausted { .. })
+    }
+
     /// Redis could not be reached or the connection broke; retrying later may succeed.
     pub fn is_connection(&self) -> bool {
         match self {
-            Error::Pool { .. } => true,
+            Error::Pool { .. } | Error::NoQuorum { .. } => true,
             Error::Redis { source, .. } => {
                 source.is_io_error() || source.is_connection_dropped() || source.is_timeout()
             }
@@ -119,20 +172,37 @@ impl Error {
     /// The lock this error is about, if any.
     pub fn lock_name(&self) -> Option<&str> {
         match self {
-            Error::Redis { lock, .. } | Error::Pool { lock, .. } => lock.as_deref(),
+            Error::Redis { lock, .. } | Error::Pool { lock, .. } | Error::NoQuorum { lock, .. } => {
+                lock.as_deref()
+            }
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
             | Error::InvalidArgument { lock, .. }
+            | Error::ValidityExhausted { lock, .. }
+            | Error::PartialRelease { lock, .. }
             | Error::Watchdog { lock, .. } => Some(lock),
             _ => None,
         }
     }
 
     pub(crate) fn with_lock(mut self, name: &str) -> Self {
-        if let Error::Redis { lock, .. } | Error::Pool { lock, .. } = &mut self {
+        if let Error::Redis { lock, .. } | Error::Pool { lock, .. } | Error::NoQuorum { lock, .. } =
+            &mut self
+        {
             *lock = Some(name.to_owned());
         }
         self
+    }
+
+    /// Whether the command may have reached Redis before this error (anything but failing
+    /// to get a connection at all).
+    pub(crate) fn may_have_run(&self) -> bool {
+        !matches!(self, Error::Pool { .. })
+    }
+
+    /// The connection died under the command (as after a Redis restart): worth one more try.
+    pub(crate) fn is_dropped_connection(&self) -> bool {
+        matches!(self, Error::Redis { source, .. } if source.is_connection_dropped())
     }
 }
 
@@ -163,6 +233,41 @@ impl fmt::Display for Error {
                 reason,
             } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
             Error::InvalidUrl { url, .. } => write!(f, "invalid redis URL {url:?}"),
+            Error::NoQuorum {
+                lock,
+                needed,
+                of,
+                failed,
+            } => {
+                let nodes: Vec<_> = failed.iter().map(|f| f.node.as_str()).collect();
+                write!(
+                    f,
+                    "no quorum{}: {needed} of {of} nodes needed, failed: {}",
+                    about(lock),
+                    nodes.join(", ")
+                )
+            }
+            Error::ValidityExhausted {
+                lock,
+                elapsed,
+                lease,
+            } => write!(
+                f,
+                "lock {lock:?} was granted too late: acquiring took {elapsed:?} of a {lease:?} lease"
+            ),
+            Error::PartialRelease {
+                lock,
+                released,
+                of,
+                failed,
+            } => {
+                let nodes: Vec<_> = failed.iter().map(|f| f.node.as_str()).collect();
+                write!(
+                    f,
+                    "lock {lock:?} released on {released} of {of} nodes; not reached: {}",
+                    nodes.join(", ")
+                )
+            }
             Error::Watchdog { lock, .. } => {
                 write!(f, "could not start the watchdog for lock {lock:?}")
             }
@@ -176,6 +281,9 @@ impl std::error::Error for Error {
             Error::Redis { source, .. } | Error::InvalidUrl { source, .. } => Some(source),
             Error::Pool { source, .. } => Some(source),
             Error::Watchdog { source, .. } => Some(source),
+            Error::NoQuorum { failed, .. } | Error::PartialRelease { failed, .. } => {
+                failed.first().map(|f| &f.error as _)
+            }
             _ => None,
         }
     }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::error::Result;
 use crate::holds::Holding;
@@ -59,6 +60,14 @@ impl LockGuard {
     /// can vanish between two renewals.
     pub fn is_lost(&self) -> bool {
         self.holding.is_lost()
+    }
+
+    /// Until when the lock is surely held: the last acquisition or renewal that reached a
+    /// quorum, plus the lease, less an allowance for clock drift (1% of the lease + 2 ms).
+    /// Check it before a side effect that must not happen without the lock; past it, the
+    /// lock may have expired and been taken by someone else.
+    pub fn valid_until(&self) -> Instant {
+        self.holding.valid_until()
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::watchdog::Ticket;
 
@@ -16,9 +18,19 @@ pub(crate) type HoldId = (Arc<[u8]>, u64);
 
 /// One uninterrupted holding of a lock by one thread: from the first hold to the last
 /// release, or until it is found lost. Guards keep it to tell whether they still belong.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Holding {
     lost: AtomicBool,
+    valid_until: Mutex<Instant>,
+}
+
+impl Default for Holding {
+    fn default() -> Self {
+        Holding {
+            lost: AtomicBool::new(false),
+            valid_until: Mutex::new(Instant::now()),
+        }
+    }
 }
 
 impl Holding {
@@ -29,6 +41,23 @@ impl Holding {
     pub fn mark_lost(&self) {
         self.lost.store(true, Ordering::Release);
     }
+
+    /// Until when the lock is surely held, as of the last acquisition or renewal.
+    pub fn valid_until(&self) -> Instant {
+        *self.valid_until.lock()
+    }
+
+    pub fn set_valid_until(&self, until: Instant) {
+        *self.valid_until.lock() = until;
+    }
+}
+
+/// Until when a lease granted by a command sent at `sent` surely lasts: the lease less the
+/// allowance for clock drift between this process and the nodes (1% of the lease + 2 ms, as
+/// the Redlock description in the Redis documentation suggests). `None` if nothing is left.
+pub(crate) fn validity_end(sent: Instant, lease: Duration) -> Option<Instant> {
+    let drift = lease / 100 + Duration::from_millis(2);
+    lease.checked_sub(drift).map(|validity| sent + validity)
 }
 
 /// The local state of one holding.

@@ -51,6 +51,7 @@ mod error;
 mod guard;
 mod holds;
 mod lock;
+mod node;
 mod notify;
 mod owner;
 mod pool;
@@ -61,8 +62,8 @@ mod stats;
 mod watchdog;
 
 pub use client::{LockClient, LockLost};
-pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN};
-pub use error::{Error, Result};
+pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
+pub use error::{Error, NodeError, Result};
 pub use guard::LockGuard;
 pub use lock::Lock;
 pub use stats::Stats;

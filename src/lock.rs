@@ -8,7 +8,7 @@ use crate::client::LockClient;
 use crate::config::{MAX_LEASE, MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::holds::{Hold, HoldId, Holding};
+use crate::holds::{Hold, HoldId, Holding, validity_end};
 use crate::notify::{Signal, Subscription};
 use crate::owner::{current_thread, field};
 use crate::retry::Backoff;
@@ -40,11 +40,16 @@ struct Name {
     invalid: Option<&'static str>,
 }
 
-/// Whether one attempt got the lock, or how long the holder's lease has left.
+/// What one attempt on every node came to.
 enum Attempt {
     Acquired(LockGuard),
-    /// `None`: the key has no expiry.
+    /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
+    /// This thread's earlier holds were found gone and their leftovers given back: try again
+    /// at once, as a first hold.
+    Again,
+    /// Granted too slowly; worth another try after a pause, within the deadline.
+    Retry(Error),
 }
 
 impl Lock {
@@ -107,7 +112,8 @@ impl Lock {
     }
 
     /// Like [`lock`](Self::lock), with a fixed lease and no watchdog: unless released
-    /// first, the hold expires after `lease` (1 ms to [`MAX_LEASE`](crate::MAX_LEASE)).
+    /// first, the hold expires after `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)).
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.lock_inner(Some(lease))
     }
@@ -135,10 +141,11 @@ impl Lock {
         self.acquire(Some(lease), Some(deadline))
     }
 
-    /// Whether anyone holds the lock.
+    /// Whether anyone holds the lock (on a quorum of nodes).
     pub fn is_locked(&self) -> Result<bool> {
-        let key = self.key()?;
-        self.query(|c| redis::cmd("EXISTS").arg(key).query(c))
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.key()?);
+        self.agreed(&cmd)
     }
 
     /// Whether the current thread holds the lock, as Redis sees it.
@@ -146,36 +153,47 @@ impl Lock {
         Ok(self.hold_count()? > 0)
     }
 
-    /// How many holds the current thread has, as Redis sees it.
+    /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
     pub fn hold_count(&self) -> Result<u32> {
-        let key = self.key()?;
-        let field = self.field();
-        let count: Option<u32> =
-            self.query(|c| redis::cmd("HGET").arg(key).arg(&field).query(c))?;
-        Ok(count.unwrap_or(0))
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.key()?).arg(self.field());
+        let counts = self.client.inner.nodes.run_all::<Option<u32>>(&cmd);
+        let counts = counts.into_iter().map(|c| c.map(Option::unwrap_or_default));
+        self.client
+            .inner
+            .nodes
+            .agreed(counts.collect())
+            .map_err(|err| err.with_lock(self.name()))
     }
 
-    /// How long the current holder's lease has left; `None` when the lock is free (or
-    /// was set by someone else without an expiry).
+    /// How long the current holder's lease has left (on a quorum of nodes); `None` when the
+    /// lock is free (or was set by someone else without an expiry).
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let key = self.key()?;
-        let ttl: i64 = self.query(|c| redis::cmd("PTTL").arg(key).query(c))?;
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(self.key()?);
+        let ttl: i64 = self.agreed(&cmd)?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
-    /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there was
-    /// one to delete. The holders' watchdogs find out at their next renewal and mark their
-    /// guards lost.
+    /// Deletes the lock whoever holds it, on every node, and wakes its waiters. Returns
+    /// whether there was one to delete. The holders' watchdogs find out at their next
+    /// renewal and mark their guards lost.
     pub fn force_unlock(&self) -> Result<bool> {
-        let key = self.key()?;
-        let deleted: i64 = self.query(|c| {
-            scripts::FORCE_UNLOCK
-                .key(key)
-                .key(&self.name.channel)
-                .arg(UNLOCK_MESSAGE)
-                .invoke(c)
-        })?;
-        Ok(deleted == 1)
+        let mut cmd = scripts::evalsha(&scripts::FORCE_UNLOCK, &[self.key()?, &self.name.channel]);
+        cmd.arg(UNLOCK_MESSAGE);
+        let nodes = &self.client.inner.nodes;
+        let deleted = nodes
+            .answers(nodes.run_all::<i64>(&cmd))
+            .map_err(|err| err.with_lock(self.name()))?;
+        Ok(deleted.contains(&1))
+    }
+
+    /// `cmd` on every node, and the answer a quorum agrees on at least.
+    fn agreed<T: redis::FromRedisValue + Ord + Copy>(&self, cmd: &redis::Cmd) -> Result<T> {
+        let nodes = &self.client.inner.nodes;
+        nodes
+            .agreed(nodes.run_all(cmd))
+            .map_err(|err| err.with_lock(self.name()))
     }
 
     fn lock_inner(&self, lease: Option<Duration>) -> Result<LockGuard> {
@@ -220,41 +238,60 @@ impl Lock {
         let inner = &self.client.inner;
         let mut backoff = Backoff::new(inner.config.retry_base, inner.config.retry_cap);
         let signal = Arc::new(Signal::default());
-        let mut subscription: Option<Subscription> = None;
+        let mut subscriptions: Vec<Subscription> = Vec::new();
         let mut notifications = true;
         loop {
             let ttl = match self.attempt(lease)? {
                 Attempt::Acquired(guard) => return Ok(Some(guard)),
+                Attempt::Again => continue,
                 Attempt::Busy(ttl) => ttl,
+                Attempt::Retry(err) => {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if left == Some(Duration::ZERO) {
+                        return Err(err);
+                    }
+                    let pause = backoff.next_delay(left);
+                    log::debug!("{err}; retrying in {pause:?}");
+                    std::thread::sleep(pause);
+                    continue;
+                }
             };
             let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
-            if notifications && !subscription.as_ref().is_some_and(Subscription::is_live) {
-                match inner.notifier.subscribe(&self.name.channel, &signal) {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        continue;
+            if notifications && !subscriptions.iter().any(Subscription::is_live) {
+                subscriptions.clear();
+                for node in inner.nodes.list() {
+                    match node.notifier.subscribe(&self.name.channel, &signal) {
+                        Ok(subscription) => subscriptions.push(subscription),
+                        Err(err) => log::debug!(
+                            "no unlock notifications from {} for {:?}: {err}",
+                            node.name,
+                            self.name()
+                        ),
                     }
-                    Err(err) => {
-                        log::debug!("no unlock notifications for {:?}: {err}", self.name());
-                        notifications = false;
-                    }
+                }
+                notifications = !subscriptions.is_empty();
+                if notifications {
+                    continue;
                 }
             }
             let pause = backoff.next_delay(None);
-            let bound = match (&subscription, ttl) {
-                (Some(_), Some(ttl)) => ttl + pause,
+            let bound = match (notifications, ttl) {
+                (true, Some(ttl)) => ttl + pause,
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
             signal.wait(left.map_or(bound, |left| bound.min(left)));
         }
     }
 
-    /// One round trip: take a hold, or learn the holder's remaining lease.
+    /// One round on every node: take a hold, or learn why not. Taken when a quorum granted
+    /// it with validity left (lease − elapsed − drift); otherwise whatever was granted is
+    /// given back on every node.
     fn attempt(&self, lease: Option<Duration>) -> Result<Attempt> {
         let inner = &self.client.inner;
+        let nodes = &inner.nodes;
         let id: HoldId = (self.name.key.clone(), current_thread());
         let (held, watchdog_running) = inner
             .holds
@@ -268,34 +305,69 @@ impl Lock {
             _ => inner.config.lease,
         };
         let field = self.field();
+        let mut cmd = scripts::evalsha(&scripts::ACQUIRE, &[&id.0]);
+        cmd.arg(millis(script_lease)).arg(&field).arg(held);
         let sent = Instant::now();
-        let reply: Option<i64> = self.query(|c| {
-            scripts::ACQUIRE
-                .key(&*id.0)
-                .arg(script_lease.as_millis() as u64)
-                .arg(&field)
-                .arg(held)
-                .invoke(c)
-        })?;
-        let fresh = match reply {
-            None => false,
-            Some(FRESH) => true,
-            // -1: no expiry; -2: gone since the check, worth retrying at once.
-            Some(-1) => return Ok(Attempt::Busy(None)),
-            Some(ttl) => {
-                let ttl = Duration::from_millis(ttl.max(0) as u64).min(MAX_LEASE);
-                return Ok(Attempt::Busy(Some(ttl)));
-            }
-        };
+        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd));
+        let elapsed = sent.elapsed();
 
-        let mut holds = inner.holds.lock();
-        if fresh && let Some(stale) = holds.remove(&id) {
-            log::warn!(
-                "lock {:?} was lost while held; this hold starts afresh",
-                self.name()
-            );
-            stale.holding.mark_lost();
+        let kept = answers.iter().filter(|reply| reply.is_none()).count();
+        let granted = kept + answers.iter().filter(|&&r| r == Some(FRESH)).count();
+        let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
+        let quorum = nodes.quorum();
+        if granted >= quorum
+            && let Some(valid_until) = valid_until
+        {
+            if kept >= quorum {
+                return self.acquired(lease, id, field, sent, valid_until);
+            }
+            // A quorum had lost this thread's earlier holds: they are gone; start afresh.
+            if let Some(stale) = inner.holds.lock().remove(&id) {
+                log::warn!(
+                    "lock {:?} was lost while held; taking it afresh",
+                    self.name()
+                );
+                stale.holding.mark_lost();
+            }
+            self.give_back(&id.0, &field, held + 1, script_lease);
+            return Ok(Attempt::Again);
         }
+
+        if granted > 0 || failed.iter().any(|f| f.error.may_have_run()) {
+            self.give_back(&id.0, &field, held + 1, script_lease);
+        }
+        if nodes.list().len() - failed.len() < quorum {
+            return Err(nodes.no_quorum(failed).with_lock(self.name()));
+        }
+        if granted >= quorum {
+            return Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: self.name().to_owned(),
+                elapsed,
+                lease: script_lease,
+            }));
+        }
+        // Busy: the lock may free up when the earliest of the holder's leases runs out.
+        let ttl = answers
+            .iter()
+            .filter_map(|reply| match *reply {
+                Some(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
+                _ => None,
+            })
+            .min();
+        Ok(Attempt::Busy(ttl))
+    }
+
+    /// Records a granted hold, starting the watchdog for the first watched one.
+    fn acquired(
+        &self,
+        lease: Option<Duration>,
+        id: HoldId,
+        field: String,
+        sent: Instant,
+        valid_until: Instant,
+    ) -> Result<Attempt> {
+        let inner = &self.client.inner;
+        let mut holds = inner.holds.lock();
         let hold = holds
             .entry(id.clone())
             .or_insert_with(|| Hold::new(inner.config.lease));
@@ -305,6 +377,7 @@ impl Lock {
             None => hold.watched += 1,
         }
         let holding = hold.holding.clone();
+        holding.set_valid_until(valid_until);
         if lease.is_none() && hold.watchdog.is_none() {
             let job = Job {
                 client: Arc::downgrade(inner),
@@ -337,9 +410,35 @@ impl Lock {
         )))
     }
 
+    /// Sets this thread's count back to `held - 1` on every node (deleting the key at 0), as
+    /// after a failed attempt; failures are only logged, the leases clean up after them.
+    fn give_back(&self, key: &[u8], field: &str, held: u32, lease: Duration) {
+        let nodes = &self.client.inner.nodes;
+        let cmd = self.release_cmd(key, field, held, lease);
+        for (node, result) in nodes.list().iter().zip(nodes.run_all::<Option<i64>>(&cmd)) {
+            if let Err(err) = result {
+                log::warn!(
+                    "giving back lock {:?} on {} failed: {err}",
+                    self.name(),
+                    node.name
+                );
+            }
+        }
+    }
+
+    fn release_cmd(&self, key: &[u8], field: &str, held: u32, lease: Duration) -> redis::Cmd {
+        let mut cmd = scripts::evalsha(&scripts::RELEASE, &[key, &self.name.channel]);
+        cmd.arg(UNLOCK_MESSAGE)
+            .arg(millis(lease))
+            .arg(field)
+            .arg(held);
+        cmd
+    }
+
     /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
     pub(crate) fn release(&self, holding: &Arc<Holding>, watched: bool) -> Result<()> {
         let inner = &self.client.inner;
+        let nodes = &inner.nodes;
         let id: HoldId = (self.name.key.clone(), current_thread());
         let (held, lease) = {
             let mut holds = inner.holds.lock();
@@ -368,22 +467,24 @@ impl Lock {
             }
             (held, lease)
         };
-        let field = self.field();
-        // Safe to retry: the script sets the count rather than decrementing it.
-        let reply: Option<i64> = self.query(|c| {
-            scripts::RELEASE
-                .key(&*id.0)
-                .key(&self.name.channel)
-                .arg(UNLOCK_MESSAGE)
-                .arg(lease.as_millis() as u64)
-                .arg(&field)
-                .arg(held)
-                .invoke(c)
-        })?;
-        if reply.is_some() {
-            return Ok(());
+        let cmd = self.release_cmd(&id.0, &self.field(), held, lease);
+        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd));
+        let released = answers.iter().filter(|reply| reply.is_some()).count();
+        if released >= nodes.quorum() {
+            if failed.is_empty() {
+                return Ok(());
+            }
+            return Err(Error::PartialRelease {
+                lock: self.name().to_owned(),
+                released,
+                of: nodes.list().len(),
+                failed,
+            });
         }
-        // Redis no longer has our field (expired): every guard of this holding is stale.
+        if answers.len() < nodes.quorum() {
+            return Err(nodes.no_quorum(failed).with_lock(self.name()));
+        }
+        // A quorum no longer has our field (expired): every guard of this holding is stale.
         holding.mark_lost();
         let mut holds = inner.holds.lock();
         if holds
@@ -414,16 +515,11 @@ impl Lock {
     fn field(&self) -> String {
         field(&self.client.inner.id, current_thread())
     }
+}
 
-    fn query<T>(
-        &self,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.client
-            .inner
-            .query(true, f)
-            .map_err(|err| err.with_lock(self.name()))
-    }
+/// A lease in whole milliseconds, as Redis takes it.
+fn millis(lease: Duration) -> u64 {
+    lease.as_millis() as u64
 }
 
 impl fmt::Debug for Lock {

@@ -1,8 +1,8 @@
-//! The Lua scripts, each run by `redis::Script` (EVALSHA, with a load on NOSCRIPT).
+//! The Lua scripts, sent as EVALSHA and loaded when Redis answers NOSCRIPT.
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, Connection, RedisResult, Script};
 
 /// Take one hold; replies nil, [`FRESH`], or the key's PTTL. See `scripts/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<Script> =
@@ -12,7 +12,7 @@ pub(crate) static ACQUIRE: LazyLock<Script> =
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
 
-/// Extend the lease of a hold that is still ours; replies 1 or 0.
+/// Extend the lease of a hold that is still ours; replies 1, 2 (put back) or 0.
 pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
 
@@ -23,5 +23,26 @@ pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
 
+/// The renew reply for a hold put back on a node that had lost the key.
+pub(crate) const RESTORED: i64 = 2;
+
 /// The message Redisson publishes on the unlock channel.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// `EVALSHA <sha> <number of keys> <keys...>`; the caller appends the arguments.
+pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    cmd
+}
+
+/// Loads every script on `conn`, after Redis answered NOSCRIPT (a restart, SCRIPT FLUSH).
+pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
+    for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK] {
+        script.load(conn)?;
+    }
+    Ok(())
+}

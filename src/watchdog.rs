@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use parking_lot::Mutex;
 
 use crate::client::Inner;
-use crate::holds::{HoldId, Holding};
+use crate::holds::{HoldId, Holding, validity_end};
 use crate::retry::Backoff;
 
 /// How long a parked watchdog thread waits for a new holding before it ends.
@@ -115,14 +115,18 @@ fn park(worker: u64, tx: Sender<Command>, parked: &Weak<Parked>) {
 
 /// Renews until stopped or lost. Returns the sender a Stop brought, when it received one;
 /// a Stop still queued is left for `park_loop`.
+///
+/// A round that finds the hold on a quorum of nodes extends its validity. A round that
+/// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
+/// which too few nodes still have it, whatever the failed ones would say, loses it at once.
 fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
     let client = job.client.upgrade()?;
     let lease = client.config.lease;
     let interval = client.config.renew_interval();
+    let quorum = client.nodes.quorum();
     drop(client);
     let fresh_backoff = || Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
 
-    let mut renewed_at = job.since;
     let mut next = job.since + interval;
     let mut backoff = fresh_backoff();
     // Whether our own release stopped us; checked before any verdict of loss, since a
@@ -135,33 +139,36 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
             Ok(Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => return None,
         }
         let client = job.client.upgrade()?;
+        let held = client
+            .holds
+            .lock()
+            .get(&job.id)
+            .map_or(0, |hold| hold.count);
         let sent = Instant::now();
-        match client.renew(&job.id.0, &job.field, lease) {
-            Ok(true) => {
-                renewed_at = sent;
-                next = sent + interval;
-                backoff = fresh_backoff();
+        let renewal = client.renew(&job.id.0, &job.field, lease, held);
+        if renewal.kept >= quorum {
+            if let Some(until) = validity_end(sent, lease) {
+                job.holding.set_valid_until(until);
             }
-            Ok(false) => {
-                if !stopped() {
-                    client.declare_lost(job, None);
-                }
-                return None;
-            }
-            Err(err) => {
-                let expiry = renewed_at + lease;
-                if Instant::now() >= expiry {
-                    if !stopped() {
-                        client.declare_lost(job, Some(err));
-                    }
-                    return None;
-                }
-                log::warn!(
-                    "renewing lock {:?} failed, retrying until its lease runs out: {err}",
-                    job.name
-                );
-                next = (Instant::now() + backoff.next_delay(None)).min(expiry);
-            }
+            next = sent + interval;
+            backoff = fresh_backoff();
+            continue;
         }
+        let valid_until = job.holding.valid_until();
+        if renewal.kept + renewal.failed.len() < quorum || Instant::now() >= valid_until {
+            if !stopped() {
+                let error =
+                    (!renewal.failed.is_empty()).then(|| client.nodes.no_quorum(renewal.failed));
+                client.declare_lost(job, error);
+            }
+            return None;
+        }
+        log::warn!(
+            "renewing lock {:?} reached {} of {} nodes needed, retrying until its validity runs out",
+            job.name,
+            renewal.kept,
+            quorum
+        );
+        next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
     }
 }

@@ -4,8 +4,8 @@
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  holds the owner believes it has already (0 for a first hold)
 -- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
---          -3 when the hold was taken but the owner's earlier holds were gone (expired or
---             deleted): the field now counts 1, a fresh holding;
+--          -3 when the hold was taken on a free key although the owner believed it held
+--             some already (they expired or were deleted): the field counts ARGV[3] + 1 too;
 --          otherwise the key's PTTL in milliseconds (-1 when it has no expiry).
 -- The field is set, not incremented, so running this twice (a retry after a lost reply)
 -- still leaves ARGV[3] + 1 holds.
@@ -18,11 +18,9 @@ if redis.call('exists', KEYS[1]) == 1 then
 end
 local expected = tonumber(ARGV[3])
 local reply = nil
-local count = expected + 1
 if had ~= expected and had ~= expected + 1 then
     reply = -3
-    count = 1
 end
-redis.call('hset', KEYS[1], ARGV[2], count)
+redis.call('hset', KEYS[1], ARGV[2], expected + 1)
 redis.call('pexpire', KEYS[1], ARGV[1])
 return reply

@@ -2,9 +2,18 @@
 -- KEYS[1]  lock key
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
--- Reply    1 when the field exists and the lease was extended, 0 when the hold is gone.
+-- ARGV[3]  hold count to put back if the key is gone, as on a node restarted empty
+--          (0: never put back; a single node never does)
+-- Reply    1 when the field exists and the lease was extended,
+--          2 when the key was gone and the hold was put back,
+--          0 when the hold is gone (and was not put back).
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return 1
+end
+if tonumber(ARGV[3]) > 0 and redis.call('exists', KEYS[1]) == 0 then
+    redis.call('hset', KEYS[1], ARGV[2], ARGV[3])
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return 2
 end
 return 0

@@ -1,0 +1,283 @@
+//! The Redis nodes a client locks on: per node a connection pool and an unlock subscriber,
+//! and commands sent to every node at once.
+//!
+//! A single-node client has one node and a quorum of one. A Redlock client has N independent
+//! masters and a quorum of N/2 + 1; its commands go out to all nodes before any reply is
+//! read, so a round costs the slowest node's round trip, not the sum of them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, ServerErrorKind};
+use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
+
+use crate::config::Config;
+use crate::error::{Error, NodeError, Result};
+use crate::notify::Notifier;
+use crate::pool::{Conn, Manager};
+use crate::scripts;
+
+type Pooled = r2d2::PooledConnection<Manager>;
+
+/// One Redis server.
+pub(crate) struct Node {
+    /// `host:port`, for errors and logs.
+    pub name: String,
+    pool: r2d2::Pool<Manager>,
+    /// Opens connections outside the pool, to check the node at build time.
+    direct: Manager,
+    pub notifier: Notifier,
+}
+
+impl Node {
+    /// Parses `url` and prepares the pool; opens nothing yet.
+    pub fn new(url: &str, config: &Config) -> Result<Node> {
+        let invalid = |source| Error::InvalidUrl {
+            url: redact(url),
+            source,
+        };
+        let info = url.into_connection_info().map_err(invalid)?;
+        let name = info.addr().to_string();
+        let notifier = Notifier::new(
+            info.clone(),
+            config.connect_timeout.max(config.response_timeout),
+        );
+        let manager = || -> Result<Manager> {
+            Ok(Manager {
+                client: redis::Client::open(info.clone()).map_err(invalid)?,
+                connect_timeout: config.connect_timeout,
+                response_timeout: config.response_timeout,
+            })
+        };
+        // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
+        // reaper job (every 30 s) before they end; one thread that ends at once is enough.
+        let maintenance = ScheduledThreadPool::builder()
+            .num_threads(1)
+            .thread_name_pattern("redmutex-pool")
+            .on_drop_behavior(OnPoolDropBehavior::DiscardPendingScheduled)
+            .build();
+        let pool = r2d2::Pool::builder()
+            .thread_pool(Arc::new(maintenance))
+            .max_size(config.pool_size)
+            .min_idle(Some(0))
+            .test_on_check_out(false)
+            .connection_timeout(config.connect_timeout)
+            .build_unchecked(manager()?);
+        Ok(Node {
+            name,
+            pool,
+            direct: manager()?,
+            notifier,
+        })
+    }
+
+    /// Opens a fresh connection and PINGs, within the connect and response timeouts.
+    pub fn ping(&self) -> Result<()> {
+        self.direct
+            .open()
+            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)))
+            .map_err(|source| self.redis_error(source))
+    }
+
+    /// Runs `cmd`, loading the scripts if Redis lost them. A connection found dead (Redis
+    /// restarted, the connection closed while idle) is dropped and the command sent again on
+    /// another; every command this crate sends is safe to repeat.
+    pub fn run<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let mut attempts_left = self.pool.max_size() + 1;
+        loop {
+            let mut conn = self.pool.get().map_err(|source| self.pool_error(source))?;
+            attempts_left -= 1;
+            match conn.run(|c| query_loading_scripts(c, cmd)) {
+                Err(err) if attempts_left > 0 && err.is_connection_dropped() => {
+                    log::debug!("connection to {} dropped, retrying: {err}", self.name);
+                }
+                result => return result.map_err(|source| self.redis_error(source)),
+            }
+        }
+    }
+
+    /// Checks out a connection (waiting at most until `deadline`) and sends `packed`.
+    fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
+        let mut conn = match self.pool.try_get() {
+            Some(conn) => conn,
+            None => {
+                let wait = deadline.saturating_duration_since(Instant::now());
+                self.pool
+                    .get_timeout(wait.max(Duration::from_millis(1)))
+                    .map_err(|source| self.pool_error(source))?
+            }
+        };
+        conn.run(|c| c.send_packed_command(packed))
+            .map_err(|source| self.redis_error(source))?;
+        Ok(conn)
+    }
+
+    /// Reads the reply to what `send` sent, waiting at most until `deadline`.
+    fn receive<T: FromRedisValue>(
+        &self,
+        conn: &mut Conn,
+        cmd: &Cmd,
+        deadline: Instant,
+    ) -> Result<T> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let reply = conn.run(|c| {
+            c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+            let value = c.recv_response();
+            c.set_read_timeout(Some(self.direct.response_timeout))?;
+            match value?.extract_error() {
+                Err(err) if is_noscript(&err) => query_loading_scripts(c, cmd),
+                value => Ok(redis::from_redis_value(value?)?),
+            }
+        });
+        reply.map_err(|source| self.redis_error(source))
+    }
+
+    fn redis_error(&self, source: redis::RedisError) -> Error {
+        Error::Redis {
+            lock: None,
+            node: self.name.clone(),
+            source,
+        }
+    }
+
+    fn pool_error(&self, source: r2d2::Error) -> Error {
+        Error::Pool {
+            lock: None,
+            node: self.name.clone(),
+            source,
+        }
+    }
+}
+
+/// The nodes of one client and how many of them must agree.
+pub(crate) struct Nodes {
+    list: Vec<Arc<Node>>,
+    /// How long one round of a command on every node may take.
+    timeout: Duration,
+}
+
+impl Nodes {
+    pub fn new(list: Vec<Arc<Node>>, timeout: Duration) -> Nodes {
+        Nodes { list, timeout }
+    }
+
+    pub fn list(&self) -> &[Arc<Node>] {
+        &self.list
+    }
+
+    /// N/2 + 1 of the configured N, reachable or not.
+    pub fn quorum(&self) -> usize {
+        self.list.len() / 2 + 1
+    }
+
+    /// Runs `cmd` on every node at once; one result per node, in order. Nodes whose
+    /// connection turned out dead get one more round on a fresh connection.
+    pub fn run_all<T: FromRedisValue>(&self, cmd: &Cmd) -> Vec<Result<T>> {
+        if let [node] = &self.list[..] {
+            return vec![node.run(cmd)];
+        }
+        let packed = cmd.get_packed_command();
+        let mut results: Vec<Option<Result<T>>> = self.list.iter().map(|_| None).collect();
+        for round in 0..2 {
+            let todo: Vec<usize> = (0..self.list.len())
+                .filter(|&i| match &results[i] {
+                    None => true,
+                    Some(Err(err)) => round > 0 && err.is_dropped_connection(),
+                    Some(Ok(_)) => false,
+                })
+                .collect();
+            if todo.is_empty() {
+                break;
+            }
+            let deadline = Instant::now() + self.timeout;
+            let mut sent = Vec::with_capacity(todo.len());
+            for i in todo {
+                match self.list[i].send(&packed, deadline) {
+                    Ok(conn) => sent.push((i, conn)),
+                    Err(err) => results[i] = Some(Err(err)),
+                }
+            }
+            for (i, mut conn) in sent {
+                results[i] = Some(self.list[i].receive(&mut conn, cmd, deadline));
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every node had a round"))
+            .collect()
+    }
+
+    /// Splits per-node results into answers and failures.
+    pub fn split<T>(&self, results: Vec<Result<T>>) -> (Vec<T>, Vec<NodeError>) {
+        let mut answers = Vec::with_capacity(results.len());
+        let mut failed = Vec::new();
+        for (node, result) in self.list.iter().zip(results) {
+            match result {
+                Ok(answer) => answers.push(answer),
+                Err(error) => failed.push(NodeError {
+                    node: node.name.clone(),
+                    error,
+                }),
+            }
+        }
+        (answers, failed)
+    }
+
+    /// The answers, when at least a quorum of nodes gave one.
+    pub fn answers<T>(&self, results: Vec<Result<T>>) -> Result<Vec<T>> {
+        let (answers, failed) = self.split(results);
+        if answers.len() >= self.quorum() {
+            Ok(answers)
+        } else {
+            Err(self.no_quorum(failed))
+        }
+    }
+
+    /// The value a quorum agrees on at least: the quorum-th largest answer. With one node,
+    /// its answer.
+    pub fn agreed<T: Ord + Copy>(&self, results: Vec<Result<T>>) -> Result<T> {
+        let mut answers = self.answers(results)?;
+        answers.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(answers[self.quorum() - 1])
+    }
+
+    /// The error for too few answers: with one node, that node's own error.
+    pub fn no_quorum(&self, mut failed: Vec<NodeError>) -> Error {
+        if self.list.len() == 1 && failed.len() == 1 {
+            return failed.remove(0).error;
+        }
+        Error::NoQuorum {
+            lock: None,
+            needed: self.quorum(),
+            of: self.list.len(),
+            failed,
+        }
+    }
+}
+
+fn query_loading_scripts<T: FromRedisValue>(
+    c: &mut Connection,
+    cmd: &Cmd,
+) -> redis::RedisResult<T> {
+    match cmd.query(c) {
+        Err(err) if is_noscript(&err) => {
+            scripts::load_all(c)?;
+            cmd.query(c)
+        }
+        result => result,
+    }
+}
+
+fn is_noscript(err: &redis::RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// The URL without its user information, fit for errors and logs.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
