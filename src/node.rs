@@ -6,6 +6,7 @@
 //! read, so a round costs the slowest node's round trip, not the sum of them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, ServerErrorKind};
@@ -26,6 +27,9 @@ pub(crate) struct Node {
     pool: r2d2::Pool<Manager>,
     /// Opens connections outside the pool, to check the node at build time.
     direct: Manager,
+    /// Set when no connection could be had: rounds then wait only a moment for this node
+    /// (which still starts a reconnect in the background) instead of their whole timeout.
+    unreachable: AtomicBool,
     pub notifier: Notifier,
 }
 
@@ -67,16 +71,19 @@ impl Node {
             name,
             pool,
             direct: manager()?,
+            unreachable: AtomicBool::new(false),
             notifier,
         })
     }
 
     /// Opens a fresh connection and PINGs, within the connect and response timeouts.
     pub fn ping(&self) -> Result<()> {
-        self.direct
+        let pong = self
+            .direct
             .open()
-            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)))
-            .map_err(|source| self.redis_error(source))
+            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)));
+        self.unreachable.store(pong.is_err(), Ordering::Relaxed);
+        pong.map_err(|source| self.redis_error(source))
     }
 
     /// Runs `cmd`, loading the scripts if Redis lost them. A connection found dead (Redis
@@ -96,15 +103,19 @@ impl Node {
         }
     }
 
-    /// Checks out a connection (waiting at most until `deadline`) and sends `packed`.
-    fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
+    /// Checks out a connection and sends `packed`. The checkout waits at most `timeout`, or
+    /// only a moment while the node is known to be unreachable.
+    fn send(&self, packed: &[u8], timeout: Duration) -> Result<Pooled> {
         let mut conn = match self.pool.try_get() {
             Some(conn) => conn,
             None => {
-                let wait = deadline.saturating_duration_since(Instant::now());
-                self.pool
-                    .get_timeout(wait.max(Duration::from_millis(1)))
-                    .map_err(|source| self.pool_error(source))?
+                let wait = match self.unreachable.load(Ordering::Relaxed) {
+                    true => Duration::from_millis(1),
+                    false => timeout,
+                };
+                let got = self.pool.get_timeout(wait);
+                self.unreachable.store(got.is_err(), Ordering::Relaxed);
+                got.map_err(|source| self.pool_error(source))?
             }
         };
         conn.run(|c| c.send_packed_command(packed))
@@ -189,15 +200,14 @@ impl Nodes {
             if todo.is_empty() {
                 break;
             }
-            let deadline = Instant::now() + self.timeout;
             let mut sent = Vec::with_capacity(todo.len());
             for i in todo {
-                match self.list[i].send(&packed, deadline) {
-                    Ok(conn) => sent.push((i, conn)),
+                match self.list[i].send(&packed, self.timeout) {
+                    Ok(conn) => sent.push((i, conn, Instant::now() + self.timeout)),
                     Err(err) => results[i] = Some(Err(err)),
                 }
             }
-            for (i, mut conn) in sent {
+            for (i, mut conn, deadline) in sent {
                 results[i] = Some(self.list[i].receive(&mut conn, cmd, deadline));
             }
         }

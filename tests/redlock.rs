@@ -1,0 +1,384 @@
+//! Redlock: one lock on a majority of five independent redis-server processes.
+
+mod support;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use redmutex::{Error, LockClient, LockClientBuilder};
+use support::{Server, eventually, hash, spawn_worker};
+
+const URLS_VAR: &str = "REDMUTEX_TEST_URLS";
+
+struct Five {
+    servers: Vec<Server>,
+}
+
+impl Five {
+    fn start() -> Five {
+        Five {
+            servers: (0..5).map(|_| Server::start()).collect(),
+        }
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+
+    fn builder(&self) -> LockClientBuilder {
+        let urls = self.urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        LockClient::redlock_builder(&urls)
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(300))
+    }
+
+    fn client(&self) -> LockClient {
+        self.builder().build().unwrap()
+    }
+
+    fn name(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.servers[i].port())
+    }
+
+    /// The hold counts of `key` on node `i`.
+    fn fields(&self, i: usize, key: &str) -> Vec<(String, i64)> {
+        hash(&mut self.servers[i].conn(), key)
+    }
+
+    fn exists(&self, i: usize, key: &str) -> bool {
+        redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut self.servers[i].conn())
+            .unwrap()
+    }
+}
+
+fn increment(redis: &mut redis::Connection, lock: &redmutex::Lock) {
+    let guard = lock.lock().unwrap();
+    assert!(guard.valid_until() > Instant::now());
+    let value: Option<i64> = redis::cmd("GET").arg("counter").query(redis).unwrap();
+    std::thread::yield_now();
+    let _: () = redis::cmd("SET")
+        .arg("counter")
+        .arg(value.unwrap_or(0) + 1)
+        .query(redis)
+        .unwrap();
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn exclusion_across_four_threads_and_two_processes() {
+    let five = Five::start();
+    let urls = five.urls().join(",");
+    let workers: Vec<_> = (0..2)
+        .map(|_| spawn_worker("worker_process", &[(URLS_VAR, urls.clone())]))
+        .collect();
+    let client = five.client();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            let lock = client.lock("counted");
+            let mut redis = five.servers[0].conn();
+            scope.spawn(move || {
+                for _ in 0..100 {
+                    increment(&mut redis, &lock);
+                }
+            });
+        }
+    });
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success());
+    }
+    let total: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query(&mut five.servers[0].conn())
+        .unwrap();
+    assert_eq!(total, 6 * 100);
+}
+
+/// One worker process of `exclusion_across_four_threads_and_two_processes`.
+#[test]
+#[ignore = "run as a child process by exclusion_across_four_threads_and_two_processes"]
+fn worker_process() {
+    let urls = std::env::var(URLS_VAR).expect("started by the parent test");
+    let urls: Vec<&str> = urls.split(',').collect();
+    let client = LockClient::redlock(&urls).unwrap();
+    let lock = client.lock("counted");
+    let mut redis = redis::Client::open(urls[0])
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for _ in 0..100 {
+        increment(&mut redis, &lock);
+    }
+}
+
+#[test]
+fn two_of_five_down_still_lock_and_three_down_is_no_quorum() {
+    let mut five = Five::start();
+    let client = five.client();
+    let lock = client.lock("quorum");
+    five.servers[3].stop();
+    five.servers[4].stop();
+
+    let guard = lock.lock().unwrap();
+    assert!(lock.is_locked().unwrap());
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    match guard.unlock() {
+        Err(Error::PartialRelease {
+            released,
+            of,
+            failed,
+            ..
+        }) => {
+            assert_eq!((released, of), (3, 5));
+            let down: Vec<_> = failed.iter().map(|f| f.node.clone()).collect();
+            assert_eq!(down, [five.name(3), five.name(4)]);
+        }
+        other => panic!("expected a partial release, got {other:?}"),
+    }
+    assert!(!lock.is_locked().unwrap());
+
+    five.servers[2].stop();
+    let err = lock.lock().map(drop).unwrap_err();
+    assert!(err.is_no_quorum(), "{err}");
+    let message = err.to_string();
+    for down in 2..5 {
+        assert!(
+            message.contains(&five.name(down)),
+            "{message} names {}",
+            five.name(down)
+        );
+    }
+    assert!(!message.contains(&five.name(0)), "{message}");
+    for live in 0..2 {
+        assert!(
+            !five.exists(live, "quorum"),
+            "a key was left on node {live}"
+        );
+    }
+    let err = lock.try_lock().map(drop).unwrap_err();
+    assert!(err.is_no_quorum(), "{err}");
+    assert!(lock.is_locked().unwrap_err().is_no_quorum());
+}
+
+#[test]
+fn the_lock_outlives_a_node_stopped_while_it_is_held() {
+    let mut five = Five::start();
+    let client = five
+        .builder()
+        .lease(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let lock = client.lock("durable");
+    let rival = five.client().lock("durable");
+    let guard = lock.lock().unwrap();
+    five.servers[1].stop();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(
+            rival.try_lock().unwrap().is_none(),
+            "the rival got a held lock"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!guard.is_lost());
+    assert!(client.stats().renewals >= 3, "{:?}", client.stats());
+    assert_eq!(client.stats().locks_lost, 0);
+    assert!(matches!(
+        guard.unlock(),
+        Err(Error::PartialRelease { released: 4, .. })
+    ));
+}
+
+#[test]
+fn a_node_restarted_empty_gets_the_hold_back_at_the_next_renewal() {
+    let mut five = Five::start();
+    let client = five
+        .builder()
+        .lease(Duration::from_millis(600))
+        .response_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let lock = client.lock("restored");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    five.servers[0].restart();
+    assert!(five.fields(0, "restored").is_empty(), "restarted empty");
+    assert!(
+        eventually(Duration::from_secs(10), || five.fields(0, "restored").len()
+            == 1),
+        "the hold was not put back"
+    );
+    assert_eq!(
+        five.fields(0, "restored")[0].1,
+        2,
+        "with the full hold count"
+    );
+    assert!(!outer.is_lost());
+    drop(inner);
+    outer.unlock().unwrap();
+    for i in 0..5 {
+        assert!(!five.exists(i, "restored"));
+    }
+}
+
+#[test]
+fn two_racing_clients_never_both_hold_and_one_always_wins() {
+    let five = Five::start();
+    let clients = [five.client(), five.client()];
+    let barrier = Arc::new(Barrier::new(2));
+    std::thread::scope(|scope| {
+        let outcomes: Vec<_> = clients
+            .iter()
+            .map(|client| {
+                let (lock, barrier) = (client.lock("race"), barrier.clone());
+                scope.spawn(move || {
+                    (0..50)
+                        .map(|_| {
+                            barrier.wait();
+                            let guard = lock.try_lock().unwrap();
+                            let won = guard.is_some();
+                            barrier.wait(); // both have tried; now release
+                            drop(guard);
+                            barrier.wait();
+                            won
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let outcomes: Vec<Vec<bool>> = outcomes.into_iter().map(|h| h.join().unwrap()).collect();
+        for round in 0..50 {
+            let winners = outcomes.iter().filter(|o| o[round]).count();
+            assert_eq!(winners, 1, "round {round}: {winners} holders");
+        }
+    });
+}
+
+#[test]
+fn acquiring_slower_than_the_lease_takes_nothing_and_leaves_nothing() {
+    let five = Five::start();
+    let client = five
+        .builder()
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let lock = client.lock("slow");
+    let short = Duration::from_millis(50);
+    five.servers[4].pause();
+    let err = lock.try_lock_with_lease(short).map(drop).unwrap_err();
+    assert!(err.is_validity_exhausted(), "{err}");
+    assert_eq!(err.lock_name(), Some("slow"));
+    for i in 0..4 {
+        assert!(!five.exists(i, "slow"), "a key was left on node {i}");
+    }
+    // The frozen node failed its reconnect within the connect timeout; from then on rounds
+    // wait only a moment for it, and a retry within the deadline gets the lock on the others.
+    let guard = lock
+        .try_lock_with_lease_for(Duration::from_secs(5), short)
+        .unwrap()
+        .expect("taken on the four live nodes");
+    drop(guard);
+    five.servers[4].resume();
+    // The frozen node ran the queued commands when it woke; whatever they left expires.
+    assert!(eventually(Duration::from_secs(10), || !five.exists(4, "slow")));
+}
+
+#[test]
+fn reentrancy_counts_on_every_node() {
+    let five = Five::start();
+    let client = five.client();
+    let lock = client.lock("nested");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    for i in 0..5 {
+        let fields = five.fields(i, "nested");
+        assert_eq!(fields.len(), 1);
+        assert_eq!(fields[0].1, 2, "node {i}");
+        assert!(fields[0].0.starts_with(client.id()));
+    }
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    inner.unlock().unwrap();
+    assert!((0..5).all(|i| five.fields(i, "nested")[0].1 == 1));
+    outer.unlock().unwrap();
+    assert!((0..5).all(|i| !five.exists(i, "nested")));
+}
+
+#[test]
+fn a_waiter_wakes_on_the_unlock_and_valid_until_tracks_the_lease() {
+    let five = Five::start();
+    let lease = Duration::from_secs(20);
+    let holder = five.builder().lease(lease).build().unwrap().lock("waited");
+    let waiter = five.builder().lease(lease).build().unwrap().lock("waited");
+    let before = Instant::now();
+    let guard = holder.lock().unwrap();
+    assert!(guard.valid_until() > Instant::now());
+    assert!(
+        guard.valid_until() < before + lease,
+        "less the drift allowance"
+    );
+
+    let thread = std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(Duration::from_secs(15)).unwrap();
+        guard.map(|guard| guard.unlock().unwrap()).is_some()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    guard.unlock().unwrap();
+    assert!(
+        thread.join().unwrap(),
+        "woken before its lease bound of 20 s"
+    );
+}
+
+#[test]
+fn bad_node_lists_are_typed_errors() {
+    let five = Five::start();
+    let url = five.servers[0].url();
+    let err = LockClient::redlock(&[]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "urls",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = LockClient::redlock(&[&url, &url]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "urls",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = LockClient::redlock(&[&url, "not a url"]).unwrap_err();
+    assert!(matches!(err, Error::InvalidUrl { .. }), "{err}");
+    let err = five
+        .builder()
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "response_timeout",
+                ..
+            }
+        ),
+        "a round as long as a renew interval: {err}"
+    );
+    let single: Vec<_> = five.servers.iter().map(|s| s.client()).collect();
+    let combined = LockClient::redlock_from(&single).unwrap();
+    assert_eq!(combined.nodes().len(), 5);
+    let guard = combined.lock("combined").lock().unwrap();
+    assert!((0..5).all(|i| five.exists(i, "combined")));
+    guard.unlock().unwrap();
+}
