@@ -135,6 +135,7 @@ fn main() -> Result<()> {
     for &n in plan.held {
         rows.push(("many held", many_held(&url, n)?));
     }
+    rows.push(("redlock", redlock(&plan)?));
 
     println!("| row | measure |");
     println!("|---|---|");
@@ -343,6 +344,31 @@ fn many_held(url: &str, n: usize) -> Result<String> {
         stats.renewals,
         stats.renewal_failures,
         per_lock as f64 / 1024.0
+    ))
+}
+
+/// Lock+unlock pairs on five throwaway servers against one of them alone, interleaved.
+fn redlock(plan: &Plan) -> Result<String> {
+    let servers: Vec<_> = (0..5).map(|_| support::Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(support::Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let five = LockClient::redlock(&urls)?.lock("bench:redlock");
+    let one = LockClient::open(urls[0])?.lock("bench:redlock-single");
+    let (mut five_pairs, mut one_pairs) = (Vec::new(), Vec::new());
+    for _ in 0..plan.rounds {
+        one_pairs.push(mean_of(plan.pairs, || {
+            one.lock().and_then(|g| g.unlock()).expect("one node");
+        }));
+        five_pairs.push(mean_of(plan.pairs, || {
+            five.lock().and_then(|g| g.unlock()).expect("five nodes");
+        }));
+    }
+    let (five, one) = (percentile(&mut five_pairs, 50), percentile(&mut one_pairs, 50));
+    Ok(format!(
+        "lock+unlock on 5 nodes: {} µs; on 1 node: {} µs; ratio {:.2} (one after the other would be about 5)",
+        micros(five),
+        micros(one),
+        five.as_secs_f64() / one.as_secs_f64()
     ))
 }
 

@@ -123,18 +123,21 @@ impl Node {
         Ok(conn)
     }
 
-    /// Reads the reply to what `send` sent, waiting at most until `deadline`.
-    fn receive<T: FromRedisValue>(
-        &self,
-        conn: &mut Conn,
-        cmd: &Cmd,
-        deadline: Instant,
-    ) -> Result<T> {
+    /// Reads the reply to what `send` sent, waiting at most until `deadline`. The
+    /// connection's own read timeout is the full round timeout, so it is only shortened
+    /// (two system calls) when an earlier node's slow reply used up a good part of it.
+    fn receive<T: FromRedisValue>(&self, conn: &mut Conn, cmd: &Cmd, deadline: Instant) -> Result<T> {
+        let full = self.direct.response_timeout;
         let wait = deadline.saturating_duration_since(Instant::now());
+        let shorten = wait < full - full / 10;
         let reply = conn.run(|c| {
-            c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+            if shorten {
+                c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+            }
             let value = c.recv_response();
-            c.set_read_timeout(Some(self.direct.response_timeout))?;
+            if shorten {
+                c.set_read_timeout(Some(full))?;
+            }
             match value?.extract_error() {
                 Err(err) if is_noscript(&err) => query_loading_scripts(c, cmd),
                 value => Ok(redis::from_redis_value(value?)?),
