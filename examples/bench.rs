@@ -363,7 +363,10 @@ fn redlock(plan: &Plan) -> Result<String> {
             five.lock().and_then(|g| g.unlock()).expect("five nodes");
         }));
     }
-    let (five, one) = (percentile(&mut five_pairs, 50), percentile(&mut one_pairs, 50));
+    let (five, one) = (
+        percentile(&mut five_pairs, 50),
+        percentile(&mut one_pairs, 50),
+    );
     Ok(format!(
         "lock+unlock on 5 nodes: {} µs; on 1 node: {} µs; ratio {:.2} (one after the other would be about 5)",
         micros(five),

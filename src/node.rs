@@ -126,7 +126,12 @@ impl Node {
     /// Reads the reply to what `send` sent, waiting at most until `deadline`. The
     /// connection's own read timeout is the full round timeout, so it is only shortened
     /// (two system calls) when an earlier node's slow reply used up a good part of it.
-    fn receive<T: FromRedisValue>(&self, conn: &mut Conn, cmd: &Cmd, deadline: Instant) -> Result<T> {
+    fn receive<T: FromRedisValue>(
+        &self,
+        conn: &mut Conn,
+        cmd: &Cmd,
+        deadline: Instant,
+    ) -> Result<T> {
         let full = self.direct.response_timeout;
         let wait = deadline.saturating_duration_since(Instant::now());
         let shorten = wait < full - full / 10;

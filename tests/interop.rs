@@ -5,9 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Server, hash};
-
-const FOREIGN: &str = "7d3a5b2e-1111-4c4c-8888-0123456789ab:1";
+use support::{FOREIGN, Server, foreign_hold, hash};
 
 /// The Redisson acquire, spelled out in raw commands (atomic enough for one test thread).
 fn foreign_try_lock(redis: &mut redis::Connection, key: &str) -> bool {
@@ -20,17 +18,7 @@ fn foreign_try_lock(redis: &mut redis::Connection, key: &str) -> bool {
     if exists && !ours {
         return false;
     }
-    let _: i64 = redis::cmd("HINCRBY")
-        .arg(key)
-        .arg(FOREIGN)
-        .arg(1)
-        .query(redis)
-        .unwrap();
-    let _: bool = redis::cmd("PEXPIRE")
-        .arg(key)
-        .arg(30_000)
-        .query(redis)
-        .unwrap();
+    foreign_hold(redis, key, 30_000);
     true
 }
 

@@ -10,20 +10,9 @@ mod support;
 use std::time::Duration;
 
 use serial_test::serial;
-use support::{Server, eventually};
+use support::{Server, eventually, foreign_hold, threads_named};
 
 const LONG: Duration = Duration::from_secs(60);
-const FOREIGN: &str = "7d3a5b2e-1111-4c4c-8888-0123456789ab:1";
-
-fn thread_count(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|task| {
-            let comm = task.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with(prefix))
-        })
-        .count()
-}
 
 fn pubsub_clients(server: &Server) -> usize {
     let list: String = redis::cmd("CLIENT")
@@ -64,20 +53,6 @@ fn await_calls(server: &Server, calls: u64) {
         "expected {calls} EVALSHA, saw {}",
         server.calls("evalsha")
     );
-}
-
-fn foreign_hold(redis: &mut redis::Connection, key: &str, lease_ms: u64) {
-    let _: i64 = redis::cmd("HINCRBY")
-        .arg(key)
-        .arg(FOREIGN)
-        .arg(1)
-        .query(redis)
-        .unwrap();
-    let _: bool = redis::cmd("PEXPIRE")
-        .arg(key)
-        .arg(lease_ms)
-        .query(redis)
-        .unwrap();
 }
 
 #[test]
@@ -205,10 +180,10 @@ fn a_client_that_never_waits_opens_no_subscription() {
 #[serial]
 fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
     let server = Server::start();
-    assert!(eventually(Duration::from_secs(10), || thread_count(
+    assert!(eventually(Duration::from_secs(10), || threads_named(
         "redmutex-notif"
     ) == 0));
-    let threads_before = thread_count("");
+    let threads_before = threads_named("");
     let client = server.client();
     let holder = server.client();
     let held = holder.lock("l").lock().unwrap();
@@ -225,7 +200,7 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
         0,
         "unsubscribed when the last waiter left"
     );
-    assert_eq!(thread_count("redmutex-notif"), 1);
+    assert_eq!(threads_named("redmutex-notif"), 1);
     drop(client);
     assert!(
         eventually(Duration::from_secs(10), || subscriber_connections(&server)
@@ -233,7 +208,7 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
         "the subscriber connection outlived its client"
     );
     assert!(
-        eventually(Duration::from_secs(10), || thread_count("redmutex-notif")
+        eventually(Duration::from_secs(10), || threads_named("redmutex-notif")
             == 0),
         "the subscriber thread outlived its client"
     );
@@ -242,10 +217,10 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
     // Pools, watchdogs, subscribers: nothing of either client is left, in threads or in
     // connections (the one left is the connection asking).
     assert!(
-        eventually(Duration::from_secs(10), || thread_count("")
+        eventually(Duration::from_secs(10), || threads_named("")
             <= threads_before),
         "threads outlived their clients: {} > {threads_before}",
-        thread_count("")
+        threads_named("")
     );
     assert!(
         eventually(Duration::from_secs(10), || connections(&server) == 1),

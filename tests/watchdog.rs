@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use serial_test::serial;
-use support::{Server, eventually};
+use support::{Server, eventually, threads_named};
 
 const LEASE: Duration = Duration::from_millis(300);
 
@@ -76,16 +76,6 @@ fn a_short_explicit_reentry_does_not_cut_a_watched_lease() {
     assert!(!lock.is_locked().unwrap());
 }
 
-fn watchdog_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|task| {
-            let comm = task.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with("redmutex-watch"))
-        })
-        .count()
-}
-
 #[test]
 #[serial]
 #[cfg(target_os = "linux")]
@@ -93,13 +83,16 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
     let server = Server::start();
     let client = server.client();
     // Threads of the clients of earlier tests end once those clients are gone.
-    assert!(eventually(Duration::from_secs(10), || watchdog_threads() == 0));
+    assert!(eventually(Duration::from_secs(10), || threads_named(
+        "redmutex-watch"
+    ) == 0));
     for name in ["a", "b", "c", "a"] {
         let guard = client.lock(name).lock().unwrap();
         guard.unlock().unwrap();
     }
     assert!(
-        eventually(Duration::from_secs(10), || watchdog_threads() == 1),
+        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
+            == 1),
         "one parked thread served every holding"
     );
 
@@ -109,13 +102,15 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
     );
     // A new thread names itself once it runs, so give it a moment to show up.
     assert!(
-        eventually(Duration::from_secs(10), || watchdog_threads() == 2),
+        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
+            == 2),
         "one thread per held lock"
     );
     drop((a, b));
     drop(client);
     assert!(
-        eventually(Duration::from_secs(10), || watchdog_threads() == 0),
+        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
+            == 0),
         "parked threads outlived their client"
     );
 }

@@ -200,3 +200,32 @@ pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The field of a "foreign" owner, as a Java service using Redisson would write it.
+pub const FOREIGN: &str = "7d3a5b2e-1111-4c4c-8888-0123456789ab:1";
+
+/// One hold by the foreign owner, in raw commands: HINCRBY on its field, then PEXPIRE.
+pub fn foreign_hold(redis: &mut redis::Connection, key: &str, lease_ms: u64) {
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(key)
+        .arg(FOREIGN)
+        .arg(1)
+        .query(redis)
+        .unwrap();
+    let _: bool = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(lease_ms)
+        .query(redis)
+        .unwrap();
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux; names are cut to 15 bytes).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with(prefix))
+        })
+        .count()
+}
