@@ -169,6 +169,18 @@ impl LockClient {
         if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
             return Err(bad(format!("{} is named twice", twice.name)));
         }
+        // A round on several nodes waits for the slowest answer up to the response timeout;
+        // one longer than the renew interval would let the lease run out between renewals
+        // while a node hangs.
+        let interval = config.renew_interval();
+        if list.len() > 1 && config.response_timeout >= interval {
+            return Err(Error::InvalidConfig {
+                setting: "response_timeout",
+                reason: format!(
+                    "must be below the renew interval ({interval:?}) for several nodes; keep it small against the lease"
+                ),
+            });
+        }
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: crate::owner::new_client_id(),
@@ -183,23 +195,27 @@ impl LockClient {
 }
 
 impl Inner {
-    /// One watchdog round on every node. `held` is put back on nodes that lost the key when
-    /// there are several nodes (a restarted one); a single node never gets it back.
+    /// One watchdog round on every node. When the hold is still there on a quorum but gone
+    /// from some nodes (restarted empty), a second round puts it back, with `held` holds,
+    /// where the key is free; a single node never gets it back.
     pub fn renew(&self, key: &[u8], field: &str, lease: Duration, held: u32) -> Renewal {
-        let restore = if self.nodes.list().len() > 1 { held } else { 0 };
-        let mut cmd = scripts::evalsha(&scripts::RENEW, &[key]);
-        cmd.arg(lease.as_millis() as u64).arg(field).arg(restore);
-        let (answers, failed) = self.nodes.split(self.nodes.run_all::<i64>(&cmd));
+        let round = |restore: u32| {
+            let mut cmd = scripts::evalsha(&scripts::RENEW, &[key]);
+            cmd.arg(lease.as_millis() as u64).arg(field).arg(restore);
+            self.nodes.split(self.nodes.run_all::<i64>(&cmd))
+        };
+        let (answers, failed) = round(0);
         let kept = answers.iter().filter(|&&reply| reply == 1).count();
-        let restored = answers
-            .iter()
-            .filter(|&&reply| reply == scripts::RESTORED)
-            .count();
-        if restored > 0 {
-            log::info!("put back a hold on {restored} node(s) that had lost it");
-        }
+        let gone = answers.len() - kept;
         if kept >= self.nodes.quorum() {
             Counters::bump(&self.counters.renewals);
+            if gone > 0 && self.nodes.list().len() > 1 {
+                let (answers, _) = round(held);
+                let restored = answers.iter().filter(|&&r| r == scripts::RESTORED).count();
+                if restored > 0 {
+                    log::info!("put a hold back on {restored} node(s) that had lost it");
+                }
+            }
         } else if !failed.is_empty() {
             Counters::bump(&self.counters.renewal_failures);
         }

@@ -242,22 +242,6 @@ impl LockClientBuilder {
         self
     }
 
-    /// A round on all nodes of a Redlock client waits for the slowest answer up to the
-    /// response timeout; one longer than the renew interval would let the lease run out
-    /// between renewals while a node hangs.
-    fn check_rounds(&self) -> Result<()> {
-        let interval = self.config.renew_interval();
-        if self.urls.len() > 1 && self.config.response_timeout >= interval {
-            return Err(Error::InvalidConfig {
-                setting: "response_timeout",
-                reason: format!(
-                    "must be below the renew interval ({interval:?}) for several nodes; keep it small against the lease"
-                ),
-            });
-        }
-        Ok(())
-    }
-
     /// Checks the settings, opens a connection to each node to prove it answers, and returns
     /// the client.
     ///
@@ -266,7 +250,6 @@ impl LockClientBuilder {
     /// for Redlock with [`Error::NoQuorum`] when fewer than a quorum of nodes answer.
     pub fn build(self) -> Result<LockClient> {
         self.config.validate()?;
-        self.check_rounds()?;
         LockClient::connect(&self.urls, self.config)
     }
 }

@@ -22,6 +22,9 @@ pub(crate) type HoldId = (Arc<[u8]>, u64);
 pub(crate) struct Holding {
     lost: AtomicBool,
     valid_until: Mutex<Instant>,
+    /// Held by the watchdog for a renewal round and by a release while it runs, so that a
+    /// late renewal cannot put back a hold that the release just deleted.
+    pub round: Mutex<()>,
 }
 
 impl Default for Holding {
@@ -29,6 +32,7 @@ impl Default for Holding {
         Holding {
             lost: AtomicBool::new(false),
             valid_until: Mutex::new(Instant::now()),
+            round: Mutex::new(()),
         }
     }
 }

@@ -315,13 +315,16 @@ impl Lock {
         let granted = kept + answers.iter().filter(|&&r| r == Some(FRESH)).count();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         let quorum = nodes.quorum();
-        if granted >= quorum
+        if kept >= quorum
             && let Some(valid_until) = valid_until
         {
-            if kept >= quorum {
-                return self.acquired(lease, id, field, sent, valid_until);
-            }
-            // A quorum had lost this thread's earlier holds: they are gone; start afresh.
+            return self.acquired(lease, id, field, sent, valid_until);
+        }
+
+        // Not taken. If this thread held the lock before, and too few nodes still have its
+        // holds even counting every node that failed as one that does, they are gone: drop
+        // their leftovers everywhere and start afresh as a first hold.
+        if held > 0 && kept + failed.len() < quorum {
             if let Some(stale) = inner.holds.lock().remove(&id) {
                 log::warn!(
                     "lock {:?} was lost while held; taking it afresh",
@@ -329,22 +332,29 @@ impl Lock {
                 );
                 stale.holding.mark_lost();
             }
-            self.give_back(&id.0, &field, held + 1, script_lease);
+            self.give_back(&id.0, &field, 1, script_lease, None);
             return Ok(Attempt::Again);
         }
-
+        // Otherwise undo this attempt wherever it may have counted, leaving earlier holds.
         if granted > 0 || failed.iter().any(|f| f.error.may_have_run()) {
-            self.give_back(&id.0, &field, held + 1, script_lease);
+            let holding = inner.holds.lock().get(&id).map(|hold| hold.holding.clone());
+            self.give_back(&id.0, &field, held + 1, script_lease, holding.as_deref());
         }
         if nodes.list().len() - failed.len() < quorum {
             return Err(nodes.no_quorum(failed).with_lock(self.name()));
         }
-        if granted >= quorum {
+        if granted >= quorum && valid_until.is_none() {
             return Ok(Attempt::Retry(Error::ValidityExhausted {
                 lock: self.name().to_owned(),
                 elapsed,
                 lease: script_lease,
             }));
+        }
+        if held > 0 && kept < quorum {
+            // Earlier holds confirmed on too few nodes, but the failed ones may have them.
+            return Ok(Attempt::Retry(
+                nodes.no_quorum(failed).with_lock(self.name()),
+            ));
         }
         // Busy: the lock may free up when the earliest of the holder's leases runs out.
         let ttl = answers
@@ -412,9 +422,19 @@ impl Lock {
 
     /// Sets this thread's count back to `held - 1` on every node (deleting the key at 0), as
     /// after a failed attempt; failures are only logged, the leases clean up after them.
-    fn give_back(&self, key: &[u8], field: &str, held: u32, lease: Duration) {
+    /// The key's expiry is reset to `lease` where holds remain, so `holding` (if any) can
+    /// count on no more than that.
+    fn give_back(
+        &self,
+        key: &[u8],
+        field: &str,
+        held: u32,
+        lease: Duration,
+        holding: Option<&Holding>,
+    ) {
         let nodes = &self.client.inner.nodes;
         let cmd = self.release_cmd(key, field, held, lease);
+        let sent = Instant::now();
         for (node, result) in nodes.list().iter().zip(nodes.run_all::<Option<i64>>(&cmd)) {
             if let Err(err) = result {
                 log::warn!(
@@ -423,6 +443,10 @@ impl Lock {
                     node.name
                 );
             }
+        }
+        if let Some(holding) = holding {
+            let end = validity_end(sent, lease).unwrap_or(sent);
+            holding.set_valid_until(holding.valid_until().min(end));
         }
     }
 
@@ -468,9 +492,19 @@ impl Lock {
             (held, lease)
         };
         let cmd = self.release_cmd(&id.0, &self.field(), held, lease);
+        // Not while a renewal round is on its way: it could put back what this deletes.
+        let round = holding.round.lock();
+        let sent = Instant::now();
         let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd));
+        drop(round);
         let released = answers.iter().filter(|reply| reply.is_some()).count();
-        if released >= nodes.quorum() {
+        let not_ours = answers.len() - released;
+        let quorum = nodes.quorum();
+        if released >= quorum {
+            if held > 1 {
+                // The remaining holds now expire `lease` after this release.
+                holding.set_valid_until(validity_end(sent, lease).unwrap_or(sent));
+            }
             if failed.is_empty() {
                 return Ok(());
             }
@@ -481,10 +515,12 @@ impl Lock {
                 failed,
             });
         }
-        if answers.len() < nodes.quorum() {
+        if not_ours <= nodes.list().len() - quorum {
+            // Too few answers to tell whether a quorum still has our holds.
             return Err(nodes.no_quorum(failed).with_lock(self.name()));
         }
-        // A quorum no longer has our field (expired): every guard of this holding is stale.
+        // Too many nodes no longer have our field for a quorum to: the holds expired or were
+        // deleted, and every guard of this holding is stale.
         holding.mark_lost();
         let mut holds = inner.holds.lock();
         if holds

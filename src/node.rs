@@ -27,9 +27,10 @@ pub(crate) struct Node {
     pool: r2d2::Pool<Manager>,
     /// Opens connections outside the pool, to check the node at build time.
     direct: Manager,
-    /// Set when no connection could be had: rounds then wait only a moment for this node
-    /// (which still starts a reconnect in the background) instead of their whole timeout.
-    unreachable: AtomicBool,
+    /// Whether the last attempt to open a connection failed. Rounds then wait only a moment
+    /// for a connection to this node (which still starts a reconnect in the background)
+    /// instead of their whole timeout; the next successful connect clears it.
+    unreachable: Arc<AtomicBool>,
     pub notifier: Notifier,
 }
 
@@ -46,11 +47,13 @@ impl Node {
             info.clone(),
             config.connect_timeout.max(config.response_timeout),
         );
+        let unreachable = Arc::new(AtomicBool::new(false));
         let manager = || -> Result<Manager> {
             Ok(Manager {
                 client: redis::Client::open(info.clone()).map_err(invalid)?,
                 connect_timeout: config.connect_timeout,
                 response_timeout: config.response_timeout,
+                unreachable: unreachable.clone(),
             })
         };
         // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
@@ -63,7 +66,9 @@ impl Node {
         let pool = r2d2::Pool::builder()
             .thread_pool(Arc::new(maintenance))
             .max_size(config.pool_size)
-            .min_idle(Some(0))
+            // One connection kept ready in the background, so that a round on many nodes
+            // rarely waits to open one.
+            .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
             .build_unchecked(manager()?);
@@ -71,19 +76,17 @@ impl Node {
             name,
             pool,
             direct: manager()?,
-            unreachable: AtomicBool::new(false),
+            unreachable,
             notifier,
         })
     }
 
     /// Opens a fresh connection and PINGs, within the connect and response timeouts.
     pub fn ping(&self) -> Result<()> {
-        let pong = self
-            .direct
+        self.direct
             .open()
-            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)));
-        self.unreachable.store(pong.is_err(), Ordering::Relaxed);
-        pong.map_err(|source| self.redis_error(source))
+            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)))
+            .map_err(|source| self.redis_error(source))
     }
 
     /// Runs `cmd`, loading the scripts if Redis lost them. A connection found dead (Redis
@@ -103,19 +106,19 @@ impl Node {
         }
     }
 
-    /// Checks out a connection and sends `packed`. The checkout waits at most `timeout`, or
-    /// only a moment while the node is known to be unreachable.
-    fn send(&self, packed: &[u8], timeout: Duration) -> Result<Pooled> {
+    /// Checks out a connection, waiting at most until `deadline` (only a moment while the
+    /// node is unreachable), and sends `packed`.
+    fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
         let mut conn = match self.pool.try_get() {
             Some(conn) => conn,
             None => {
                 let wait = match self.unreachable.load(Ordering::Relaxed) {
-                    true => Duration::from_millis(1),
-                    false => timeout,
+                    true => Duration::ZERO,
+                    false => deadline.saturating_duration_since(Instant::now()),
                 };
-                let got = self.pool.get_timeout(wait);
-                self.unreachable.store(got.is_err(), Ordering::Relaxed);
-                got.map_err(|source| self.pool_error(source))?
+                self.pool
+                    .get_timeout(wait.max(Duration::from_millis(1)))
+                    .map_err(|source| self.pool_error(source))?
             }
         };
         conn.run(|c| c.send_packed_command(packed))
@@ -189,34 +192,33 @@ impl Nodes {
         self.list.len() / 2 + 1
     }
 
-    /// Runs `cmd` on every node at once; one result per node, in order. Nodes whose
-    /// connection turned out dead get one more round on a fresh connection.
+    /// Runs `cmd` on every node at once; one result per node, in order. The whole call,
+    /// retries included, keeps to one deadline of the round timeout. A node whose pooled
+    /// connection turns out dead (as after a restart) gets the command again on another.
     pub fn run_all<T: FromRedisValue>(&self, cmd: &Cmd) -> Vec<Result<T>> {
         if let [node] = &self.list[..] {
             return vec![node.run(cmd)];
         }
         let packed = cmd.get_packed_command();
+        let deadline = Instant::now() + self.timeout;
         let mut results: Vec<Option<Result<T>>> = self.list.iter().map(|_| None).collect();
-        for round in 0..2 {
-            let todo: Vec<usize> = (0..self.list.len())
-                .filter(|&i| match &results[i] {
-                    None => true,
-                    Some(Err(err)) => round > 0 && err.is_dropped_connection(),
-                    Some(Ok(_)) => false,
-                })
-                .collect();
-            if todo.is_empty() {
-                break;
-            }
-            let mut sent = Vec::with_capacity(todo.len());
-            for i in todo {
-                match self.list[i].send(&packed, self.timeout) {
-                    Ok(conn) => sent.push((i, conn, Instant::now() + self.timeout)),
-                    Err(err) => results[i] = Some(Err(err)),
+        let mut pending: Vec<usize> = (0..self.list.len()).collect();
+        while !pending.is_empty() {
+            let mut sent = Vec::with_capacity(pending.len());
+            for i in pending.drain(..) {
+                match self.list[i].send(&packed, deadline) {
+                    Ok(conn) => sent.push((i, conn)),
+                    Err(err) => settle(&mut results[i], Err(err)),
                 }
             }
-            for (i, mut conn, deadline) in sent {
-                results[i] = Some(self.list[i].receive(&mut conn, cmd, deadline));
+            for (i, mut conn) in sent {
+                let result = self.list[i].receive(&mut conn, cmd, deadline);
+                if matches!(&result, Err(err) if err.is_dropped_connection())
+                    && Instant::now() < deadline
+                {
+                    pending.push(i);
+                }
+                settle(&mut results[i], result);
             }
         }
         results
@@ -270,6 +272,17 @@ impl Nodes {
             of: self.list.len(),
             failed,
         }
+    }
+}
+
+/// Records a node's result, except that an error saying the command may have run is not
+/// replaced by a later one saying it never ran: a retry must not make us forget a first try
+/// that may have taken the lock.
+fn settle<T>(slot: &mut Option<Result<T>>, result: Result<T>) {
+    let keep_earlier = matches!(slot, Some(Err(earlier)) if earlier.may_have_run())
+        && matches!(&result, Err(later) if !later.may_have_run());
+    if !keep_earlier {
+        *slot = Some(result);
     }
 }
 

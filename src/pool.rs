@@ -1,6 +1,8 @@
 //! Pooled connections: every one opened with the connect timeout and given read and write
 //! timeouts, none tested with a PING on checkout.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::{Client, Connection, ConnectionLike, RedisError};
@@ -31,10 +33,18 @@ pub(crate) struct Manager {
     pub client: Client,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// Whether the last attempt to open a connection failed, shared by the node.
+    pub unreachable: Arc<AtomicBool>,
 }
 
 impl Manager {
     pub fn open(&self) -> Result<Conn, RedisError> {
+        let opened = self.try_open();
+        self.unreachable.store(opened.is_err(), Ordering::Relaxed);
+        opened
+    }
+
+    fn try_open(&self) -> Result<Conn, RedisError> {
         let inner = self
             .client
             .get_connection_with_timeout(self.connect_timeout)?;

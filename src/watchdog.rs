@@ -139,6 +139,11 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
             Ok(Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => return None,
         }
         let client = job.client.upgrade()?;
+        // A release runs under the same lock; once it has begun, a Stop is queued.
+        let round = job.holding.round.lock();
+        if stopped() {
+            return None;
+        }
         let held = client
             .holds
             .lock()
@@ -146,6 +151,7 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
             .map_or(0, |hold| hold.count);
         let sent = Instant::now();
         let renewal = client.renew(&job.id.0, &job.field, lease, held);
+        drop(round);
         if renewal.kept >= quorum {
             if let Some(until) = validity_end(sent, lease) {
                 job.holding.set_valid_until(until);

@@ -157,3 +157,21 @@ fn a_panicking_callback_does_not_stop_the_renewal_of_other_locks() {
     assert!(!kept.is_lost());
     kept.unlock().unwrap();
 }
+
+#[test]
+fn valid_until_follows_the_lease_left_after_a_release() {
+    let server = Server::start();
+    let lock = server.client().lock("shortened");
+    let short = Duration::from_millis(200);
+    let leased = lock.try_lock_with_lease(short).unwrap().unwrap();
+    let watched = lock.lock().unwrap();
+    assert!(
+        leased.valid_until() > std::time::Instant::now() + short,
+        "the watchdog lease"
+    );
+    drop(watched);
+    // The key now expires `short` after that release, and the guard must not promise more.
+    assert!(leased.valid_until() <= std::time::Instant::now() + short);
+    let left = lock.remaining_lease().unwrap().unwrap();
+    assert!(left <= short);
+}

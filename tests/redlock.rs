@@ -382,3 +382,93 @@ fn bad_node_lists_are_typed_errors() {
     assert!((0..5).all(|i| five.exists(i, "combined")));
     guard.unlock().unwrap();
 }
+
+#[test]
+fn a_re_entry_that_cannot_confirm_its_holds_keeps_them() {
+    let five = Five::start();
+    let client = five.client();
+    let rival = five.client().lock("unsure");
+    let lock = client.lock("unsure");
+    let outer = lock.lock().unwrap();
+    // Two nodes lose the key, two hang: only one still confirms our holds.
+    for i in [3, 4] {
+        let _: () = redis::cmd("DEL")
+            .arg("unsure")
+            .query(&mut five.servers[i].conn())
+            .unwrap();
+    }
+    five.servers[1].pause();
+    five.servers[2].pause();
+    let inner = lock.try_lock_for(Duration::from_secs(5));
+    five.servers[1].resume();
+    five.servers[2].resume();
+    assert!(
+        !outer.is_lost(),
+        "thrown away although the hanging nodes still had it"
+    );
+    drop(inner);
+    assert!(
+        rival.try_lock().unwrap().is_none(),
+        "a rival got in while the outer hold lasts"
+    );
+    outer.unlock().ok();
+}
+
+#[test]
+fn a_release_that_cannot_tell_does_not_call_the_hold_lost() {
+    let five = Five::start();
+    let lock = five.client().lock("told");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("told")
+        .query(&mut five.servers[4].conn())
+        .unwrap();
+    five.servers[2].pause();
+    five.servers[3].pause();
+    let result = inner.unlock();
+    five.servers[2].resume();
+    five.servers[3].resume();
+    let err = result.unwrap_err();
+    assert!(
+        err.is_no_quorum(),
+        "released on 2, not ours on 1, 2 silent: {err}"
+    );
+    assert!(!outer.is_lost());
+    assert_eq!(five.fields(0, "told")[0].1, 1);
+}
+
+#[test]
+fn a_renewal_never_puts_back_what_a_release_deleted() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // Renewals every 3 ms, so that many of them meet a release on the way.
+    let client = LockClient::redlock_builder(&urls)
+        .lease(Duration::from_secs(5))
+        .renew_interval(Duration::from_millis(3))
+        .response_timeout(Duration::from_millis(2))
+        .build()
+        .unwrap();
+    let lock = client.lock("raced");
+    let mut conns: Vec<_> = servers.iter().map(Server::conn).collect();
+    let mut left_behind = 0;
+    for i in 0..200u64 {
+        let guard = lock.lock().unwrap();
+        std::thread::sleep(Duration::from_micros(2_000 + i * 37 % 3_000));
+        if guard.unlock().is_err() {
+            continue; // a node too slow for the 2 ms timeout; its copy expires
+        }
+        for conn in &mut conns {
+            if redis::cmd("EXISTS")
+                .arg("raced")
+                .query::<bool>(conn)
+                .unwrap()
+            {
+                left_behind += 1;
+                let _: () = redis::cmd("DEL").arg("raced").query(conn).unwrap();
+            }
+        }
+    }
+    assert_eq!(left_behind, 0, "keys put back after their release");
+}
