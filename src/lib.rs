@@ -36,11 +36,15 @@
 //! - **Lease.** Holds taken without a lease use the client's lease (30 s by default), which
 //!   a watchdog thread renews every third of it until the thread's last hold is released.
 //!   Holds taken `*_with_lease` are not renewed and expire.
-//! - **Loss.** When the watchdog finds the hold gone, or cannot reach Redis for a whole lease,
-//!   the guard's [`LockGuard::is_lost`] turns true and the client's
+//! - **Loss.** When the watchdog finds the hold gone, or cannot renew it before its validity
+//!   runs out, the guard's [`LockGuard::is_lost`] turns true and the client's
 //!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once.
-//! - **Waiting** retries with jittered exponential backoff, each sleep bounded by the holder's
-//!   remaining lease and the caller's deadline.
+//! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub on
+//!   `redisson_lock__channel:{<name>}`, one subscriber connection per client), and at the
+//!   latest when the holder's lease would run out; never past the caller's deadline.
+//! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
+//!   masters, with the same API; see the README for when that is worth it and what it does
+//!   not promise.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

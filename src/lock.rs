@@ -25,6 +25,11 @@ use crate::watchdog::{self, Job};
 /// [`try_lock`](Self::try_lock) (do not wait), [`try_lock_for`](Self::try_lock_for) and
 /// [`try_lock_until`](Self::try_lock_until) — each also with an explicit lease
 /// (`*_with_lease`), which gets no watchdog: the hold simply expires after the lease.
+///
+/// On a client over several nodes (Redlock) every call goes to all of them: acquisitions
+/// fail at once with [`Error::NoQuorum`] when too few nodes answer, and a quorum that grants
+/// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`]
+/// when time runs out; introspection reports what a quorum agrees on.
 #[derive(Clone)]
 pub struct Lock {
     pub(crate) client: LockClient,
@@ -48,7 +53,9 @@ enum Attempt {
     /// This thread's earlier holds were found gone and their leftovers given back: try again
     /// at once, as a first hold.
     Again,
-    /// Granted too slowly; worth another try after a pause, within the deadline.
+    /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
+    /// not confirmed on a quorum); retried after a pause within the deadline, and returned
+    /// as the error when the deadline has passed.
     Retry(Error),
 }
 
