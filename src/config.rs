@@ -235,8 +235,9 @@ impl LockClientBuilder {
     }
 
     /// Called, on the watchdog's thread, once for each hold the watchdog finds gone (deleted
-    /// or expired from outside, or unreachable for a whole lease). Keep it short. Defaults to
-    /// none: losses are only logged and visible through [`LockGuard::is_lost`](crate::LockGuard::is_lost).
+    /// or expired from outside, or not renewed before its validity ran out). Keep it short.
+    /// Defaults to none: losses are only logged and visible through
+    /// [`LockGuard::is_lost`](crate::LockGuard::is_lost).
     pub fn on_lock_lost(mut self, callback: impl Fn(&LockLost) + Send + Sync + 'static) -> Self {
         self.config.on_lock_lost = Some(Arc::new(callback));
         self

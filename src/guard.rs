@@ -54,7 +54,8 @@ impl LockGuard {
     }
 
     /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
-    /// could not renew for a whole lease, or a release of the same holding found it expired.
+    /// could not renew it before its validity ran out, or a release of the same holding found
+    /// it expired.
     ///
     /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
     /// can vanish between two renewals.
