@@ -1,20 +1,51 @@
 //! Throwaway `redis-server` processes for the tests, on free ports, never on 6379.
 //!
-//! `redis-test` starts the server; this adds what it lacks: waiting until the server
-//! answers, a clear message when `redis-server` is missing, restarting on the same port,
-//! pausing, and re-running this test binary as a worker process.
+//! Each server runs under a tiny `sh` supervisor whose stdin is a pipe from this test
+//! process. When the pipe closes, because the `Server` is dropped or stopped or because the
+//! test process died (even by SIGKILL), the supervisor kills the server with SIGKILL and
+//! waits for it. So no server outlives the tests that started it.
+//!
+//! Also here: waiting until a server answers, restarting on the same port, pausing,
+//! and re-running this test binary as a worker process.
 #![allow(dead_code)]
 
-use std::process::{Child, Command};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis::ConnectionAddr;
-use redis_test::server::RedisServer;
 use redmutex::{LockClient, LockClientBuilder};
 
+/// Starts redis-server with the arguments given after the script, prints its pid, then
+/// waits for its stdin to close and kills the server. A background job of a
+/// non-interactive shell reads /dev/null, so the server itself never holds the pipe.
+const SUPERVISOR: &str = r#"redis-server "$@" >/dev/null 2>&1 &
+pid=$!
+echo "$pid"
+read -r _ || :
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+exit 0"#;
+
 pub struct Server {
-    server: Option<RedisServer>,
+    process: Option<Supervised>,
     port: u16,
+}
+
+/// A running redis-server and its supervisor.
+struct Supervised {
+    supervisor: Child,
+    /// Closing it (dropping it) makes the supervisor kill the server.
+    lifeline: ChildStdin,
+    /// The redis-server process itself, for signals.
+    pid: u32,
+}
+
+impl Supervised {
+    /// Kills the server and waits until it is gone, so that its port is free again.
+    fn kill(mut self) {
+        drop(self.lifeline);
+        let _ = self.supervisor.wait();
+    }
 }
 
 impl Server {
@@ -22,8 +53,11 @@ impl Server {
     pub fn start() -> Server {
         require_redis_server();
         for _ in 0..5 {
-            let port = redis_test::utils::get_random_available_port();
-            let mut server = Server { server: None, port };
+            let port = free_port();
+            let mut server = Server {
+                process: None,
+                port,
+            };
             if server.spawn() {
                 return server;
             }
@@ -39,6 +73,11 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// The pid of the redis-server process (not of its supervisor).
+    pub fn pid(&self) -> u32 {
+        self.process.as_ref().expect("server running").pid
+    }
+
     /// A plain connection, to look at and tamper with what the locks store.
     pub fn conn(&self) -> redis::Connection {
         let conn = redis::Client::open(self.url())
@@ -50,7 +89,8 @@ impl Server {
         conn
     }
 
-    /// A builder for this server with test-friendly timeouts.
+    /// A builder for this server with test-friendly timeouts. Tests that shorten the lease
+    /// must also shorten the response timeout below the renew interval (lease / 3).
     pub fn builder(&self) -> LockClientBuilder {
         LockClient::builder(&self.url())
             .connect_timeout(Duration::from_secs(5))
@@ -61,10 +101,11 @@ impl Server {
         self.builder().build().expect("client for a running server")
     }
 
-    /// Kills the server. Its port stays reserved for `restart`.
+    /// Kills the server (SIGKILL) and waits until it is gone. Its port stays reserved for
+    /// `restart`.
     pub fn stop(&mut self) {
-        if let Some(mut server) = self.server.take() {
-            server.stop();
+        if let Some(process) = self.process.take() {
+            process.kill();
         }
     }
 
@@ -106,48 +147,101 @@ impl Server {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.server.as_ref().expect("server running").process.id();
         let status = Command::new("kill")
             .arg(signal)
-            .arg(pid.to_string())
+            .arg(self.pid().to_string())
             .status()
             .unwrap();
         assert!(status.success());
     }
 
-    /// Spawns on `self.port`; false if it exited without answering (port taken).
+    /// Spawns on `self.port`; false if the server exited without answering (port taken).
     fn spawn(&mut self) -> bool {
-        let addr = ConnectionAddr::Tcp("127.0.0.1".into(), self.port);
-        let mut server = RedisServer::new_with_addr_tls_modules_and_spawner(
-            addr,
-            None,
-            None,
-            false,
-            None,
-            &[],
-            |cmd| {
-                cmd.arg("--appendonly")
-                    .arg("no")
-                    .spawn()
-                    .expect("spawn redis-server")
-            },
-        );
+        let mut supervisor = Command::new("sh")
+            .arg("-c")
+            .arg(SUPERVISOR)
+            .arg("redis-supervisor")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn sh to supervise redis-server");
+        let lifeline = supervisor.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(supervisor.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid: u32 = line.trim().parse().expect("the supervisor prints the pid");
+        let process = Supervised {
+            supervisor,
+            lifeline,
+            pid,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if server.process.try_wait().unwrap().is_some() {
-                return false;
+            if !alive(pid) {
+                break;
             }
-            let ping = redis::Client::open(self.url())
-                .unwrap()
-                .get_connection_with_timeout(Duration::from_millis(200))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if ping.is_ok() {
-                self.server = Some(server);
-                return true;
+            // The server that answers must be ours, not another process on the same port.
+            match self.answering_pid() {
+                Some(answering) if answering == pid => {
+                    self.process = Some(process);
+                    return true;
+                }
+                Some(_) => break,
+                None => std::thread::sleep(Duration::from_millis(20)),
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
+        process.kill();
         false
+    }
+
+    /// The `process_id` of the server answering on `self.port`, if any.
+    fn answering_pid(&self) -> Option<u32> {
+        let mut conn = redis::Client::open(self.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_millis(200))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether process `pid` runs (a zombie does not). Elsewhere than on Linux, the wait for
+/// an answer decides.
+#[cfg(not(target_os = "linux"))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
+/// Whether process `pid` runs (a zombie does not).
+#[cfg(target_os = "linux")]
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|rest| rest.starts_with('Z'))
+    })
+}
+
+/// A port the kernel just handed out and took back; never 6379.
+fn free_port() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if port != 6379 {
+            return port;
+        }
     }
 }
 
