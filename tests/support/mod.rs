@@ -6,8 +6,13 @@
 //! waits for it. So no server outlives the tests that started it.
 //!
 //! Also here: waiting until a server answers, restarting on the same port, pausing,
-//! and re-running this test binary as a worker process.
+//! re-running this test binary as a worker process, and a fault-injecting TCP proxy.
 #![allow(dead_code)]
+
+mod proxy;
+
+#[allow(unused_imports)] // Used by some of the test binaries only.
+pub use proxy::Proxy;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};

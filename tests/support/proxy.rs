@@ -1,0 +1,263 @@
+//! A fault-injecting TCP proxy in front of one local server, std threads only.
+//!
+//! Each accepted connection gets a connection to the target and two pump threads, one per
+//! direction, which read a chunk, decide under one mutex what to do with it, then write it.
+//! Faults: pause (chunks held, not dropped), silence server→client on the connections open
+//! now, delay every reply, drop the reply to one command and close its connection, close
+//! everything.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub struct Proxy {
+    port: u16,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    target: u16,
+    state: Mutex<State>,
+    /// Signalled on resume and whenever a connection closes.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    stopped: bool,
+    paused: bool,
+    delay: Duration,
+    trap: Option<Vec<u8>>,
+    trap_sprung: bool,
+    next_id: u64,
+    /// The connections open now; a connection is closed once it is no longer here.
+    conns: HashMap<u64, Conn>,
+    pumps: Vec<JoinHandle<()>>,
+}
+
+struct Conn {
+    client: TcpStream,
+    server: TcpStream,
+    /// Server→client bytes are read and discarded.
+    silenced: bool,
+    /// The trap's command went out on this connection: its reply closes it.
+    doomed: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    ToServer,
+    ToClient,
+}
+
+impl Proxy {
+    /// Listens on a free port of 127.0.0.1 and forwards to 127.0.0.1:`target_port`.
+    pub fn start(target_port: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared {
+            target: target_port,
+            state: Mutex::default(),
+            changed: Condvar::new(),
+        });
+        let accepting = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name(format!("proxy-{port}"))
+            .spawn(move || accept_loop(&listener, &accepting))
+            .unwrap();
+        Proxy {
+            port,
+            shared,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Holds every chunk, both ways, on all connections (new ones too) until `resume`.
+    pub fn pause(&self) {
+        self.shared.state().paused = true;
+    }
+
+    pub fn resume(&self) {
+        self.shared.state().paused = false;
+        self.shared.changed.notify_all();
+    }
+
+    /// The connections open now stop hearing from the server (its bytes are discarded),
+    /// while what they send still reaches it: a half-open connection. Later ones work.
+    pub fn silence_existing(&self) {
+        for conn in self.shared.state().conns.values_mut() {
+            conn.silenced = true;
+        }
+    }
+
+    /// Delays every server→client chunk by `delay`; `Duration::ZERO` turns it off.
+    pub fn delay_replies(&self, delay: Duration) {
+        self.shared.state().delay = delay;
+    }
+
+    /// One-shot: the next client→server chunk containing `needle` reaches the server, but the
+    /// reply is discarded and that connection closed on both sides.
+    pub fn cut_on_reply_to(&self, needle: &[u8]) {
+        let mut state = self.shared.state();
+        state.trap = Some(needle.to_vec());
+        state.trap_sprung = false;
+    }
+
+    /// Whether the trap of `cut_on_reply_to` has fired since it was armed.
+    pub fn trap_sprung(&self) -> bool {
+        self.shared.state().trap_sprung
+    }
+
+    /// Closes every open connection, both sides.
+    pub fn cut_all(&self) {
+        let mut state = self.shared.state();
+        let ids: Vec<u64> = state.conns.keys().copied().collect();
+        for id in ids {
+            self.shared.close(&mut state, id);
+        }
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.shared.state().conns.len()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.state().stopped = true;
+        // Wakes the acceptor, which sees `stopped` and ends, closing the listener.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        self.cut_all();
+        let pumps = std::mem::take(&mut self.shared.state().pumps);
+        for pump in pumps {
+            let _ = pump.join();
+        }
+    }
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn close(&self, state: &mut State, id: u64) {
+        if let Some(conn) = state.conns.remove(&id) {
+            let _ = conn.client.shutdown(Shutdown::Both);
+            let _ = conn.server.shutdown(Shutdown::Both);
+            self.changed.notify_all();
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    let name = format!("proxy-{}", listener.local_addr().unwrap().port());
+    for client in listener.incoming() {
+        let mut state = shared.state();
+        if state.stopped {
+            return;
+        }
+        let Ok(client) = client else { continue };
+        // On failure, dropping `client` closes it: the target is down.
+        let Ok(server) = TcpStream::connect(("127.0.0.1", shared.target)) else {
+            continue;
+        };
+        let _ = (client.set_nodelay(true), server.set_nodelay(true));
+        let Ok(ends) = both_ways(&client, &server) else {
+            continue;
+        };
+        let id = state.next_id;
+        state.next_id += 1;
+        let conn = Conn {
+            client,
+            server,
+            silenced: false,
+            doomed: false,
+        };
+        state.conns.insert(id, conn);
+        state.pumps.retain(|pump| !pump.is_finished());
+        for (direction, from, to) in ends {
+            let shared = shared.clone();
+            let pump = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || pump(&shared, id, direction, from, to))
+                .unwrap();
+            state.pumps.push(pump);
+        }
+    }
+}
+
+/// Copies one direction of connection `id` until either side closes, applying the faults.
+fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = vec![0; 64 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        let chunk = &buf[..n];
+        if direction == Direction::ToClient {
+            let delay = shared.state().delay;
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+        }
+        let mut guard = shared.state();
+        while guard.paused && guard.conns.contains_key(&id) {
+            guard = shared.changed.wait(guard).unwrap();
+        }
+        let state = &mut *guard;
+        let Some(conn) = state.conns.get_mut(&id) else {
+            break;
+        };
+        match direction {
+            Direction::ToServer => {
+                let trapped = state.trap.take_if(|needle| contains(chunk, needle));
+                conn.doomed |= trapped.is_some();
+            }
+            Direction::ToClient if conn.doomed => {
+                state.trap_sprung = true;
+                break;
+            }
+            Direction::ToClient if conn.silenced => continue,
+            Direction::ToClient => {}
+        }
+        // Not under the lock: a write may block while the peer does not read.
+        drop(guard);
+        if to.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let mut state = shared.state();
+    shared.close(&mut state, id);
+}
+
+/// The (from, to) ends of the two pumps of a connection.
+fn both_ways(
+    client: &TcpStream,
+    server: &TcpStream,
+) -> std::io::Result<[(Direction, TcpStream, TcpStream); 2]> {
+    let (c, s) = (client.try_clone()?, server.try_clone()?);
+    let to_server = (Direction::ToServer, c.try_clone()?, s.try_clone()?);
+    Ok([to_server, (Direction::ToClient, s, c)])
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
+}
