@@ -102,6 +102,15 @@ impl Server {
             .response_timeout(Duration::from_secs(5))
     }
 
+    /// A builder with watchdog lease `lease`, and the response timeout it allows: the
+    /// client refuses one at or above the renew interval (lease / 3), so this takes 90% of
+    /// that, as long as it can be for a busy machine.
+    pub fn builder_with_lease(&self, lease: Duration) -> LockClientBuilder {
+        self.builder()
+            .lease(lease)
+            .response_timeout(response_timeout_for(lease))
+    }
+
     pub fn client(&self) -> LockClient {
         self.builder().build().expect("client for a running server")
     }
@@ -149,6 +158,16 @@ impl Server {
             .find_map(|line| line.strip_prefix(&prefix))
             .and_then(|rest| rest.split(',').next())
             .map_or(0, |calls| calls.parse().unwrap())
+    }
+
+    /// Subscribers of `channel` now, from `PUBSUB NUMSUB`.
+    pub fn subscribers(&self, channel: &str) -> usize {
+        let counts: (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.conn())
+            .unwrap();
+        counts.1
     }
 
     fn signal(&self, signal: &str) {
@@ -327,4 +346,41 @@ pub fn threads_named(prefix: &str) -> usize {
             std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with(prefix))
         })
         .count()
+}
+
+/// The longest response timeout a client with watchdog lease `lease` should get: 90% of the
+/// renew interval (lease / 3), which it must stay below.
+pub fn response_timeout_for(lease: Duration) -> Duration {
+    lease * 3 / 10
+}
+
+/// The unlock channel of lock `key` (a key without braces).
+pub fn channel(key: &str) -> String {
+    format!("redisson_lock__channel:{{{key}}}")
+}
+
+/// Waits until `channel` has at least `n` subscribers on `server` (`PUBSUB NUMSUB`).
+pub fn await_subscribers(server: &Server, channel: &str, n: usize) {
+    assert!(
+        eventually(Duration::from_secs(20), || server.subscribers(channel) >= n),
+        "expected {n} subscribers of {channel}, saw {}",
+        server.subscribers(channel)
+    );
+}
+
+/// Waits until `server` has run `calls` EVALSHAs in all since it started.
+pub fn await_calls(server: &Server, calls: u64) {
+    assert!(
+        eventually(Duration::from_secs(20), || server.calls("evalsha") >= calls),
+        "expected {calls} EVALSHA, saw {}",
+        server.calls("evalsha")
+    );
+}
+
+/// The ids of the threads of this process (Linux).
+pub fn thread_ids() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| task.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
 }
