@@ -41,7 +41,7 @@ fn counter(server: &Server) -> i64 {
 }
 
 fn run_threads(server: &Server, threads: usize, rounds: usize, lease: Duration, hold: Duration) {
-    let client = server.builder().lease(lease).build().unwrap();
+    let client = server.builder_with_lease(lease).build().unwrap();
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let lock = client.lock("counter-lock");
