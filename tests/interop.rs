@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{FOREIGN, Server, foreign_hold, hash};
+use support::{FOREIGN, Server, await_calls, await_subscribers, channel, foreign_hold, hash};
 
 /// The Redisson acquire, spelled out in raw commands (atomic enough for one test thread).
 fn foreign_try_lock(redis: &mut redis::Connection, key: &str) -> bool {
@@ -48,14 +48,18 @@ fn a_foreign_hold_blocks_our_acquire_until_it_is_released() {
     assert!(lock.is_locked().unwrap());
     assert!(!lock.is_held_by_current_thread().unwrap());
 
+    let base = server.calls("evalsha");
     let waiter = std::thread::spawn(move || {
+        // Bounded below the foreign 30 s lease: only the unlock message lets it in.
         let guard = lock
-            .try_lock_for(Duration::from_secs(30))
+            .try_lock_for(Duration::from_secs(20))
             .unwrap()
-            .expect("released");
+            .expect("woken by the foreign unlock");
         guard.unlock().unwrap();
     });
-    std::thread::sleep(Duration::from_millis(50));
+    // Waiting once it has subscribed and made its attempt after that.
+    await_subscribers(&server, &channel("shared"), 1);
+    await_calls(&server, base + 2);
     foreign_unlock(&mut foreign, "shared");
     waiter.join().unwrap();
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::Server;
+use support::{Server, await_calls, await_subscribers, channel};
 
 #[test]
 fn try_lock_on_a_busy_lock_makes_one_attempt_and_returns_none() {
@@ -62,28 +62,38 @@ fn lock_past_max_wait_is_a_timeout_error_with_context() {
 #[test]
 fn a_waiter_gets_the_lock_after_the_holder_releases() {
     let server = Server::start();
-    let holder = server.client().lock("handoff");
-    let waiter = server.client().lock("handoff");
+    let long = Duration::from_secs(60);
+    let holder = server
+        .builder()
+        .lease(long)
+        .build()
+        .unwrap()
+        .lock("handoff");
+    let waiter = server
+        .builder()
+        .lease(long)
+        .build()
+        .unwrap()
+        .lock("handoff");
     let guard = holder.lock().unwrap();
+    let base = server.calls("evalsha");
     let released = Arc::new(AtomicBool::new(false));
 
     let seen = released.clone();
-    let (waiting_tx, waiting_rx) = crossbeam_channel::bounded(0);
     let thread = std::thread::spawn(move || {
-        waiting_tx.send(()).unwrap();
-        let guard = waiter.lock().unwrap();
+        // Bounded well below the holder's 60 s lease: only the unlock message lets it in.
+        let guard = waiter.try_lock_for(Duration::from_secs(30)).unwrap()?;
         let order_kept = seen.load(Ordering::SeqCst);
         guard.unlock().unwrap();
-        order_kept
+        Some(order_kept)
     });
-    waiting_rx.recv().unwrap();
-    std::thread::sleep(Duration::from_millis(50)); // let it wait a little
+    // The waiter is waiting once it has subscribed and made its attempt after that.
+    await_subscribers(&server, &channel("handoff"), 1);
+    await_calls(&server, base + 2);
     released.store(true, Ordering::SeqCst);
     guard.unlock().unwrap();
-    assert!(
-        thread.join().unwrap(),
-        "the waiter got the lock before the release"
-    );
+    let order_kept = thread.join().unwrap().expect("woken by the unlock");
+    assert!(order_kept, "the waiter got the lock before the release");
 }
 
 #[test]
