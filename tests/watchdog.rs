@@ -3,10 +3,10 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serial_test::serial;
-use support::{Server, eventually, threads_named};
+use support::{Server, eventually, thread_ids, threads_named};
 
 const LEASE: Duration = Duration::from_millis(300);
 
@@ -14,28 +14,32 @@ const LEASE: Duration = Duration::from_millis(300);
 #[serial]
 fn renewals_keep_the_lock_and_stop_at_release() {
     let server = Server::start();
-    let owner = server.builder().lease(LEASE).build().unwrap();
+    let owner = server.builder_with_lease(LEASE).build().unwrap();
     let rival = server.client().lock("renewed");
     let lock = owner.lock("renewed");
 
     let guard = lock.lock().unwrap();
-    let held_until = std::time::Instant::now() + Duration::from_millis(1500);
-    while std::time::Instant::now() < held_until {
+    // Three renewals take at least three renew intervals: the lease of the acquisition
+    // has run out by then, and only the renewals kept the rival out.
+    let renewed = eventually(Duration::from_secs(30), || {
         assert!(
             rival.try_lock().unwrap().is_none(),
             "the rival got a watched lock"
         );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        owner.stats().renewals >= 3
+    });
+    assert!(renewed, "{:?}", owner.stats());
+    assert!(rival.try_lock().unwrap().is_none(), "the rival got it");
     assert!(!guard.is_lost());
-    assert!(owner.stats().renewals >= 3, "{:?}", owner.stats());
     guard.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());
 
-    // Three renew intervals later no renewal has been sent.
-    let calls = server.calls("evalsha");
-    std::thread::sleep(LEASE);
+    // A release waits for a renewal on its way and stops the next, so from here on the
+    // counts stay put, however slow the machine: six renew intervals show it.
+    let (calls, stats) = (server.calls("evalsha"), owner.stats());
+    std::thread::sleep(LEASE * 2);
     assert_eq!(server.calls("evalsha"), calls, "renewals after release");
+    assert_eq!(owner.stats(), stats, "renewals after release");
 }
 
 #[test]
@@ -45,9 +49,15 @@ fn an_explicit_lease_expires_and_another_client_gets_the_lock() {
     let lock = server.client().lock("leased");
     let rival = server.client().lock("leased");
 
-    let guard = lock.lock_with_lease(LEASE).unwrap();
+    let lease = Duration::from_secs(1);
+    let taken_at = Instant::now();
+    let guard = lock.lock_with_lease(lease).unwrap();
     assert!(!guard.is_watched());
-    assert!(rival.try_lock().unwrap().is_none());
+    let busy = rival.try_lock().unwrap().is_none();
+    assert!(
+        busy || taken_at.elapsed() >= lease,
+        "taken within the lease"
+    );
     let taken = rival
         .try_lock_for(Duration::from_secs(10))
         .unwrap()
@@ -61,19 +71,50 @@ fn an_explicit_lease_expires_and_another_client_gets_the_lock() {
 #[serial]
 fn a_short_explicit_reentry_does_not_cut_a_watched_lease() {
     let server = Server::start();
-    let client = server.builder().lease(LEASE).build().unwrap();
+    let client = server.builder_with_lease(LEASE).build().unwrap();
     let lock = client.lock("mixed");
     let watched = lock.lock().unwrap();
     let leased = lock.lock_with_lease(Duration::from_millis(50)).unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    // Three more renewals take at least two renew intervals, four times the 50 ms.
+    let before = client.stats().renewals;
+    assert!(
+        eventually(Duration::from_secs(30), || client.stats().renewals
+            >= before + 3),
+        "{:?}",
+        client.stats()
+    );
     assert_eq!(
         lock.hold_count().unwrap(),
         2,
         "still held through the watchdog"
     );
+    assert!(!watched.is_lost() && !leased.is_lost());
     leased.unlock().unwrap();
     watched.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());
+}
+
+/// Watchdog threads, once every thread started by this one has named itself (until it
+/// runs, a new thread carries the name of the thread that started it).
+#[cfg(target_os = "linux")]
+fn watchdog_threads() -> usize {
+    let me = std::fs::read_link("/proc/thread-self").unwrap();
+    let my_id = me.file_name().unwrap().to_owned();
+    let my_name = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    let unnamed = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|task| task.file_name() != my_id)
+            .any(|task| {
+                std::fs::read_to_string(task.path().join("comm")).ok() == Some(my_name.clone())
+            })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || !unnamed()),
+        "a thread started here never named itself"
+    );
+    threads_named("redmutex-watch")
 }
 
 #[test]
@@ -81,36 +122,48 @@ fn a_short_explicit_reentry_does_not_cut_a_watched_lease() {
 #[cfg(target_os = "linux")]
 fn watchdog_threads_are_reused_and_end_with_the_client() {
     let server = Server::start();
-    let client = server.client();
     // Threads of the clients of earlier tests end once those clients are gone.
     assert!(eventually(Duration::from_secs(10), || threads_named(
         "redmutex-watch"
     ) == 0));
-    for name in ["a", "b", "c", "a"] {
-        let guard = client.lock(name).lock().unwrap();
+    let client = server.client();
+
+    // A thread per held lock: a new client has none parked, so three at once start three.
+    let held: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|name| client.lock(name).lock().unwrap())
+        .collect();
+    assert_eq!(watchdog_threads(), 3, "one thread per held lock");
+    for guard in held {
         guard.unlock().unwrap();
     }
+
+    // Released, the threads park, each when it gets to it. From then on a holding is
+    // served by a parked thread: an acquisition starts no thread at all. (One that comes
+    // before any has parked starts one, so try until one does not.)
+    let mut acquisitions = 0;
+    let reused = eventually(Duration::from_secs(10), || {
+        let before = thread_ids();
+        let guard = client.lock("d").lock().unwrap();
+        let started = thread_ids().difference(&before).count();
+        guard.unlock().unwrap();
+        acquisitions += 1;
+        started == 0
+    });
     assert!(
-        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
-            == 1),
-        "one parked thread served every holding"
+        reused,
+        "every one of {acquisitions} holdings started a thread"
+    );
+    // The last acquisition found a parked thread; each before it started one at most.
+    let found_none_parked = acquisitions - 1;
+    assert!(
+        watchdog_threads() <= 3 + found_none_parked,
+        "more threads than holdings that found none parked"
     );
 
-    let (a, b) = (
-        client.lock("a").lock().unwrap(),
-        client.lock("b").lock().unwrap(),
-    );
-    // A new thread names itself once it runs, so give it a moment to show up.
-    assert!(
-        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
-            == 2),
-        "one thread per held lock"
-    );
-    drop((a, b));
     drop(client);
     assert!(
-        eventually(Duration::from_secs(10), || threads_named("redmutex-watch")
-            == 0),
+        eventually(Duration::from_secs(10), || watchdog_threads() == 0),
         "parked threads outlived their client"
     );
 }
