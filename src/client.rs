@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::config::{Config, LockClientBuilder};
 use crate::error::{Error, NodeError, Result};
-use crate::holds::Holds;
+use crate::holds::{HoldId, Holding, Holds};
 use crate::lock::Lock;
 use crate::node::{Node, Nodes};
 use crate::scripts;
@@ -63,9 +63,11 @@ pub(crate) struct Inner {
     pub holds: Mutex<Holds>,
     pub parked: Arc<Parked>,
     pub counters: Counters,
+    /// The process the client was built in; a forked child must not act as its owner.
+    pid: u32,
 }
 
-/// A hold the watchdog found gone, as handed to the
+/// A holding found gone, as handed to the
 /// [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -152,8 +154,21 @@ impl LockClient {
             .map(|url| Node::new(url, &config).map(Arc::new))
             .collect::<Result<Vec<_>>>()?;
         let client = Self::assemble(config, nodes)?;
-        let nodes = &client.inner.nodes;
-        nodes.answers(nodes.list().iter().map(|node| node.ping()).collect())?;
+        let inner = &client.inner;
+        let probe = [&inner.config.key_prefix[..], b"redmutex:probe"].concat();
+        let nodes = &inner.nodes;
+        let (answers, mut failed) =
+            nodes.split(nodes.list().iter().map(|node| node.check(&probe)).collect());
+        // Missing rights are a mistake to fix, not an outage to ride out on a quorum.
+        if let Some(at) = failed
+            .iter()
+            .position(|f| matches!(f.error, Error::Permission { .. }))
+        {
+            return Err(failed.swap_remove(at).error);
+        }
+        if answers.len() < nodes.quorum() {
+            return Err(nodes.no_quorum(failed));
+        }
         Ok(client)
     }
 
@@ -169,26 +184,15 @@ impl LockClient {
         if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
             return Err(bad(format!("{} is named twice", twice.name)));
         }
-        // A round on several nodes waits for the slowest answer up to the response timeout;
-        // one longer than the renew interval would let the lease run out between renewals
-        // while a node hangs.
-        let interval = config.renew_interval();
-        if list.len() > 1 && config.response_timeout >= interval {
-            return Err(Error::InvalidConfig {
-                setting: "response_timeout",
-                reason: format!(
-                    "must be below the renew interval ({interval:?}) for several nodes; keep it small against the lease"
-                ),
-            });
-        }
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: crate::owner::new_client_id(),
-                nodes: Nodes::new(list, config.response_timeout),
+                nodes: Nodes::new(list, config.connect_timeout, config.response_timeout),
                 config,
                 holds: Mutex::default(),
                 parked: Arc::default(),
                 counters: Counters::default(),
+                pid: std::process::id(),
             }),
         })
     }
@@ -202,7 +206,7 @@ impl Inner {
         let round = |restore: u32| {
             let mut cmd = scripts::evalsha(&scripts::RENEW, &[key]);
             cmd.arg(lease.as_millis() as u64).arg(field).arg(restore);
-            self.nodes.split(self.nodes.run_all::<i64>(&cmd))
+            self.nodes.split(self.nodes.run_all::<i64>(&cmd, None))
         };
         let (answers, failed) = round(0);
         let kept = answers.iter().filter(|&&reply| reply == 1).count();
@@ -222,8 +226,17 @@ impl Inner {
         Renewal { kept, failed }
     }
 
-    /// Forgets a holding the watchdog found gone, marks its guards lost and tells the
-    /// callback, unless the holding already ended. Runs on the watchdog's thread.
+    /// Refuses to act for a client built in another process (this one is a fork of it).
+    pub fn check_process(&self) -> Result<()> {
+        if std::process::id() == self.pid {
+            Ok(())
+        } else {
+            Err(Error::Forked { parent: self.pid })
+        }
+    }
+
+    /// Forgets a holding the watchdog found gone and reports it, unless the holding already
+    /// ended. Runs on the watchdog's thread.
     pub fn declare_lost(&self, job: &Job, error: Option<Error>) {
         let mut holds = self.holds.lock();
         let current = holds.get(&job.id).is_some_and(|hold| {
@@ -235,22 +248,40 @@ impl Inner {
         // Kept until the callback returns: dropping it lets this thread take another job.
         let _hold = holds.remove(&job.id);
         drop(holds);
-        job.holding.mark_lost();
+        self.report_lost(&job.name, &job.holding, error);
+    }
+
+    /// Forgets `holding` if it is still the current one of `id`.
+    pub fn forget(&self, id: &HoldId, holding: &Arc<Holding>) {
+        let mut holds = self.holds.lock();
+        if holds
+            .get(id)
+            .is_some_and(|hold| Arc::ptr_eq(&hold.holding, holding))
+        {
+            holds.remove(id);
+        }
+    }
+
+    /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
+    /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
+    pub fn report_lost(&self, name: &str, holding: &Holding, error: Option<Error>) {
+        if !holding.mark_lost() {
+            return;
+        }
         Counters::bump(&self.counters.locks_lost);
         match &error {
-            None => log::warn!("lock {:?} was lost: its key or field is gone", job.name),
+            None => log::warn!("lock {name:?} was lost: its key or field is gone"),
             Some(err) => log::warn!(
-                "lock {:?} was lost: renewals failed until its validity ran out: {err}",
-                job.name
+                "lock {name:?} was lost: renewals failed until its validity ran out: {err}"
             ),
         }
         if let Some(callback) = &self.config.on_lock_lost {
             let lost = LockLost {
-                name: job.name.clone(),
+                name: name.to_owned(),
                 error,
             };
             if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
-                log::error!("the on_lock_lost callback panicked for lock {:?}", job.name);
+                log::error!("the on_lock_lost callback panicked for lock {name:?}");
             }
         }
     }

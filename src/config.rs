@@ -34,6 +34,8 @@ pub(crate) struct Config {
     pub max_wait: Option<Duration>,
     pub key_prefix: Vec<u8>,
     pub watchdog_stack_size: usize,
+    /// How often the subscriber connection is checked with a PING.
+    pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
 }
 
@@ -50,6 +52,7 @@ impl Default for Config {
             max_wait: None,
             key_prefix: Vec::new(),
             watchdog_stack_size: 128 * 1024,
+            ping_interval: Duration::from_secs(1),
             on_lock_lost: None,
         }
     }
@@ -59,6 +62,11 @@ impl Config {
     /// How often the watchdog renews the lease.
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval.unwrap_or(self.lease / 3)
+    }
+
+    /// How long a release leaves its latch behind: longer than every retry of one call.
+    pub fn latch_ttl(&self) -> Duration {
+        2 * (self.connect_timeout + self.response_timeout)
     }
 
     fn validate(&self) -> Result<()> {
@@ -87,6 +95,19 @@ impl Config {
                     self.lease
                 ),
             );
+        }
+        // A renewal that hangs for a response timeout as long as the renew interval would let
+        // the lease run out before the watchdog sees an error.
+        if self.response_timeout >= renew {
+            return bad(
+                "response_timeout",
+                format!(
+                    "must be below the renew interval ({renew:?}); keep it small against the lease"
+                ),
+            );
+        }
+        if self.ping_interval < Duration::from_millis(10) || self.ping_interval > MAX_TIMEOUT {
+            return bad("ping_interval", format!("must be 10 ms..={MAX_TIMEOUT:?}"));
         }
         if self.retry_base < Duration::from_micros(100) || self.retry_base > MAX_TIMEOUT {
             return bad("retry_base", format!("must be 100 µs..={MAX_TIMEOUT:?}"));
@@ -137,6 +158,7 @@ pub(crate) fn check_lease(lease: Duration) -> std::result::Result<(), String> {
 /// | [`max_wait`](Self::max_wait) | none: `lock()` waits until it gets the lock |
 /// | [`key_prefix`](Self::key_prefix) | empty |
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
+/// | [`ping_interval`](Self::ping_interval) | 1 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
 ///
 /// Every value is checked by [`build`](Self::build), which returns
@@ -181,8 +203,9 @@ impl LockClientBuilder {
     }
 
     /// Read and write timeout of every connection, and for a Redlock client the time one
-    /// round on all nodes may take: there it must be below the renew interval, and should be
-    /// small against the lease. Defaults to 2 s.
+    /// round on all nodes may take. It must be below the renew interval (a renewal that hangs
+    /// longer would let the lease run out unnoticed), and should be small against the lease.
+    /// A call with a deadline returns at most this long after it. Defaults to 2 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
         self
@@ -234,10 +257,20 @@ impl LockClientBuilder {
         self
     }
 
-    /// Called, on the watchdog's thread, once for each hold the watchdog finds gone (deleted
-    /// or expired from outside, or not renewed before its validity ran out). Keep it short.
+    /// How often the subscriber connection that carries unlock messages is checked: a PING
+    /// on it that gets no answer within the response timeout (a half-open connection, a NAT
+    /// that dropped its state) makes the client reconnect, subscribe again and wake every
+    /// waiter. 10 ms to 600 s; defaults to 1 s. TCP keepalive is on as well.
+    pub fn ping_interval(mut self, interval: Duration) -> Self {
+        self.config.ping_interval = interval;
+        self
+    }
+
+    /// Called once for each holding found gone: deleted or expired from outside, or not
+    /// renewed before its validity ran out. It runs on the thread that found the loss: the
+    /// watchdog's, or the caller's when a release or a re-entry finds it. Keep it short.
     /// Defaults to none: losses are only logged and visible through
-    /// [`LockGuard::is_lost`](crate::LockGuard::is_lost).
+    /// [`LockGuard::is_lost`](crate::LockGuard::is_lost) and [`Stats::locks_lost`](crate::Stats::locks_lost).
     pub fn on_lock_lost(mut self, callback: impl Fn(&LockLost) + Send + Sync + 'static) -> Self {
         self.config.on_lock_lost = Some(Arc::new(callback));
         self
@@ -247,8 +280,10 @@ impl LockClientBuilder {
     /// the client.
     ///
     /// Fails with [`Error::InvalidConfig`] or [`Error::InvalidUrl`] on bad input; with
-    /// [`Error::Redis`] when the one Redis cannot be reached within the connect timeout; and
-    /// for Redlock with [`Error::NoQuorum`] when fewer than a quorum of nodes answer.
+    /// [`Error::Redis`] when the one Redis cannot be reached within the connect timeout; with
+    /// [`Error::Permission`] when the Redis user may not run a command the locks need (Redis
+    /// 7 and later tell); and for Redlock with [`Error::NoQuorum`] when fewer than a quorum of
+    /// nodes answer.
     pub fn build(self) -> Result<LockClient> {
         self.config.validate()?;
         LockClient::connect(&self.urls, self.config)

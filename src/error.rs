@@ -35,11 +35,35 @@ pub enum Error {
         /// How long the call waited before giving up.
         waited: Duration,
     },
-    /// This thread holds no hold of the lock it tried to release: it was never taken, it
-    /// expired, or it was deleted from outside. Nothing was changed on the server.
+    /// This thread holds no hold of the lock it tried to release. Nothing was changed on the
+    /// server.
     NotHeld {
         /// The lock concerned.
         lock: String,
+    },
+    /// The hold is gone: it expired or was deleted from outside, so the critical section it
+    /// guarded was not protected to its end. Returned by a release or a re-entry that finds
+    /// this; the loss was also reported to
+    /// [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) and counted in
+    /// [`Stats::locks_lost`](crate::Stats::locks_lost). Nothing was changed on the server:
+    /// the key may belong to someone else by now.
+    Lost {
+        /// The lock concerned.
+        lock: String,
+    },
+    /// The Redis user may not run what the locks need (Redis ACLs). Nothing was written.
+    Permission {
+        /// The Redis node, as `host:port`.
+        node: String,
+        /// What is denied, as `"COMMAND target"`, such as
+        /// `"PUBLISH on redisson_lock__channel:{orders:42}"`.
+        denied: Vec<String>,
+    },
+    /// The client was created in another process: this process is a `fork()` of it and would
+    /// share its owner id, its held locks and its connections. Build a new client here.
+    Forked {
+        /// The process id the client was created in.
+        parent: u32,
     },
     /// A lock name that cannot be used: empty or longer than [`crate::MAX_NAME_LEN`].
     InvalidName {
@@ -137,6 +161,36 @@ impl Error {
         matches!(self, Error::NotHeld { .. })
     }
 
+    /// The hold had been lost (expired or deleted from outside) before this call found it.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::Lost { .. })
+    }
+
+    /// The Redis user lacks a permission the locks need: found when the client was built, or
+    /// refused by Redis (`NOPERM`) on a node.
+    pub fn is_permission(&self) -> bool {
+        match self {
+            Error::Permission { .. } => true,
+            Error::Redis { source, .. } => {
+                source.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+            }
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_permission()),
+            _ => false,
+        }
+    }
+
+    /// Redis refused the credentials, or wants some (`NOAUTH`, `WRONGPASS`).
+    pub fn is_auth(&self) -> bool {
+        match self {
+            Error::Redis { source, .. } => is_auth(source),
+            Error::Pool { source, .. } => {
+                source.to_string().contains("NOAUTH") || source.to_string().contains("WRONGPASS")
+            }
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_auth()),
+            _ => false,
+        }
+    }
+
     /// Bad input from the caller: name, configuration, argument or URL. Nothing reached Redis.
     pub fn is_invalid_input(&self) -> bool {
         matches!(
@@ -177,6 +231,7 @@ impl Error {
             }
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
+            | Error::Lost { lock }
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
@@ -200,6 +255,11 @@ impl Error {
         !matches!(self, Error::Pool { .. })
     }
 
+    /// Redis said the key holds another type than the command works on.
+    pub(crate) fn is_wrong_type(&self) -> bool {
+        matches!(self, Error::Redis { source, .. } if source.code() == Some("WRONGTYPE"))
+    }
+
     /// The connection died under the command (as after a Redis restart): worth one more try.
     pub(crate) fn is_dropped_connection(&self) -> bool {
         matches!(self, Error::Redis { source, .. } if source.is_connection_dropped())
@@ -213,16 +273,41 @@ impl fmt::Display for Error {
             None => String::new(),
         };
         match self {
-            Error::Redis { lock, node, .. } => {
-                write!(f, "redis command failed on {node}{}", about(lock))
+            Error::Redis { lock, node, source } => {
+                write!(f, "redis command failed on {node}{}: {source}", about(lock))?;
+                if is_auth(source) {
+                    write!(f, "{CREDENTIALS}")?;
+                }
+                Ok(())
             }
-            Error::Pool { lock, node, .. } => {
-                write!(f, "no connection to {node} available{}", about(lock))
+            Error::Pool { lock, node, source } => {
+                write!(
+                    f,
+                    "no connection to {node} available{}: {source}",
+                    about(lock)
+                )?;
+                if self.is_auth() {
+                    write!(f, "{CREDENTIALS}")?;
+                }
+                Ok(())
             }
             Error::Timeout { lock, waited } => {
                 write!(f, "lock {lock:?} still busy after waiting {waited:?}")
             }
             Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
+            Error::Lost { lock } => write!(
+                f,
+                "lock {lock:?} was lost while held: it expired or was deleted from outside"
+            ),
+            Error::Permission { node, denied } => write!(
+                f,
+                "the Redis user on {node} may not run what the locks need: {} denied",
+                denied.join(", ")
+            ),
+            Error::Forked { parent } => write!(
+                f,
+                "this client was created in process {parent}, not in this fork of it; build a new client"
+            ),
             Error::InvalidName { name, reason } => {
                 write!(f, "invalid lock name {name:?}: {reason}")
             }
@@ -232,19 +317,18 @@ impl fmt::Display for Error {
                 argument,
                 reason,
             } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
-            Error::InvalidUrl { url, .. } => write!(f, "invalid redis URL {url:?}"),
+            Error::InvalidUrl { url, source } => write!(f, "invalid redis URL {url:?}: {source}"),
             Error::NoQuorum {
                 lock,
                 needed,
                 of,
                 failed,
             } => {
-                let nodes: Vec<_> = failed.iter().map(|f| f.node.as_str()).collect();
                 write!(
                     f,
                     "no quorum{}: {needed} of {of} nodes needed, failed: {}",
                     about(lock),
-                    nodes.join(", ")
+                    causes(failed)
                 )
             }
             Error::ValidityExhausted {
@@ -261,18 +345,41 @@ impl fmt::Display for Error {
                 of,
                 failed,
             } => {
-                let nodes: Vec<_> = failed.iter().map(|f| f.node.as_str()).collect();
                 write!(
                     f,
                     "lock {lock:?} released on {released} of {of} nodes; not reached: {}",
-                    nodes.join(", ")
+                    causes(failed)
                 )
             }
-            Error::Watchdog { lock, .. } => {
-                write!(f, "could not start the watchdog for lock {lock:?}")
+            Error::Watchdog { lock, source } => {
+                write!(
+                    f,
+                    "could not start the watchdog for lock {lock:?}: {source}"
+                )
             }
         }
     }
+}
+
+/// What a `Display` of an authentication failure adds.
+const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/)";
+
+fn is_auth(source: &redis::RedisError) -> bool {
+    source.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// `node (cause), ...` for the nodes that failed.
+fn causes(failed: &[NodeError]) -> String {
+    let causes: Vec<_> = failed
+        .iter()
+        .map(|f| match &f.error {
+            Error::Redis { source, .. } => format!("{} ({source})", f.node),
+            Error::Pool { source, .. } => format!("{} ({source})", f.node),
+            other => format!("{} ({other})", f.node),
+        })
+        .collect();
+    causes.join(", ")
 }
 
 impl std::error::Error for Error {

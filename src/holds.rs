@@ -42,8 +42,9 @@ impl Holding {
         self.lost.load(Ordering::Acquire)
     }
 
-    pub fn mark_lost(&self) {
-        self.lost.store(true, Ordering::Release);
+    /// Marks the holding lost; true the first time.
+    pub fn mark_lost(&self) -> bool {
+        !self.lost.swap(true, Ordering::AcqRel)
     }
 
     /// Until when the lock is surely held, as of the last acquisition or renewal.

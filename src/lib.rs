@@ -4,7 +4,8 @@
 //! A lock is a Redis hash named after the lock, whose field `"<client-uuid>:<thread-id>"`
 //! counts the holds of its one owner: the layout Redisson uses, so Rust and Java services
 //! can share a lock. Releasing the last hold deletes the key and publishes `0` on
-//! `redisson_lock__channel:{<name>}`.
+//! `redisson_lock__channel:{<name>}` (on `redisson_lock__channel:<name>` when the name holds
+//! a hash tag, as Redisson names it).
 //!
 //! # Quick start
 //!
@@ -36,12 +37,17 @@
 //! - **Lease.** Holds taken without a lease use the client's lease (30 s by default), which
 //!   a watchdog thread renews every third of it until the thread's last hold is released.
 //!   Holds taken `*_with_lease` are not renewed and expire.
-//! - **Loss.** When the watchdog finds the hold gone, or cannot renew it before its validity
-//!   runs out, the guard's [`LockGuard::is_lost`] turns true and the client's
-//!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once.
-//! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub on
-//!   `redisson_lock__channel:{<name>}`, one subscriber connection per client), and at the
-//!   latest when the holder's lease would run out; never past the caller's deadline.
+//! - **Loss.** When the watchdog, a release or a re-entry finds the hold gone, or the
+//!   watchdog cannot renew it before its validity runs out, the guard's
+//!   [`LockGuard::is_lost`] turns true and the client's
+//!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once. A release
+//!   or re-entry that finds it returns [`Error::Lost`].
+//! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub, one
+//!   subscriber connection per client, checked by PING), and at the latest when the
+//!   holder's lease would run out; never past the caller's deadline plus one response
+//!   timeout. A key of another type is someone else's lock and is waited for the same way.
+//! - **fork().** A client used in a forked child refuses every call with
+//!   [`Error::Forked`].
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
 //!   masters, with the same API; see the README for when that is worth it and what it does
 //!   not promise.
@@ -54,6 +60,7 @@ mod config;
 mod error;
 mod guard;
 mod holds;
+mod layout;
 mod lock;
 mod node;
 mod notify;

@@ -9,10 +9,11 @@ use crate::config::{MAX_LEASE, MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Hold, HoldId, Holding, validity_end};
+use crate::layout::{self, UNLOCK_MESSAGE};
 use crate::notify::{Signal, Subscription};
 use crate::owner::{current_thread, field};
 use crate::retry::Backoff;
-use crate::scripts::{self, FRESH, UNLOCK_MESSAGE};
+use crate::scripts::{self, FRESH};
 use crate::watchdog::{self, Job};
 
 /// A reentrant lock on one Redis key, shared by every thread and process that names it.
@@ -40,7 +41,7 @@ struct Name {
     /// For messages: the name lossily decoded.
     display: String,
     key: Arc<[u8]>,
-    /// `redisson_lock__channel:{<key>}`
+    /// The unlock channel, named by Redisson's rule (see `layout`).
     channel: Vec<u8>,
     invalid: Option<&'static str>,
 }
@@ -50,9 +51,6 @@ enum Attempt {
     Acquired(LockGuard),
     /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
-    /// This thread's earlier holds were found gone and their leftovers given back: try again
-    /// at once, as a first hold.
-    Again,
     /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
     /// not confirmed on a quorum); retried after a pause within the deadline, and returned
     /// as the error when the deadline has passed.
@@ -77,7 +75,7 @@ impl Lock {
             display.truncate(cut);
         }
         let key: Arc<[u8]> = [&client.inner.config.key_prefix[..], name].concat().into();
-        let channel = [&b"redisson_lock__channel:{"[..], &key, b"}"].concat();
+        let channel = layout::channel(&key);
         Lock {
             client,
             name: Arc::new(Name {
@@ -164,8 +162,13 @@ impl Lock {
     pub fn hold_count(&self) -> Result<u32> {
         let mut cmd = redis::cmd("HGET");
         cmd.arg(self.key()?).arg(self.field());
-        let counts = self.client.inner.nodes.run_all::<Option<u32>>(&cmd);
-        let counts = counts.into_iter().map(|c| c.map(Option::unwrap_or_default));
+        self.client.inner.check_process()?;
+        let counts = self.client.inner.nodes.run_all::<Option<u32>>(&cmd, None);
+        // A key of another type is someone else's lock: no holds of ours.
+        let counts = counts.into_iter().map(|count| match count {
+            Err(err) if err.is_wrong_type() => Ok(0),
+            count => count.map(Option::unwrap_or_default),
+        });
         self.client
             .inner
             .nodes
@@ -185,21 +188,30 @@ impl Lock {
     /// Deletes the lock whoever holds it, on every node, and wakes its waiters. Returns
     /// whether there was one to delete. The holders' watchdogs find out at their next
     /// renewal and mark their guards lost.
+    ///
+    /// A retry after a lost reply (the connection dropped under the command) reports what
+    /// the first attempt did, and never deletes a lock someone took in between.
     pub fn force_unlock(&self) -> Result<bool> {
-        let mut cmd = scripts::evalsha(&scripts::FORCE_UNLOCK, &[self.key()?, &self.name.channel]);
-        cmd.arg(UNLOCK_MESSAGE);
-        let nodes = &self.client.inner.nodes;
+        let key = self.key()?;
+        let inner = &self.client.inner;
+        inner.check_process()?;
+        let latch = layout::unlock_latch(key, &layout::request_id());
+        let mut cmd = scripts::evalsha(&scripts::FORCE_UNLOCK, &[key, &self.name.channel, &latch]);
+        cmd.arg(UNLOCK_MESSAGE)
+            .arg(millis(inner.config.latch_ttl()));
+        let nodes = &inner.nodes;
         let deleted = nodes
-            .answers(nodes.run_all::<i64>(&cmd))
+            .answers(nodes.run_all::<i64>(&cmd, None))
             .map_err(|err| err.with_lock(self.name()))?;
         Ok(deleted.contains(&1))
     }
 
     /// `cmd` on every node, and the answer a quorum agrees on at least.
     fn agreed<T: redis::FromRedisValue + Ord + Copy>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.client.inner.check_process()?;
         let nodes = &self.client.inner.nodes;
         nodes
-            .agreed(nodes.run_all(cmd))
+            .agreed(nodes.run_all(cmd, None))
             .map_err(|err| err.with_lock(self.name()))
     }
 
@@ -228,7 +240,8 @@ impl Lock {
     /// again at once (an unlock before the subscription would otherwise go unseen); then
     /// wait for an unlock message, at most until the holder's lease runs out (plus a
     /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
-    /// cannot connect) the wait is the backoff alone.
+    /// cannot connect, or may not subscribe) the wait is the backoff alone, at most the
+    /// retry cap. Every round with Redis ends within a response timeout of `deadline`.
     fn acquire(
         &self,
         lease: Option<Duration>,
@@ -243,15 +256,22 @@ impl Lock {
             })?;
         }
         let inner = &self.client.inner;
+        inner.check_process()?;
+        let limit = deadline.and_then(|d| d.checked_add(inner.config.response_timeout));
         let mut backoff = Backoff::new(inner.config.retry_base, inner.config.retry_cap);
-        let signal = Arc::new(Signal::default());
-        let mut subscriptions: Vec<Subscription> = Vec::new();
-        let mut notifications = true;
+        let mut waiting = Waiting::new();
         loop {
-            let ttl = match self.attempt(lease)? {
-                Attempt::Acquired(guard) => return Ok(Some(guard)),
-                Attempt::Again => continue,
-                Attempt::Busy(ttl) => ttl,
+            let ttl = match self.attempt(lease, limit)? {
+                Attempt::Acquired(guard) => {
+                    waiting.woken = false;
+                    waiting.signal.take();
+                    return Ok(Some(guard));
+                }
+                Attempt::Busy(ttl) => {
+                    // Someone holds it; their release will wake a waiter again.
+                    waiting.woken = false;
+                    ttl
+                }
                 Attempt::Retry(err) => {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                     if left == Some(Duration::ZERO) {
@@ -267,36 +287,27 @@ impl Lock {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
-            if notifications && !subscriptions.iter().any(Subscription::is_live) {
-                subscriptions.clear();
-                for node in inner.nodes.list() {
-                    match node.notifier.subscribe(&self.name.channel, &signal) {
-                        Ok(subscription) => subscriptions.push(subscription),
-                        Err(err) => log::debug!(
-                            "no unlock notifications from {} for {:?}: {err}",
-                            node.name,
-                            self.name()
-                        ),
-                    }
-                }
-                notifications = !subscriptions.is_empty();
-                if notifications {
+            if waiting.needs_subscription() {
+                waiting.subscribe(self, deadline);
+                if waiting.notifications {
                     continue;
                 }
             }
             let pause = backoff.next_delay(None);
-            let bound = match (notifications, ttl) {
+            let bound = match (waiting.notifications, ttl) {
                 (true, Some(ttl)) => ttl + pause,
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
-            signal.wait(left.map_or(bound, |left| bound.min(left)));
+            waiting.woken = waiting
+                .signal
+                .wait(left.map_or(bound, |left| bound.min(left)));
         }
     }
 
     /// One round on every node: take a hold, or learn why not. Taken when a quorum granted
     /// it with validity left (lease − elapsed − drift); otherwise whatever was granted is
     /// given back on every node.
-    fn attempt(&self, lease: Option<Duration>) -> Result<Attempt> {
+    fn attempt(&self, lease: Option<Duration>, limit: Option<Instant>) -> Result<Attempt> {
         let inner = &self.client.inner;
         let nodes = &inner.nodes;
         let id: HoldId = (self.name.key.clone(), current_thread());
@@ -315,7 +326,7 @@ impl Lock {
         let mut cmd = scripts::evalsha(&scripts::ACQUIRE, &[&id.0]);
         cmd.arg(millis(script_lease)).arg(&field).arg(held);
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd));
+        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd, limit));
         let elapsed = sent.elapsed();
 
         let kept = answers.iter().filter(|reply| reply.is_none()).count();
@@ -329,23 +340,29 @@ impl Lock {
         }
 
         // Not taken. If this thread held the lock before, and too few nodes still have its
-        // holds even counting every node that failed as one that does, they are gone: drop
-        // their leftovers everywhere and start afresh as a first hold.
+        // holds even counting every node that failed as one that does, they are gone: the
+        // code around this re-entry was not protected all along. Undo this attempt, report
+        // the loss and say so, rather than quietly taking a fresh hold.
         if held > 0 && kept + failed.len() < quorum {
+            self.give_back(&id.0, &field, 1, script_lease, None, limit);
             if let Some(stale) = inner.holds.lock().remove(&id) {
-                log::warn!(
-                    "lock {:?} was lost while held; taking it afresh",
-                    self.name()
-                );
-                stale.holding.mark_lost();
+                inner.report_lost(self.name(), &stale.holding, None);
             }
-            self.give_back(&id.0, &field, 1, script_lease, None);
-            return Ok(Attempt::Again);
+            return Err(Error::Lost {
+                lock: self.name().to_owned(),
+            });
         }
         // Otherwise undo this attempt wherever it may have counted, leaving earlier holds.
         if granted > 0 || failed.iter().any(|f| f.error.may_have_run()) {
             let holding = inner.holds.lock().get(&id).map(|hold| hold.holding.clone());
-            self.give_back(&id.0, &field, held + 1, script_lease, holding.as_deref());
+            self.give_back(
+                &id.0,
+                &field,
+                held + 1,
+                script_lease,
+                holding.as_deref(),
+                limit,
+            );
         }
         if nodes.list().len() - failed.len() < quorum {
             return Err(nodes.no_quorum(failed).with_lock(self.name()));
@@ -438,11 +455,13 @@ impl Lock {
         held: u32,
         lease: Duration,
         holding: Option<&Holding>,
+        limit: Option<Instant>,
     ) {
         let nodes = &self.client.inner.nodes;
         let cmd = self.release_cmd(key, field, held, lease);
         let sent = Instant::now();
-        for (node, result) in nodes.list().iter().zip(nodes.run_all::<Option<i64>>(&cmd)) {
+        let results = nodes.run_all::<Option<i64>>(&cmd, limit);
+        for (node, result) in nodes.list().iter().zip(results) {
             if let Err(err) = result {
                 log::warn!(
                     "giving back lock {:?} on {} failed: {err}",
@@ -457,18 +476,23 @@ impl Lock {
         }
     }
 
+    /// The release script for one call, with a latch of its own: a retry of this command
+    /// after a lost reply reports the first attempt's release instead of "not ours".
     fn release_cmd(&self, key: &[u8], field: &str, held: u32, lease: Duration) -> redis::Cmd {
-        let mut cmd = scripts::evalsha(&scripts::RELEASE, &[key, &self.name.channel]);
+        let latch = layout::unlock_latch(key, &layout::request_id());
+        let mut cmd = scripts::evalsha(&scripts::RELEASE, &[key, &self.name.channel, &latch]);
         cmd.arg(UNLOCK_MESSAGE)
             .arg(millis(lease))
             .arg(field)
-            .arg(held);
+            .arg(held)
+            .arg(millis(self.client.inner.config.latch_ttl()));
         cmd
     }
 
     /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
     pub(crate) fn release(&self, holding: &Arc<Holding>, watched: bool) -> Result<()> {
         let inner = &self.client.inner;
+        inner.check_process()?;
         let nodes = &inner.nodes;
         let id: HoldId = (self.name.key.clone(), current_thread());
         let (held, lease) = {
@@ -478,7 +502,10 @@ impl Lock {
                 .filter(|hold| Arc::ptr_eq(&hold.holding, holding))
             else {
                 // Lost, or already ended: the key may be someone else's now. Leave it.
-                return Err(self.not_held());
+                return Err(match holding.is_lost() {
+                    true => self.lost(),
+                    false => self.not_held(),
+                });
             };
             let held = hold.count;
             hold.count -= 1;
@@ -502,7 +529,7 @@ impl Lock {
         // Not while a renewal round is on its way: it could put back what this deletes.
         let round = holding.round.lock();
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd));
+        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd, None));
         drop(round);
         let released = answers.iter().filter(|reply| reply.is_some()).count();
         let not_ours = answers.len() - released;
@@ -528,19 +555,19 @@ impl Lock {
         }
         // Too many nodes no longer have our field for a quorum to: the holds expired or were
         // deleted, and every guard of this holding is stale.
-        holding.mark_lost();
-        let mut holds = inner.holds.lock();
-        if holds
-            .get(&id)
-            .is_some_and(|hold| Arc::ptr_eq(&hold.holding, holding))
-        {
-            holds.remove(&id);
-        }
-        Err(self.not_held())
+        inner.forget(&id, holding);
+        inner.report_lost(self.name(), holding, None);
+        Err(self.lost())
     }
 
     fn not_held(&self) -> Error {
         Error::NotHeld {
+            lock: self.name().to_owned(),
+        }
+    }
+
+    fn lost(&self) -> Error {
+        Error::Lost {
             lock: self.name().to_owned(),
         }
     }
@@ -557,6 +584,63 @@ impl Lock {
 
     fn field(&self) -> String {
         field(&self.client.inner.id, current_thread())
+    }
+}
+
+/// The waiting state of one acquisition: its signal, its subscriptions and whether it holds
+/// a wake-up it has not used. Dropped without using one, it hands the wake-up on to the next
+/// waiter, so that a waiter that leaves (deadline, error) never swallows an unlock.
+struct Waiting {
+    signal: Arc<Signal>,
+    subscriptions: Vec<Subscription>,
+    /// Whether notifications are to be had; false once subscribing failed everywhere.
+    notifications: bool,
+    /// Woken by a message whose attempt has not found the lock busy or taken it yet.
+    woken: bool,
+}
+
+impl Waiting {
+    fn new() -> Self {
+        Waiting {
+            signal: Arc::default(),
+            subscriptions: Vec::new(),
+            notifications: true,
+            woken: false,
+        }
+    }
+
+    fn needs_subscription(&self) -> bool {
+        self.notifications && !self.subscriptions.iter().any(Subscription::is_live)
+    }
+
+    /// Subscribes on every node that will have it, waiting for confirmations until
+    /// `deadline` at most.
+    fn subscribe(&mut self, lock: &Lock, deadline: Option<Instant>) {
+        self.subscriptions.clear();
+        for node in lock.client.inner.nodes.list() {
+            match node
+                .notifier
+                .subscribe(&lock.name.channel, &self.signal, deadline)
+            {
+                Ok(subscription) => self.subscriptions.push(subscription),
+                Err(err) => log::debug!(
+                    "no unlock notifications from {} for {:?}: {err}",
+                    node.name,
+                    lock.name()
+                ),
+            }
+        }
+        self.notifications = !self.subscriptions.is_empty();
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.woken | self.signal.take() {
+            for subscription in &self.subscriptions {
+                subscription.pass_on();
+            }
+        }
     }
 }
 

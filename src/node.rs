@@ -14,9 +14,9 @@ use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::config::Config;
 use crate::error::{Error, NodeError, Result};
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Settings};
 use crate::pool::{Conn, Manager};
-use crate::scripts;
+use crate::{layout, scripts};
 
 type Pooled = r2d2::PooledConnection<Manager>;
 
@@ -43,10 +43,12 @@ impl Node {
         };
         let info = url.into_connection_info().map_err(invalid)?;
         let name = info.addr().to_string();
-        let notifier = Notifier::new(
-            info.clone(),
-            config.connect_timeout.max(config.response_timeout),
-        );
+        let notifier = Notifier::new(Settings {
+            info: info.clone(),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            ping_interval: config.ping_interval,
+        });
         let unreachable = Arc::new(AtomicBool::new(false));
         let manager = || -> Result<Manager> {
             Ok(Manager {
@@ -81,29 +83,85 @@ impl Node {
         })
     }
 
-    /// Opens a fresh connection and PINGs, within the connect and response timeouts.
-    pub fn ping(&self) -> Result<()> {
-        self.direct
+    /// Opens a fresh connection, within the connect and response timeouts, loads the scripts
+    /// and checks that the user may run what the locks need on `probe_key` (a lock key under
+    /// the client's prefix), its channel and its latch.
+    pub fn check(&self, probe_key: &[u8]) -> Result<()> {
+        let channel = layout::channel(probe_key);
+        let latch = layout::unlock_latch(probe_key, &layout::request_id());
+        let cmd = scripts::evalsha(&scripts::CHECK, &[probe_key, &channel, &latch]);
+        let denied: Vec<String> = self
+            .direct
             .open()
-            .and_then(|mut conn| conn.run(|c| redis::cmd("PING").query::<()>(c)))
-            .map_err(|source| self.redis_error(source))
+            .and_then(|mut conn| conn.run(|c| query_loading_scripts(c, &cmd)))
+            .map_err(|source| match source.kind() {
+                ErrorKind::Server(ServerErrorKind::NoPerm) => Error::Permission {
+                    node: self.name.clone(),
+                    denied: vec![source.to_string()],
+                },
+                _ => self.redis_error(source),
+            })?;
+        if denied.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Permission {
+                node: self.name.clone(),
+                denied,
+            })
+        }
     }
 
-    /// Runs `cmd`, loading the scripts if Redis lost them. A connection found dead (Redis
-    /// restarted, the connection closed while idle) is dropped and the command sent again on
-    /// another; every command this crate sends is safe to repeat.
-    pub fn run<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+    /// Runs `cmd`, loading the scripts if Redis lost them, giving up at `end` at the latest. A
+    /// connection found dead (Redis restarted, the connection closed while idle) is dropped
+    /// and the command sent again on another; every command this crate sends is safe to
+    /// repeat.
+    pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
         let mut attempts_left = self.pool.max_size() + 1;
         loop {
-            let mut conn = self.pool.get().map_err(|source| self.pool_error(source))?;
+            let mut conn = match self.pool.try_get() {
+                Some(conn) => conn,
+                None => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    let wait = left.min(self.direct.connect_timeout);
+                    self.pool
+                        .get_timeout(wait.max(Duration::from_millis(1)))
+                        .map_err(|source| self.pool_error(source))?
+                }
+            };
             attempts_left -= 1;
-            match conn.run(|c| query_loading_scripts(c, cmd)) {
-                Err(err) if attempts_left > 0 && err.is_connection_dropped() => {
+            match self.within(&mut conn, end, |c| query_loading_scripts(c, cmd)) {
+                Err(err)
+                    if attempts_left > 0 && err.is_connection_dropped() && Instant::now() < end =>
+                {
                     log::debug!("connection to {} dropped, retrying: {err}", self.name);
                 }
                 result => return result.map_err(|source| self.redis_error(source)),
             }
         }
+    }
+
+    /// Runs `f` on `conn` with replies awaited no later than `end`. The connection's own read
+    /// timeout is the full response timeout, so it is only shortened (two system calls) when
+    /// less than that is left.
+    fn within<T>(
+        &self,
+        conn: &mut Conn,
+        end: Instant,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let full = self.direct.response_timeout;
+        let wait = end.saturating_duration_since(Instant::now());
+        let shorten = wait < full - full / 10;
+        conn.run(|c| {
+            if shorten {
+                c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+            }
+            let result = f(c);
+            if shorten {
+                c.set_read_timeout(Some(full))?;
+            }
+            result
+        })
     }
 
     /// Checks out a connection, waiting at most until `deadline` (only a moment while the
@@ -126,27 +184,15 @@ impl Node {
         Ok(conn)
     }
 
-    /// Reads the reply to what `send` sent, waiting at most until `deadline`. The
-    /// connection's own read timeout is the full round timeout, so it is only shortened
-    /// (two system calls) when an earlier node's slow reply used up a good part of it.
+    /// Reads the reply to what `send` sent, waiting at most until `deadline`.
     fn receive<T: FromRedisValue>(
         &self,
         conn: &mut Conn,
         cmd: &Cmd,
         deadline: Instant,
     ) -> Result<T> {
-        let full = self.direct.response_timeout;
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let shorten = wait < full - full / 10;
-        let reply = conn.run(|c| {
-            if shorten {
-                c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-            }
-            let value = c.recv_response();
-            if shorten {
-                c.set_read_timeout(Some(full))?;
-            }
-            match value?.extract_error() {
+        let reply = self.within(conn, deadline, |c| {
+            match c.recv_response()?.extract_error() {
                 Err(err) if is_noscript(&err) => query_loading_scripts(c, cmd),
                 value => Ok(redis::from_redis_value(value?)?),
             }
@@ -174,12 +220,21 @@ impl Node {
 /// The nodes of one client and how many of them must agree.
 pub(crate) struct Nodes {
     list: Vec<Arc<Node>>,
-    /// How long one round of a command on every node may take.
+    /// How long one round of a command on every node may take: the response timeout, plus
+    /// the connect timeout on a single node (whose round may have to open a connection).
     timeout: Duration,
 }
 
 impl Nodes {
-    pub fn new(list: Vec<Arc<Node>>, timeout: Duration) -> Nodes {
+    pub fn new(
+        list: Vec<Arc<Node>>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Nodes {
+        let timeout = match list.len() {
+            1 => connect_timeout + response_timeout,
+            _ => response_timeout,
+        };
         Nodes { list, timeout }
     }
 
@@ -193,14 +248,16 @@ impl Nodes {
     }
 
     /// Runs `cmd` on every node at once; one result per node, in order. The whole call,
-    /// retries included, keeps to one deadline of the round timeout. A node whose pooled
-    /// connection turns out dead (as after a restart) gets the command again on another.
-    pub fn run_all<T: FromRedisValue>(&self, cmd: &Cmd) -> Vec<Result<T>> {
+    /// retries included, keeps to one deadline: the round timeout, or `limit` if that comes
+    /// first. A node whose pooled connection turns out dead (as after a restart) gets the
+    /// command again on another.
+    pub fn run_all<T: FromRedisValue>(&self, cmd: &Cmd, limit: Option<Instant>) -> Vec<Result<T>> {
+        let round = Instant::now() + self.timeout;
+        let deadline = limit.map_or(round, |limit| limit.min(round));
         if let [node] = &self.list[..] {
-            return vec![node.run(cmd)];
+            return vec![node.run(cmd, deadline)];
         }
         let packed = cmd.get_packed_command();
-        let deadline = Instant::now() + self.timeout;
         let mut results: Vec<Option<Result<T>>> = self.list.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..self.list.len()).collect();
         while !pending.is_empty() {

@@ -27,22 +27,30 @@ pub(crate) enum Stream {
 pub(crate) enum Event {
     Subscribed(Vec<u8>),
     Message(Vec<u8>),
-    /// Unsubscribe confirmations, pongs and anything else the notifier does not act on.
+    /// The answer to a PING, subscribed (`pong`) or not (`+PONG`).
+    Pong,
+    /// An error reply: on a subscriber connection, a refused SUBSCRIBE (`NOPERM`).
+    Refused(Vec<u8>),
+    /// Unsubscribe confirmations and anything else the notifier does not act on.
     Other,
 }
 
 impl Stream {
-    /// Connects, authenticates when the URL has credentials, and returns (reader, writer).
+    /// Connects within `connect_timeout`, turns TCP keepalive on, authenticates when the URL
+    /// has credentials (each reply awaited at most `response_timeout`), and returns
+    /// (reader, writer).
     pub fn connect(
         info: &ConnectionInfo,
-        timeout: Duration,
+        connect_timeout: Duration,
+        response_timeout: Duration,
     ) -> io::Result<(BufReader<Stream>, Stream)> {
+        let timeout = response_timeout;
         let stream = match info.addr() {
             ConnectionAddr::Tcp(host, port) => {
                 let mut last = io::Error::new(io::ErrorKind::NotFound, "no address resolved");
                 let mut connected = None;
                 for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, timeout) {
+                    match TcpStream::connect_timeout(&addr, connect_timeout) {
                         Ok(stream) => {
                             connected = Some(stream);
                             break;
@@ -52,6 +60,12 @@ impl Stream {
                 }
                 let stream = connected.ok_or(last)?;
                 stream.set_nodelay(true)?;
+                // A backstop under the notifier's own PING: the kernel notices a peer that
+                // vanished even when nothing is sent.
+                let keepalive = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(10))
+                    .with_interval(Duration::from_secs(5));
+                socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive)?;
                 stream.set_write_timeout(Some(timeout))?;
                 Stream::Tcp(stream)
             }
@@ -87,7 +101,12 @@ impl Stream {
         }
         for command in &setup {
             match read_value(&mut reader)? {
-                Value::Simple => {}
+                Value::Simple(_) => {}
+                // The name is only a label; a user without CLIENT rights still gets messages.
+                Value::Error(message) if command[0] == b"CLIENT" => log::debug!(
+                    "naming the subscriber connection refused: {}",
+                    String::from_utf8_lossy(&message)
+                ),
                 Value::Error(message) => {
                     let (name, message) = (
                         String::from_utf8_lossy(command[0]),
@@ -98,7 +117,6 @@ impl Stream {
                 other => return Err(invalid(format!("unexpected reply {other:?}"))),
             }
         }
-        reader.get_ref().set_read_timeout(None)?;
         Ok((reader, writer))
     }
 
@@ -110,7 +128,7 @@ impl Stream {
         })
     }
 
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(unix)]
@@ -171,7 +189,7 @@ impl Write for Stream {
 /// The RESP2 values a subscriber sees.
 #[derive(Debug)]
 enum Value {
-    Simple,
+    Simple(Vec<u8>),
     Error(Vec<u8>),
     Int,
     Bulk(Option<Vec<u8>>),
@@ -180,8 +198,11 @@ enum Value {
 
 /// Reads the next pub/sub event. Blocks; an error or end of stream means the connection is gone.
 pub(crate) fn read_event(reader: &mut impl BufRead) -> io::Result<Event> {
-    let Value::Array(items) = read_value(reader)? else {
-        return Ok(Event::Other);
+    let items = match read_value(reader)? {
+        Value::Array(items) => items,
+        Value::Simple(text) if text.eq_ignore_ascii_case(b"pong") => return Ok(Event::Pong),
+        Value::Error(message) => return Ok(Event::Refused(message)),
+        _ => return Ok(Event::Other),
     };
     let mut items = items.into_iter();
     let (Some(Value::Bulk(Some(kind))), Some(Value::Bulk(Some(channel)))) =
@@ -192,6 +213,7 @@ pub(crate) fn read_event(reader: &mut impl BufRead) -> io::Result<Event> {
     Ok(match kind.as_slice() {
         b"subscribe" => Event::Subscribed(channel),
         b"message" => Event::Message(channel),
+        b"pong" => Event::Pong,
         _ => Event::Other,
     })
 }
@@ -226,7 +248,7 @@ fn read_value(reader: &mut impl BufRead) -> io::Result<Value> {
         }
     };
     Ok(match kind {
-        b'+' => Value::Simple,
+        b'+' => Value::Simple(rest.to_vec()),
         b'-' => Value::Error(rest.to_vec()),
         b':' => number().map(|_| Value::Int)?,
         b'$' => match length(number()?)? {
@@ -283,6 +305,20 @@ mod tests {
                 Event::Subscribed(b"ch:1".to_vec()),
                 Event::Message(b"ch:1".to_vec()),
                 Event::Other
+            ]
+        );
+    }
+
+    #[test]
+    fn pongs_and_refusals_are_told_apart() {
+        let wire = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n+PONG\r\n-NOPERM no\r\n";
+        let got: Vec<_> = events(wire).into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                Event::Pong,
+                Event::Pong,
+                Event::Refused(b"NOPERM no".to_vec())
             ]
         );
     }

@@ -8,7 +8,8 @@ use redis::{Cmd, Connection, RedisResult, Script};
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
 
-/// Give back one hold; replies nil (not ours), 0 (still held) or 1 (deleted).
+/// Give back one hold; replies nil (not ours), 0 (still held) or 1 (deleted, now or by an
+/// earlier attempt of the same call).
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
 
@@ -16,18 +17,19 @@ pub(crate) static RELEASE: LazyLock<Script> =
 pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
 
-/// Delete the lock whoever holds it; replies 1 or 0.
+/// Delete the lock whoever holds it; replies 1 or 0, the same on a retry of the same call.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
+
+/// What the Redis user may not run; replies a list of denied commands.
+pub(crate) static CHECK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
 
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
 
 /// The renew reply for a hold put back on a node that had lost the key.
 pub(crate) const RESTORED: i64 = 2;
-
-/// The message Redisson publishes on the unlock channel.
-pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
 /// `EVALSHA <sha> <number of keys> <keys...>`; the caller appends the arguments.
 pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
@@ -41,7 +43,7 @@ pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
 
 /// Loads every script on `conn`, after Redis answered NOSCRIPT (a restart, SCRIPT FLUSH).
 pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
-    for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK] {
+    for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK, &CHECK] {
         script.load(conn)?;
     }
     Ok(())

@@ -1,8 +1,8 @@
-//! Counters a client keeps about its watchdog, for monitoring.
+//! Counters a client keeps about renewals and losses, for monitoring.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What a client's watchdogs have done since it was built; see [`LockClient::stats`](crate::LockClient::stats).
+/// What a client's watchdogs renewed and what its holds lost since it was built; see [`LockClient::stats`](crate::LockClient::stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -11,7 +11,7 @@ pub struct Stats {
     /// Renewals that failed with a Redis or connection error (each retried until the lease
     /// would have run out).
     pub renewal_failures: u64,
-    /// Holdings declared lost by the watchdog.
+    /// Holdings found lost: by the watchdog, by a release or by a re-entry.
     pub locks_lost: u64,
 }
 

@@ -33,8 +33,8 @@ fn a_key_deleted_from_outside_is_reported_lost_once() {
     // A rival takes the free lock; our stale guards must not touch it.
     let rival = server.client().lock("fragile");
     let rival_guard = rival.try_lock().unwrap().expect("free after the delete");
-    assert!(inner.unlock().unwrap_err().is_not_held());
-    assert!(outer.unlock().unwrap_err().is_not_held());
+    assert!(inner.unlock().unwrap_err().is_lost());
+    assert!(outer.unlock().unwrap_err().is_lost());
     assert!(rival.is_held_by_current_thread().unwrap());
     assert_eq!(rival.hold_count().unwrap(), 1);
     drop(rival_guard);
@@ -66,7 +66,7 @@ fn unlocking_an_expired_hold_leaves_the_new_owner_alone() {
         .expect("expired");
 
     let err = guard.unlock().unwrap_err();
-    assert!(err.is_not_held(), "{err}");
+    assert!(err.is_lost(), "{err}");
     assert_eq!(err.lock_name(), Some("expiring"));
     assert_eq!(
         rival.hold_count().unwrap(),
@@ -101,11 +101,11 @@ fn a_hold_is_lost_when_redis_stays_unreachable_for_a_whole_lease() {
         "{stats:?}"
     );
     server.restart();
-    assert!(guard.unlock().unwrap_err().is_not_held());
+    assert!(guard.unlock().unwrap_err().is_lost());
 }
 
 #[test]
-fn re_entering_after_the_key_vanished_starts_a_fresh_holding() {
+fn re_entering_after_the_key_vanished_is_an_error_then_a_fresh_holding() {
     let server = Server::start();
     let lock = server.client().lock("vanishing");
     let stale = lock.lock().unwrap();
@@ -114,11 +114,13 @@ fn re_entering_after_the_key_vanished_starts_a_fresh_holding() {
         .query(&mut server.conn())
         .unwrap();
 
-    let fresh = lock.lock().unwrap();
+    let err = lock.lock().unwrap_err();
+    assert!(err.is_lost(), "{err}");
     assert!(stale.is_lost(), "the earlier hold is gone");
+    let fresh = lock.lock().unwrap();
     assert!(!fresh.is_lost());
     assert_eq!(lock.hold_count().unwrap(), 1, "a fresh holding counts one");
-    assert!(stale.unlock().unwrap_err().is_not_held());
+    assert!(stale.unlock().unwrap_err().is_lost());
     assert_eq!(
         lock.hold_count().unwrap(),
         1,

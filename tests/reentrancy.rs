@@ -130,5 +130,6 @@ fn introspection_and_force_unlock() {
     let by_other = server.client().lock("inspect");
     assert!(by_other.force_unlock().unwrap());
     assert!(!lock.is_locked().unwrap());
-    assert!(guard.unlock().unwrap_err().is_not_held());
+    let err = guard.unlock().unwrap_err();
+    assert!(err.is_lost(), "{err}");
 }

@@ -64,7 +64,7 @@ fn an_explicit_lease_expires_and_another_client_gets_the_lock() {
         .expect("the lease expired");
     assert!(!lock.is_held_by_current_thread().unwrap());
     drop(taken);
-    assert!(guard.unlock().unwrap_err().is_not_held());
+    assert!(guard.unlock().unwrap_err().is_lost());
 }
 
 #[test]

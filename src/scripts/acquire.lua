@@ -6,15 +6,22 @@
 -- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
 --          -3 when the hold was taken on a free key although the owner believed it held
 --             some already (they expired or were deleted): the field counts ARGV[3] + 1 too;
---          otherwise the key's PTTL in milliseconds (-1 when it has no expiry).
+--          otherwise the key's PTTL in milliseconds (-1 when it has no expiry), also when
+--             the key holds another type: that is a lock of another kind or library, busy;
+--          an error, with nothing written, when the user may not set the key's expiry.
 -- The field is set, not incremented, so running this twice (a retry after a lost reply)
 -- still leaves ARGV[3] + 1 holds.
 local had = 0
 if redis.call('exists', KEYS[1]) == 1 then
-    had = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
-    if had == nil then
+    local readable
+    readable, had = pcall(redis.call, 'hget', KEYS[1], ARGV[2])
+    if not readable or not had then
         return redis.call('pttl', KEYS[1])
     end
+    had = tonumber(had)
+end
+if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[1], ARGV[1]) then
+    return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
 end
 local expected = tonumber(ARGV[3])
 local reply = nil

@@ -1,23 +1,45 @@
 -- Give back one hold of a reentrant lock (Redisson hash layout).
 -- KEYS[1]  lock key
--- KEYS[2]  unlock channel "redisson_lock__channel:{<lock key>}"
+-- KEYS[2]  unlock channel (see layout.rs)
+-- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- ARGV[1]  message published when the last hold goes ("0", as Redisson sends)
 -- ARGV[2]  lease in milliseconds for the holds that remain
 -- ARGV[3]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[4]  holds the owner has before this release (at least 1)
--- Reply    nil when the field is absent (not held by this owner; nothing changed),
---          0 when holds remain (lease refreshed), 1 when the key was deleted.
+-- ARGV[5]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- Reply    nil when the field is absent, or the key is not a hash (not held by this owner;
+--             nothing changed);
+--          0 when holds remain (lease refreshed), 1 when the key was deleted;
+--          1 again when the latch shows that an earlier attempt of this call deleted it;
+--          an error, with nothing written, when the user may not publish on the channel,
+--             write the latch or set the key's expiry.
 -- The field is set to ARGV[4] - 1, not decremented, so running this twice (a retry after a
--- lost reply) releases one hold, not two.
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- lost reply) releases one hold, not two. The latch is only written when the key is deleted:
+-- a retry of any other release finds the field and sets the same count again.
+if redis.call('exists', KEYS[3]) == 1 then
+    return 1
+end
+local held, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
+if not held or present == 0 then
     return nil
 end
 local left = tonumber(ARGV[4]) - 1
+local check = redis.acl_check_cmd
 if left > 0 then
+    if check and not check('pexpire', KEYS[1], ARGV[2]) then
+        return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
+    end
     redis.call('hset', KEYS[1], ARGV[3], left)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
+if check and not check('publish', KEYS[2], ARGV[1]) then
+    return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
+end
+if check and not check('set', KEYS[3], '1', 'px', ARGV[5]) then
+    return redis.error_reply('NOPERM this user may not SET the unlock latch key')
+end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], '1', 'px', ARGV[5])
 return 1

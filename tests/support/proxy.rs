@@ -3,8 +3,8 @@
 //! Each accepted connection gets a connection to the target and two pump threads, one per
 //! direction, which read a chunk, decide under one mutex what to do with it, then write it.
 //! Faults: pause (chunks held, not dropped), silence server→client on the connections open
-//! now, delay every reply, drop the reply to one command and close its connection, close
-//! everything.
+//! now, delay every reply, drop the reply to one command and close its connection, drop one
+//! command and refuse new connections, close everything.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -31,8 +31,10 @@ struct State {
     stopped: bool,
     paused: bool,
     delay: Duration,
-    trap: Option<Vec<u8>>,
+    trap: Option<(Vec<u8>, Trap)>,
     trap_sprung: bool,
+    /// New connections are closed as soon as they are accepted.
+    refusing: bool,
     next_id: u64,
     /// The connections open now; a connection is closed once it is no longer here.
     conns: HashMap<u64, Conn>,
@@ -46,6 +48,14 @@ struct Conn {
     silenced: bool,
     /// The trap's command went out on this connection: its reply closes it.
     doomed: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Trap {
+    /// The command runs; its reply is dropped and its connection closed.
+    CutReply,
+    /// The command is dropped, its connection closed, and new connections refused.
+    DropRequestThenRefuse,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -89,8 +99,11 @@ impl Proxy {
         self.shared.state().paused = true;
     }
 
+    /// Ends a pause, and the refusal of new connections.
     pub fn resume(&self) {
-        self.shared.state().paused = false;
+        let mut state = self.shared.state();
+        state.paused = false;
+        state.refusing = false;
         self.shared.changed.notify_all();
     }
 
@@ -110,12 +123,23 @@ impl Proxy {
     /// One-shot: the next client→server chunk containing `needle` reaches the server, but the
     /// reply is discarded and that connection closed on both sides.
     pub fn cut_on_reply_to(&self, needle: &[u8]) {
+        self.arm(needle, Trap::CutReply);
+    }
+
+    /// One-shot: the next client→server chunk containing `needle` never reaches the server;
+    /// its connection is closed, and every new connection is closed on accept until `resume`.
+    /// The client sees its command fail and cannot retry it on another connection.
+    pub fn drop_request_then_refuse(&self, needle: &[u8]) {
+        self.arm(needle, Trap::DropRequestThenRefuse);
+    }
+
+    fn arm(&self, needle: &[u8], trap: Trap) {
         let mut state = self.shared.state();
-        state.trap = Some(needle.to_vec());
+        state.trap = Some((needle.to_vec(), trap));
         state.trap_sprung = false;
     }
 
-    /// Whether the trap of `cut_on_reply_to` has fired since it was armed.
+    /// Whether the armed trap has fired since it was armed.
     pub fn trap_sprung(&self) -> bool {
         self.shared.state().trap_sprung
     }
@@ -175,6 +199,9 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             return;
         }
         let Ok(client) = client else { continue };
+        if state.refusing {
+            continue; // dropping `client` closes it
+        }
         // On failure, dropping `client` closes it: the target is down.
         let Ok(server) = TcpStream::connect(("127.0.0.1", shared.target)) else {
             continue;
@@ -225,8 +252,15 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
         };
         match direction {
             Direction::ToServer => {
-                let trapped = state.trap.take_if(|needle| contains(chunk, needle));
-                conn.doomed |= trapped.is_some();
+                match state.trap.take_if(|(needle, _)| contains(chunk, needle)) {
+                    Some((_, Trap::CutReply)) => conn.doomed = true,
+                    Some((_, Trap::DropRequestThenRefuse)) => {
+                        state.refusing = true;
+                        state.trap_sprung = true;
+                        break;
+                    }
+                    None => {}
+                }
             }
             Direction::ToClient if conn.doomed => {
                 state.trap_sprung = true;

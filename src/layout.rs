@@ -1,0 +1,79 @@
+//! Redisson's naming contract: the keys, channels and messages a lock is made of.
+//!
+//! Redisson keeps every auxiliary key and channel of a lock in the lock key's cluster slot:
+//! a name that already holds a hash tag (contains `{`) is used as it is, any other name is
+//! wrapped in braces. Everything here follows that rule, so Java services and this crate
+//! meet on the same keys and channels.
+
+/// The message published on a lock's channel when its last hold goes.
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// `prefix:name` when the name holds a hash tag, else `prefix:{name}` (Redisson's
+/// `prefixName`).
+fn prefixed(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    if name.contains(&b'{') {
+        [prefix, b":", name].concat()
+    } else {
+        [prefix, b":{", name, b"}"].concat()
+    }
+}
+
+/// The channel on which a lock's release is announced: `redisson_lock__channel:{<key>}`.
+pub(crate) fn channel(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock__channel", key)
+}
+
+/// The key a release leaves behind for a few seconds to record that it ran, so that a retry
+/// of the same call after a lost reply reports what the first attempt did:
+/// `redisson_unlock_latch:{<key>}:<request id>`.
+pub(crate) fn unlock_latch(key: &[u8], request: &str) -> Vec<u8> {
+    [
+        &prefixed(b"redisson_unlock_latch", key)[..],
+        b":",
+        request.as_bytes(),
+    ]
+    .concat()
+}
+
+/// A fresh request id: 16 random bytes as 32 lowercase hex digits, as Redisson makes them.
+pub(crate) fn request_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_without_a_hash_tag_are_wrapped_in_braces() {
+        assert_eq!(channel(b"orders:42"), b"redisson_lock__channel:{orders:42}");
+        assert_eq!(
+            unlock_latch(b"orders:42", "ab"),
+            b"redisson_unlock_latch:{orders:42}:ab"
+        );
+    }
+
+    #[test]
+    fn names_with_a_hash_tag_are_used_as_they_are() {
+        assert_eq!(
+            channel(b"{user1}:lock"),
+            b"redisson_lock__channel:{user1}:lock"
+        );
+        assert_eq!(channel(b"a{b"), b"redisson_lock__channel:a{b");
+        assert_eq!(
+            unlock_latch(b"{user1}:lock", "ab"),
+            b"redisson_unlock_latch:{user1}:lock:ab"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_32_hex_digits_and_differ() {
+        let id = request_id();
+        assert_eq!(id.len(), 32);
+        assert!(
+            id.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_ne!(id, request_id());
+    }
+}

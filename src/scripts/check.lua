@@ -1,0 +1,32 @@
+-- Which of the commands the locks need this Redis user may not run (checked when a client
+-- is built; Redis 7 and later can tell, older servers reply with an empty list).
+-- KEYS[1]  a lock key under the client's key prefix
+-- KEYS[2]  its unlock channel
+-- KEYS[3]  an unlock latch key of it
+-- Reply    an array of what is denied, as "COMMAND target"; empty when everything is allowed.
+local check = redis.acl_check_cmd
+if not check then
+    return {}
+end
+local denied = {}
+local function need(label, ...)
+    if not check(...) then
+        table.insert(denied, label)
+    end
+end
+for _, command in ipairs({'exists', 'pttl', 'del'}) do
+    need(string.upper(command) .. ' on ' .. KEYS[1], command, KEYS[1])
+end
+need('HGET on ' .. KEYS[1], 'hget', KEYS[1], 'f')
+need('HEXISTS on ' .. KEYS[1], 'hexists', KEYS[1], 'f')
+need('HSET on ' .. KEYS[1], 'hset', KEYS[1], 'f', '1')
+need('PEXPIRE on ' .. KEYS[1], 'pexpire', KEYS[1], '1')
+need('EXISTS on ' .. KEYS[3], 'exists', KEYS[3])
+need('GET on ' .. KEYS[3], 'get', KEYS[3])
+need('SET on ' .. KEYS[3], 'set', KEYS[3], '1', 'px', '1')
+need('PUBLISH on ' .. KEYS[2], 'publish', KEYS[2], '0')
+need('SUBSCRIBE on ' .. KEYS[2], 'subscribe', KEYS[2])
+need('UNSUBSCRIBE on ' .. KEYS[2], 'unsubscribe', KEYS[2])
+need('PING', 'ping')
+need('SCRIPT LOAD', 'script', 'load', 'return 1')
+return denied
