@@ -46,16 +46,19 @@ impl LockGuard {
         }
     }
 
-    /// Gives the hold back and reports the result: [`Error::NotHeld`](crate::Error::NotHeld)
-    /// when the hold had already been lost or had expired (the key is then left alone).
+    /// Gives the hold back and reports the result: [`Error::Lost`](crate::Error::Lost) when
+    /// the hold had already been lost or had expired (the key is then left alone, and the
+    /// loss is reported to [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) if this
+    /// release is what found it). On any other error the holds stay on the server until
+    /// their lease runs out; they are no longer renewed.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.lock.release(&self.holding, self.watched)
     }
 
     /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
-    /// could not renew it before its validity ran out, or a release of the same holding found
-    /// it expired.
+    /// could not renew it before its validity ran out, or a release or re-entry of the same
+    /// holding found it gone.
     ///
     /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
     /// can vanish between two renewals.

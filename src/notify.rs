@@ -287,9 +287,11 @@ impl Hub {
     }
 
     /// Connects with backoff and subscribes every registered channel; `None` when the hub
-    /// should end: stopped, or (after a first connection) nobody is waiting any more.
+    /// should end: stopped, or nobody is waiting any more (checked from the second try on,
+    /// since the first waiter registers while the first connect is under way).
     fn connect(&self, settings: &Settings, first: bool) -> Option<BufReader<Stream>> {
         let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+        let mut first = first;
         loop {
             let mut state = self.state.lock();
             if state.stopped || (!first && state.channels.is_empty()) {
@@ -319,6 +321,7 @@ impl Hub {
                 }
                 Ok(_) => {}
                 Err(err) => {
+                    first = false;
                     log::debug!("connecting unlock notifications failed: {err}");
                     let pause = backoff.next_delay(None);
                     self.confirmed.wait_for(&mut state, pause);

@@ -12,6 +12,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
 use redis::Script;
 use redmutex::{Error, LockClient};
 use support::{Proxy, Server, eventually, foreign_hold};
@@ -52,6 +53,25 @@ fn await_calls(server: &Server, command: &str, calls: u64) {
     );
 }
 
+/// Waits for `lock` in a thread, with no deadline of its own (a waiter with a deadline makes
+/// a last attempt there, which would hide a missed wake-up); the receiver hears once it got
+/// the lock and released it.
+fn waiter(lock: redmutex::Lock) -> Receiver<redmutex::Result<()>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    thread::spawn(move || {
+        let _ = tx.send(lock.lock().and_then(|guard| guard.unlock()));
+    });
+    rx
+}
+
+/// The waiter got the lock within `WAIT`: it was woken, since the holder's lease is `LONG`.
+fn woken(waiter: &Receiver<redmutex::Result<()>>, what: &str) {
+    waiter
+        .recv_timeout(WAIT)
+        .unwrap_or_else(|_| panic!("{what}: not woken in {WAIT:?}, with a 60 s lease"))
+        .unwrap();
+}
+
 /// Takes and releases a lock once, so that the scripts are loaded and their calls counted
 /// from here on without NOSCRIPT retries.
 fn warm_up(server: &Server) {
@@ -79,12 +99,7 @@ fn lost_wake_up_a_waiter_that_leaves_hands_its_wake_up_on() {
     let first = waiters.lock("l");
     let first = thread::spawn(move || first.try_lock_for(Duration::from_secs(3)).map(drop));
     await_calls(&server, "evalsha", base + 2);
-    let second = waiters.lock("l");
-    let second = thread::spawn(move || {
-        second
-            .try_lock_for(WAIT)
-            .map(|guard| guard.map(|g| g.unlock()).is_some())
-    });
+    let second = waiter(waiters.lock("l"));
     await_calls(&server, "evalsha", base + 4);
 
     // The next acquire through the proxy (the woken waiter's) never reaches Redis, and no
@@ -95,10 +110,7 @@ fn lost_wake_up_a_waiter_that_leaves_hands_its_wake_up_on() {
     assert!(err.is_connection(), "{err}");
     assert!(proxy.trap_sprung(), "the first waiter was the one woken");
     proxy.resume();
-    assert!(
-        second.join().unwrap().unwrap(),
-        "the wake-up reached the second waiter, well before the 60 s lease"
-    );
+    woken(&second, "the second waiter");
 }
 
 #[test]
@@ -114,14 +126,13 @@ fn deaf_subscriber_is_noticed_replaced_and_its_waiters_woken() {
         .unwrap();
     let channel = "redisson_lock__channel:{l}";
 
+    warm_up(&server);
     for round in 0..2 {
         let guard = holder.lock().unwrap();
-        let waiter = waiters.lock("l");
-        let waiter = thread::spawn(move || {
-            waiter
-                .try_lock_for(WAIT)
-                .map(|guard| guard.map(|g| g.unlock()).is_some())
-        });
+        let base = server.calls("evalsha");
+        let waiting = waiter(waiters.lock("l"));
+        // Subscribed, and tried again since: waiting for a message.
+        await_calls(&server, "evalsha", base + 2);
         await_subscribed(&server, channel);
         if round == 0 {
             // Every connection open now goes deaf, as behind a NAT that dropped its state;
@@ -136,10 +147,7 @@ fn deaf_subscriber_is_noticed_replaced_and_its_waiters_woken() {
                 .unwrap();
         }
         guard.unlock().unwrap();
-        assert!(
-            waiter.join().unwrap().unwrap(),
-            "round {round}: woken well before the 60 s lease"
-        );
+        woken(&waiting, &format!("round {round}"));
     }
 }
 
@@ -318,28 +326,22 @@ fn scripts_that_fail_halfway_a_refused_subscribe_falls_back_to_polling() {
     let url = acl_user(&server, "locker", LOCK_USER);
     let holder = server.builder().lease(LONG).build().unwrap().lock("l");
     let client = LockClient::builder(&url).lease(LONG).build().unwrap();
-    // The user may still publish, but no longer subscribe.
+    // The user may still publish, but no longer subscribe (and may name its connection, so
+    // that the subscriber connects and meets the refusal on SUBSCRIBE itself).
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("locker")
         .arg("-subscribe")
+        .arg("+client|setname")
         .query(&mut server.conn())
         .unwrap();
     let guard = holder.lock().unwrap();
     let base = server.calls("evalsha");
-    let waiter = client.lock("l");
-    let waiter = thread::spawn(move || {
-        waiter
-            .try_lock_for(WAIT)
-            .map(|guard| guard.map(|g| g.unlock()).is_some())
-    });
+    let waiting = waiter(client.lock("l"));
     // Polling: attempts keep coming although nobody publishes.
     await_calls(&server, "evalsha", base + 4);
     guard.unlock().unwrap();
-    assert!(
-        waiter.join().unwrap().unwrap(),
-        "got the lock by polling, well before the 60 s lease"
-    );
+    woken(&waiting, "the polling waiter");
 }
 
 #[test]
@@ -385,13 +387,9 @@ fn hash_tagged_names_use_redissons_channel() {
     ] {
         // Redisson's unlock, literally: DEL, then PUBLISH 0 on its channel, wakes our waiter.
         foreign_hold(&mut server.conn(), name, 60_000);
-        let waiter = server.client().lock(name);
+        let lock = server.client().lock(name);
         let base = server.calls("evalsha");
-        let waiter = thread::spawn(move || {
-            waiter
-                .try_lock_for(WAIT)
-                .map(|guard| guard.map(|g| g.unlock()).is_some())
-        });
+        let waiting = waiter(lock);
         await_calls(&server, "evalsha", base + 2);
         await_subscribed(&server, channel);
         let mut redis = server.conn();
@@ -401,10 +399,7 @@ fn hash_tagged_names_use_redissons_channel() {
             .arg(0)
             .query(&mut redis)
             .unwrap();
-        assert!(
-            waiter.join().unwrap().unwrap(),
-            "{name}: woken by Redisson's unlock"
-        );
+        woken(&waiting, name);
 
         // Our unlock publishes where a Redisson waiter listens.
         let mut listener = server.conn();
