@@ -156,6 +156,7 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
     let acquire = Script::new(include_str!("../src/scripts/acquire.lua"));
     let release = Script::new(include_str!("../src/scripts/release.lua"));
     let (mut floor, mut scripts, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut call = 0u64;
     for _ in 0..plan.rounds {
         floor.push(mean_of(2 * plan.pairs, || {
             let () = noop.invoke(&mut raw).expect("evalsha");
@@ -164,13 +165,16 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
             let _: Option<i64> = (acquire.key("bench:raw").arg(30_000).arg("bench:1").arg(0))
                 .invoke(&mut raw)
                 .expect("acquire");
+            call += 1;
             let _: Option<i64> = (release
                 .key("bench:raw")
-                .key("redisson_lock__channel:{bench:raw}"))
+                .key("redisson_lock__channel:{bench:raw}")
+                .key(format!("redisson_unlock_latch:{{bench:raw}}:{call:032x}")))
             .arg(0)
             .arg(30_000)
             .arg("bench:1")
             .arg(1)
+            .arg(8_000)
             .invoke(&mut raw)
             .expect("release");
         }));

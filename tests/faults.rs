@@ -190,7 +190,7 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
 }
 
 #[test]
-fn deadlines_kept_when_nodes_are_frozen_or_slow_to_connect() {
+fn deadlines_kept_when_nodes_are_frozen_refuse_or_are_slow_to_connect() {
     // Redlock with two of five nodes frozen.
     let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
@@ -243,6 +243,25 @@ fn deadlines_kept_when_nodes_are_frozen_or_slow_to_connect() {
         );
     }
     proxy.resume();
+
+    // One node that refuses connections: stopped.
+    let mut server = Server::start();
+    let client = LockClient::builder(&server.url())
+        .connect_timeout(connect_timeout)
+        .response_timeout(response_timeout)
+        .build()
+        .unwrap();
+    server.stop();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let result = client.lock("l").try_lock_for(Duration::from_millis(200));
+        let took = started.elapsed();
+        assert!(
+            result.as_ref().is_err_and(Error::is_connection),
+            "{result:?}"
+        );
+        assert!(took < connect_timeout / 2, "took {took:?}");
+    }
 }
 
 /// A user named `name` with password `pass` and the given ACL rules, and its URL.
