@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use redmutex::Lock;
-use support::{Server, spawn_worker};
+use support::{SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const COUNT_VAR: &str = "REDMUTEX_TEST_COUNT";
@@ -80,16 +80,11 @@ fn four_processes_two_hundred_increments_each() {
 }
 
 #[test]
-fn only_the_watchdog_keeps_a_300_ms_lease_alive_across_1_s_holds() {
+fn only_the_watchdog_keeps_a_short_lease_alive_across_longer_holds() {
     let server = Server::start();
-    run_threads(
-        &server,
-        3,
-        2,
-        Duration::from_millis(300),
-        Duration::from_secs(1),
-    );
-    assert_eq!(counter(&server), 3 * 2);
+    let hold = SHORT_LEASE + Duration::from_millis(500);
+    run_threads(&server, 3, 1, SHORT_LEASE, hold);
+    assert_eq!(counter(&server), 3);
 }
 
 /// One worker process of `four_processes_two_hundred_increments_each`.

@@ -5,14 +5,14 @@ mod support;
 use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
-use support::{Server, eventually};
+use support::{SHORT_LEASE, Server, eventually};
 
 #[test]
 fn a_key_deleted_from_outside_is_reported_lost_once() {
     let server = Server::start();
     let (tx, rx) = crossbeam_channel::unbounded();
     let client = server
-        .builder_with_lease(Duration::from_millis(600))
+        .builder_with_lease(SHORT_LEASE)
         .on_lock_lost(move |lost| tx.send((lost.name.clone(), lost.error.is_none())).unwrap())
         .build()
         .unwrap();
@@ -135,7 +135,7 @@ fn a_panicking_callback_does_not_stop_the_renewal_of_other_locks() {
     let server = Server::start();
     let (tx, rx) = crossbeam_channel::unbounded();
     let client = server
-        .builder_with_lease(Duration::from_millis(300))
+        .builder_with_lease(SHORT_LEASE)
         .on_lock_lost(move |_| {
             tx.send(()).unwrap();
             panic!("a careless callback");
@@ -154,7 +154,7 @@ fn a_panicking_callback_does_not_stop_the_renewal_of_other_locks() {
     // Whichever watchdog thread serves it, this lock must keep being renewed.
     let kept = client.lock("kept").lock().unwrap();
     let rival = server.client().lock("kept");
-    // Four renewals of it take four renew intervals, past the 300 ms of its acquisition.
+    // Four renewals of it take four renew intervals, past the lease of its acquisition.
     let before = client.stats().renewals;
     let renewed = eventually(Duration::from_secs(30), || {
         assert!(rival.try_lock().unwrap().is_none(), "renewals stopped");

@@ -348,6 +348,11 @@ pub fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
+/// The shortest watchdog lease a test relies on surviving. A renew interval (a third of it)
+/// apart, renewals still keep the lock through a stall of the watchdog thread of about a
+/// second; 300 ms leases were lost on a busy machine where threads stalled for 0.5-0.8 s.
+pub const SHORT_LEASE: Duration = Duration::from_millis(1500);
+
 /// The longest response timeout a client with watchdog lease `lease` should get: 90% of the
 /// renew interval (lease / 3), which it must stay below.
 pub fn response_timeout_for(lease: Duration) -> Duration {
