@@ -15,7 +15,8 @@ use crate::lock::Lock;
 use crate::node::{Node, Nodes};
 use crate::scripts;
 use crate::stats::{Counters, Stats};
-use crate::watchdog::{Job, Parked};
+use crate::token::Token;
+use crate::watchdog::{Job, Parked, Renewal};
 
 /// Most nodes one client may lock on.
 const MAX_NODES: usize = 64;
@@ -81,7 +82,7 @@ pub struct LockLost {
 
 /// What one renewal round found: on how many nodes the hold was still there, and where the
 /// round failed.
-pub(crate) struct Renewal {
+pub(crate) struct Renewed {
     pub kept: usize,
     pub failed: Vec<NodeError>,
 }
@@ -127,6 +128,13 @@ impl LockClient {
     /// Any bytes up to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) make a name; an empty or longer
     /// one makes a handle whose every call returns [`Error::InvalidName`].
     pub fn lock(&self, name: impl AsRef<[u8]>) -> Lock {
+        Lock::new(self.clone(), name.as_ref())
+    }
+
+    /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,
+    /// redsync and node-redlock), stored under the key `key_prefix + name`. Not reentrant;
+    /// its guards may move between threads. See [`Token`](crate::Token).
+    pub fn token_lock(&self, name: impl AsRef<[u8]>) -> Lock<Token> {
         Lock::new(self.clone(), name.as_ref())
     }
 
@@ -200,21 +208,20 @@ impl LockClient {
 
 impl Inner {
     /// One watchdog round on every node. When the hold is still there on a quorum but gone
-    /// from some nodes (restarted empty), a second round puts it back, with `held` holds,
-    /// where the key is free; a single node never gets it back.
-    pub fn renew(&self, key: &[u8], field: &str, lease: Duration, held: u32) -> Renewal {
-        let round = |restore: u32| {
-            let mut cmd = scripts::evalsha(&scripts::RENEW, &[key]);
-            cmd.arg(lease.as_millis() as u64).arg(field).arg(restore);
+    /// from some nodes (restarted empty), a second round puts it back where the key is free;
+    /// a single node never gets it back.
+    pub fn renew(&self, renewal: &dyn Renewal, lease: Duration) -> Renewed {
+        let round = |restore: bool| {
+            let cmd = renewal.command(self, lease, restore);
             self.nodes.split(self.nodes.run_all::<i64>(&cmd, None))
         };
-        let (answers, failed) = round(0);
+        let (answers, failed) = round(false);
         let kept = answers.iter().filter(|&&reply| reply == 1).count();
         let gone = answers.len() - kept;
         if kept >= self.nodes.quorum() {
             Counters::bump(&self.counters.renewals);
             if gone > 0 && self.nodes.list().len() > 1 {
-                let (answers, _) = round(held);
+                let (answers, _) = round(true);
                 let restored = answers.iter().filter(|&&r| r == scripts::RESTORED).count();
                 if restored > 0 {
                     log::info!("put a hold back on {restored} node(s) that had lost it");
@@ -223,7 +230,7 @@ impl Inner {
         } else if !failed.is_empty() {
             Counters::bump(&self.counters.renewal_failures);
         }
-        Renewal { kept, failed }
+        Renewed { kept, failed }
     }
 
     /// Refuses to act for a client built in another process (this one is a fork of it).
@@ -238,17 +245,9 @@ impl Inner {
     /// Forgets a holding the watchdog found gone and reports it, unless the holding already
     /// ended. Runs on the watchdog's thread.
     pub fn declare_lost(&self, job: &Job, error: Option<Error>) {
-        let mut holds = self.holds.lock();
-        let current = holds.get(&job.id).is_some_and(|hold| {
-            Arc::ptr_eq(&hold.holding, &job.holding) && hold.watchdog.is_some()
-        });
-        if !current {
-            return;
+        if job.renewal.forget(self, &job.holding) {
+            self.report_lost(&job.name, &job.holding, error);
         }
-        // Kept until the callback returns: dropping it lets this thread take another job.
-        let _hold = holds.remove(&job.id);
-        drop(holds);
-        self.report_lost(&job.name, &job.holding, error);
     }
 
     /// Forgets `holding` if it is still the current one of `id`.

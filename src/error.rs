@@ -51,6 +51,15 @@ pub enum Error {
         /// The lock concerned.
         lock: String,
     },
+    /// The lock's key holds another kind of lock (or other data) than the handle's kind: a
+    /// token lock asked for a key that holds a reentrant lock's hash, say. Nothing was
+    /// changed on the server.
+    WrongKind {
+        /// The lock concerned.
+        lock: String,
+        /// What the key holds, such as `"a reentrant or fenced lock (a hash)"`.
+        found: &'static str,
+    },
     /// The Redis user may not run what the locks need (Redis ACLs). Nothing was written.
     Permission {
         /// The Redis node, as `host:port`.
@@ -166,6 +175,11 @@ impl Error {
         matches!(self, Error::Lost { .. })
     }
 
+    /// The key holds another kind of lock than the handle's.
+    pub fn is_wrong_kind(&self) -> bool {
+        matches!(self, Error::WrongKind { .. })
+    }
+
     /// The Redis user lacks a permission the locks need: found when the client was built, or
     /// refused by Redis (`NOPERM`) on a node.
     pub fn is_permission(&self) -> bool {
@@ -232,6 +246,7 @@ impl Error {
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
             | Error::Lost { lock }
+            | Error::WrongKind { lock, .. }
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
@@ -298,6 +313,10 @@ impl fmt::Display for Error {
             Error::Lost { lock } => write!(
                 f,
                 "lock {lock:?} was lost while held: it expired or was deleted from outside"
+            ),
+            Error::WrongKind { lock, found } => write!(
+                f,
+                "lock {lock:?} is another kind of lock: its key holds {found}"
             ),
             Error::Permission { node, denied } => write!(
                 f,

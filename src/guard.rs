@@ -7,16 +7,18 @@ use std::time::Instant;
 
 use crate::error::Result;
 use crate::holds::Holding;
+use crate::kind::Kind;
 use crate::lock::Lock;
+use crate::reentrant::Reentrant;
 
-/// One hold of a [`Lock`] by the current thread; dropping it gives the hold back.
+/// One hold of a [`Lock`]; dropping it gives the hold back.
 ///
 /// Dropping releases within the connect and response timeouts and logs a failure;
-/// [`unlock`](Self::unlock) releases and reports the result. When the last hold of the thread
-/// goes, the key is deleted and waiters are told.
+/// [`unlock`](Self::unlock) releases and reports the result. When the last hold goes, the
+/// key is deleted and waiters are told.
 ///
-/// A guard cannot leave its thread: the hold belongs to the thread that took it, and a
-/// release from another thread would name the wrong owner.
+/// A guard of a reentrant or fenced lock cannot leave its thread: the hold belongs to the
+/// thread that took it, and a release from another thread would name the wrong owner.
 ///
 /// ```compile_fail
 /// fn hand_over(lock: redmutex::Lock) -> redmutex::Result<()> {
@@ -27,22 +29,25 @@ use crate::lock::Lock;
 /// }
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct LockGuard {
-    lock: Lock,
-    holding: Arc<Holding>,
-    watched: bool,
+pub struct LockGuard<K: Kind = Reentrant> {
+    pub(crate) lock: Lock<K>,
+    pub(crate) holding: Arc<Holding>,
+    pub(crate) watched: bool,
+    /// What the kind keeps per hold, such as its token.
+    pub(crate) held: K::Held,
     released: bool,
-    _not_send: PhantomData<*const ()>,
+    _affinity: PhantomData<K::Affinity>,
 }
 
-impl LockGuard {
-    pub(crate) fn new(lock: Lock, holding: Arc<Holding>, watched: bool) -> Self {
+impl<K: Kind> LockGuard<K> {
+    pub(crate) fn new(lock: Lock<K>, holding: Arc<Holding>, watched: bool, held: K::Held) -> Self {
         LockGuard {
             lock,
             holding,
             watched,
+            held,
             released: false,
-            _not_send: PhantomData,
+            _affinity: PhantomData,
         }
     }
 
@@ -53,7 +58,7 @@ impl LockGuard {
     /// their lease runs out; they are no longer renewed.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        self.lock.release(&self.holding, self.watched)
+        K::release(&self)
     }
 
     /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
@@ -80,17 +85,17 @@ impl LockGuard {
     }
 
     /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock {
+    pub fn lock(&self) -> &Lock<K> {
         &self.lock
     }
 }
 
-impl Drop for LockGuard {
+impl<K: Kind> Drop for LockGuard<K> {
     fn drop(&mut self) {
         if self.released {
             return;
         }
-        if let Err(err) = self.lock.release(&self.holding, self.watched) {
+        if let Err(err) = K::release(self) {
             log::warn!(
                 "releasing lock {:?} on drop failed: {err}",
                 self.lock.name()
@@ -99,7 +104,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl fmt::Debug for LockGuard {
+impl<K: Kind> fmt::Debug for LockGuard<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())

@@ -60,6 +60,7 @@ mod config;
 mod error;
 mod guard;
 mod holds;
+mod kind;
 mod layout;
 mod lock;
 mod node;
@@ -67,21 +68,29 @@ mod notify;
 mod owner;
 mod pool;
 mod pubsub;
+mod reentrant;
 mod retry;
 mod scripts;
 mod stats;
+mod token;
 mod watchdog;
 
 pub use client::{LockClient, LockLost};
 pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use error::{Error, NodeError, Result};
 pub use guard::LockGuard;
+pub use kind::Kind;
 pub use lock::Lock;
+pub use reentrant::Reentrant;
 pub use stats::Stats;
+pub use token::Token;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<LockClient>();
     send_sync::<Lock>();
+    send_sync::<Lock<Token>>();
+    const fn send<T: Send>() {}
+    send::<LockGuard<Token>>();
     send_sync::<Error>();
 };

@@ -21,6 +21,18 @@ pub(crate) static RENEW: LazyLock<Script> =
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
 
+/// Why a token lock's key is taken; replies its type and PTTL. See `scripts/token_probe.lua`.
+pub(crate) static TOKEN_PROBE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
+
+/// Release a token lock if it holds our token; replies 1 (released) or 0 (not ours).
+pub(crate) static TOKEN_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/token_release.lua")));
+
+/// Extend a token lock that holds our token; replies 1, 2 (put back) or 0 (gone).
+pub(crate) static TOKEN_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/token_renew.lua")));
+
 /// What the Redis user may not run; replies a list of denied commands.
 pub(crate) static CHECK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
@@ -43,7 +55,16 @@ pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
 
 /// Loads every script on `conn`, after Redis answered NOSCRIPT (a restart, SCRIPT FLUSH).
 pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
-    for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK, &CHECK] {
+    for script in [
+        &ACQUIRE,
+        &RELEASE,
+        &RENEW,
+        &FORCE_UNLOCK,
+        &CHECK,
+        &TOKEN_PROBE,
+        &TOKEN_RELEASE,
+        &TOKEN_RENEW,
+    ] {
         script.load(conn)?;
     }
     Ok(())

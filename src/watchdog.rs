@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use parking_lot::Mutex;
 
 use crate::client::Inner;
-use crate::holds::{HoldId, Holding, validity_end};
+use crate::holds::{Holding, validity_end};
 use crate::retry::Backoff;
 
 /// How long a parked watchdog thread waits for a new holding before it ends.
@@ -22,12 +22,22 @@ const IDLE_EXIT: Duration = Duration::from_secs(60);
 /// What one watchdog thread renews.
 pub(crate) struct Job {
     pub client: Weak<Inner>,
-    pub id: HoldId,
-    pub field: String,
     pub name: String,
     pub holding: Arc<Holding>,
     /// When the acquire that began the holding was sent: the lease counts from there.
     pub since: Instant,
+    /// How the holding's kind renews it.
+    pub renewal: Box<dyn Renewal>,
+}
+
+/// What a lock kind tells the watchdog.
+pub(crate) trait Renewal: Send + Sync {
+    /// The renewal script for every node, replying 1 (renewed), 2 (put back) or 0 (gone).
+    /// With `restore`, a node that lost the key gets the hold back.
+    fn command(&self, inner: &Inner, lease: Duration, restore: bool) -> redis::Cmd;
+
+    /// Forgets the holding once its loss is found; false when it had already ended.
+    fn forget(&self, inner: &Inner, holding: &Arc<Holding>) -> bool;
 }
 
 enum Command {
@@ -144,13 +154,8 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
         if stopped() {
             return None;
         }
-        let held = client
-            .holds
-            .lock()
-            .get(&job.id)
-            .map_or(0, |hold| hold.count);
         let sent = Instant::now();
-        let renewal = client.renew(&job.id.0, &job.field, lease, held);
+        let renewal = client.renew(&*job.renewal, lease);
         drop(round);
         if renewal.kept >= quorum {
             if let Some(until) = validity_end(sent, lease) {

@@ -1,18 +1,19 @@
 //! Mutual exclusion, the Jepsen way: a non-atomic read-modify-write counter incremented
-//! under the lock by many threads and processes must come out exact.
+//! under the lock by many threads and processes must come out exact, with every kind of lock.
 
 mod support;
 
 use std::time::Duration;
 
-use redmutex::Lock;
-use support::{SHORT_LEASE, Server, spawn_worker};
+use redmutex::{Lock, Reentrant, Token};
+use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const COUNT_VAR: &str = "REDMUTEX_TEST_COUNT";
+const KIND_VAR: &str = "REDMUTEX_TEST_KIND";
 
 /// GET, pause, SET: loses updates unless the lock excludes everyone else.
-fn increment(redis: &mut redis::Connection, lock: &Lock, hold: Duration) {
+fn increment<K: MakeLock>(redis: &mut redis::Connection, lock: &Lock<K>, hold: Duration) {
     let guard = lock.lock().unwrap();
     let value: i64 = redis::cmd("GET")
         .arg("counter")
@@ -40,11 +41,17 @@ fn counter(server: &Server) -> i64 {
         .unwrap()
 }
 
-fn run_threads(server: &Server, threads: usize, rounds: usize, lease: Duration, hold: Duration) {
+fn run_threads<K: MakeLock>(
+    server: &Server,
+    threads: usize,
+    rounds: usize,
+    lease: Duration,
+    hold: Duration,
+) {
     let client = server.builder_with_lease(lease).build().unwrap();
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            let lock = client.lock("counter-lock");
+            let lock = K::make(&client, "counter-lock");
             let mut redis = server.conn();
             scope.spawn(move || {
                 for _ in 0..rounds {
@@ -57,34 +64,48 @@ fn run_threads(server: &Server, threads: usize, rounds: usize, lease: Duration, 
 
 #[test]
 fn eight_threads_two_hundred_increments_each() {
-    let server = Server::start();
-    run_threads(&server, 8, 200, Duration::from_secs(30), Duration::ZERO);
-    assert_eq!(counter(&server), 8 * 200);
+    fn body<K: MakeLock>() {
+        let server = Server::start();
+        run_threads::<K>(&server, 8, 200, Duration::from_secs(30), Duration::ZERO);
+        assert_eq!(counter(&server), 8 * 200, "{}", K::NAME);
+    }
+    body::<Reentrant>();
+    body::<Token>();
 }
 
 #[test]
 fn four_processes_two_hundred_increments_each() {
-    let server = Server::start();
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            spawn_worker(
-                "worker_process",
-                &[(URL_VAR, server.url()), (COUNT_VAR, "200".into())],
-            )
-        })
-        .collect();
-    for mut worker in workers {
-        assert!(worker.wait().unwrap().success());
+    fn body<K: MakeLock>() {
+        let server = Server::start();
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                spawn_worker(
+                    "worker_process",
+                    &[
+                        (URL_VAR, server.url()),
+                        (COUNT_VAR, "200".into()),
+                        (KIND_VAR, K::NAME.into()),
+                    ],
+                )
+            })
+            .collect();
+        for mut worker in workers {
+            assert!(worker.wait().unwrap().success());
+        }
+        assert_eq!(counter(&server), 4 * 200, "{}", K::NAME);
     }
-    assert_eq!(counter(&server), 4 * 200);
+    body::<Reentrant>();
+    body::<Token>();
 }
 
 #[test]
 fn only_the_watchdog_keeps_a_short_lease_alive_across_longer_holds() {
     let server = Server::start();
     let hold = SHORT_LEASE + Duration::from_millis(500);
-    run_threads(&server, 3, 1, SHORT_LEASE, hold);
+    run_threads::<Reentrant>(&server, 3, 1, SHORT_LEASE, hold);
     assert_eq!(counter(&server), 3);
+    run_threads::<Token>(&server, 3, 1, SHORT_LEASE, hold);
+    assert_eq!(counter(&server), 6);
 }
 
 /// One worker process of `four_processes_two_hundred_increments_each`.
@@ -94,9 +115,16 @@ fn worker_process() {
     let url = std::env::var(URL_VAR).expect("started by the parent test");
     let rounds: usize = std::env::var(COUNT_VAR).unwrap().parse().unwrap();
     let client = redmutex::LockClient::open(&url).unwrap();
-    let lock = client.lock("counter-lock");
     let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
-    for _ in 0..rounds {
-        increment(&mut redis, &lock, Duration::ZERO);
+    fn run<K: MakeLock>(client: &redmutex::LockClient, redis: &mut redis::Connection, n: usize) {
+        let lock = K::make(client, "counter-lock");
+        for _ in 0..n {
+            increment(redis, &lock, Duration::ZERO);
+        }
+    }
+    match std::env::var(KIND_VAR).unwrap().as_str() {
+        Reentrant::NAME => run::<Reentrant>(&client, &mut redis, rounds),
+        Token::NAME => run::<Token>(&client, &mut redis, rounds),
+        other => panic!("unknown kind {other}"),
     }
 }

@@ -286,6 +286,7 @@ const LOCK_USER: &[&str] = &[
     "+evalsha",
     "+script|load",
     "+exists",
+    "+type",
     "+get",
     "+set",
     "+hget",

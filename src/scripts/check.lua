@@ -17,6 +17,9 @@ end
 for _, command in ipairs({'exists', 'pttl', 'del'}) do
     need(string.upper(command) .. ' on ' .. KEYS[1], command, KEYS[1])
 end
+need('TYPE on ' .. KEYS[1], 'type', KEYS[1])
+need('GET on ' .. KEYS[1], 'get', KEYS[1])
+need('SET on ' .. KEYS[1], 'set', KEYS[1], 't', 'nx', 'px', '1')
 need('HGET on ' .. KEYS[1], 'hget', KEYS[1], 'f')
 need('HEXISTS on ' .. KEYS[1], 'hexists', KEYS[1], 'f')
 need('HSET on ' .. KEYS[1], 'hset', KEYS[1], 'f', '1')

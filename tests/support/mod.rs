@@ -389,3 +389,24 @@ pub fn thread_ids() -> std::collections::HashSet<u32> {
         .filter_map(|task| task.ok()?.file_name().to_str()?.parse().ok())
         .collect()
 }
+
+/// Makes a lock handle of one kind, so that a test body can run once per kind.
+pub trait MakeLock: redmutex::Kind {
+    /// The kind's name, for messages and for worker processes.
+    const NAME: &'static str;
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self>;
+}
+
+impl MakeLock for redmutex::Reentrant {
+    const NAME: &'static str = "reentrant";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Token {
+    const NAME: &'static str = "token";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.token_lock(name)
+    }
+}

@@ -1,0 +1,55 @@
+//! The seam between the lock machine and the kinds of lock.
+//!
+//! A kind says how one attempt takes a hold on every node, how a guard gives it back, what a
+//! guard carries, and whether a guard may move to another thread. Everything else — the
+//! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, leases
+//! and the watchdog, loss reporting — is written once, in `lock`, `guard` and `watchdog`.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::lock::Lock;
+
+/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced) or
+/// [`Token`](crate::Token). The trait is sealed; its machinery is internal.
+pub trait Kind: sealed::Machinery {}
+
+impl<K: sealed::Machinery> Kind for K {}
+
+/// What one attempt on every node came to.
+pub enum Attempt<K: Kind> {
+    Acquired(LockGuard<K>),
+    /// Held by someone else; `None`: with no expiry.
+    Busy(Option<Duration>),
+    /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
+    /// not confirmed on a quorum); retried after a pause within the deadline, and returned
+    /// as the error when the deadline has passed.
+    Retry(Error),
+}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// What a kind implements; see the module docs.
+    pub trait Machinery: Sized + Send + Sync + 'static {
+        /// What a guard carries besides its holding: nothing, or its token.
+        type Held: Send + Sync;
+        /// `*const ()` for guards bound to the thread that took them, `()` for guards that
+        /// may move between threads.
+        type Affinity;
+        /// Whether waiters poll at least every retry cap even with notifications: for
+        /// layouts shared with libraries whose releases publish nothing.
+        const POLLS: bool = false;
+
+        /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
+        fn attempt(
+            lock: &Lock<Self>,
+            lease: Option<Duration>,
+            limit: Option<Instant>,
+        ) -> Result<Attempt<Self>>;
+
+        /// Gives back the hold of `guard`.
+        fn release(guard: &LockGuard<Self>) -> Result<()>;
+    }
+}
