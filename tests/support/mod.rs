@@ -6,11 +6,15 @@
 //! waits for it. So no server outlives the tests that started it.
 //!
 //! Also here: waiting until a server answers, restarting on the same port, pausing,
-//! re-running this test binary as a worker process, and a fault-injecting TCP proxy.
+//! re-running this test binary as a worker process, a fault-injecting TCP proxy, and other
+//! lock libraries (redis-py, node-redlock) driven as subprocesses.
 #![allow(dead_code)]
 
+mod peer;
 mod proxy;
 
+#[allow(unused_imports)] // Used by some of the test binaries only.
+pub use peer::Peer;
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use proxy::Proxy;
 
