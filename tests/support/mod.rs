@@ -248,13 +248,13 @@ impl Drop for Server {
 /// Whether process `pid` runs (a zombie does not). Elsewhere than on Linux, the wait for
 /// an answer decides.
 #[cfg(not(target_os = "linux"))]
-fn alive(_pid: u32) -> bool {
+pub fn alive(_pid: u32) -> bool {
     true
 }
 
 /// Whether process `pid` runs (a zombie does not).
 #[cfg(target_os = "linux")]
-fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         // The state follows the command name, which is in parentheses.
         let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
