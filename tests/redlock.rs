@@ -420,7 +420,7 @@ fn a_re_entry_that_cannot_confirm_its_holds_keeps_them() {
     // Either the re-entry was confirmed on a quorum (the nodes that had lost the key got the
     // holds back), or it gave up for want of one; never "not held", never busy.
     match inner {
-        Ok(Some(inner)) => inner.unlock().unwrap(),
+        Ok(Some(inner)) => released_on_a_quorum(inner.unlock()),
         Err(err) if err.is_no_quorum() => {}
         other => panic!("re-entry: {other:?}"),
     }
@@ -428,8 +428,18 @@ fn a_re_entry_that_cannot_confirm_its_holds_keeps_them() {
         rival.try_lock().unwrap().is_none(),
         "a rival got in while the outer hold lasts"
     );
-    outer.unlock().unwrap();
+    released_on_a_quorum(outer.unlock());
     assert!(!lock.is_locked().unwrap());
+}
+
+/// A release that reached a quorum. A node just thawed may not be told at once: its pool
+/// found it unreachable while it was frozen, and gives it only a moment until it reconnects.
+fn released_on_a_quorum(result: redmutex::Result<()>) {
+    match result {
+        Ok(()) => {}
+        Err(Error::PartialRelease { released, .. }) if released >= 3 => {}
+        other => panic!("release: {other:?}"),
+    }
 }
 
 #[test]
