@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::config::{Config, LockClientBuilder};
 use crate::error::{Error, NodeError, Result};
+use crate::fenced::Fenced;
 use crate::holds::{HoldId, Holding, Holds};
 use crate::lock::Lock;
 use crate::node::{Node, Nodes};
@@ -128,6 +129,12 @@ impl LockClient {
     /// Any bytes up to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) make a name; an empty or longer
     /// one makes a handle whose every call returns [`Error::InvalidName`].
     pub fn lock(&self, name: impl AsRef<[u8]>) -> Lock {
+        Lock::new(self.clone(), name.as_ref())
+    }
+
+    /// A handle on the fenced lock `name`: the reentrant lock whose guards carry fencing
+    /// tokens. See [`Fenced`](crate::Fenced).
+    pub fn fenced_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fenced> {
         Lock::new(self.clone(), name.as_ref())
     }
 

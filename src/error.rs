@@ -60,6 +60,14 @@ pub enum Error {
         /// What the key holds, such as `"a reentrant or fenced lock (a hash)"`.
         found: &'static str,
     },
+    /// The lock cannot work on this client, such as a fenced lock over several independent
+    /// masters (Redlock). Nothing was sent.
+    Unsupported {
+        /// The lock concerned.
+        lock: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// The Redis user may not run what the locks need (Redis ACLs). Nothing was written.
     Permission {
         /// The Redis node, as `host:port`.
@@ -175,6 +183,11 @@ impl Error {
         matches!(self, Error::Lost { .. })
     }
 
+    /// The lock cannot work on this client (a fenced lock on Redlock).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
+    }
+
     /// The key holds another kind of lock than the handle's.
     pub fn is_wrong_kind(&self) -> bool {
         matches!(self, Error::WrongKind { .. })
@@ -247,6 +260,7 @@ impl Error {
             | Error::NotHeld { lock }
             | Error::Lost { lock }
             | Error::WrongKind { lock, .. }
+            | Error::Unsupported { lock, .. }
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
@@ -318,6 +332,9 @@ impl fmt::Display for Error {
                 f,
                 "lock {lock:?} is another kind of lock: its key holds {found}"
             ),
+            Error::Unsupported { lock, reason } => {
+                write!(f, "lock {lock:?} cannot work on this client: {reason}")
+            }
             Error::Permission { node, denied } => write!(
                 f,
                 "the Redis user on {node} may not run what the locks need: {} denied",

@@ -23,6 +23,11 @@ pub(crate) fn channel(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock__channel", key)
 }
 
+/// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
+pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock_token", key)
+}
+
 /// The key a release leaves behind for a few seconds to record that it ran, so that a retry
 /// of the same call after a lost reply reports what the first attempt did:
 /// `redisson_unlock_latch:{<key>}:<request id>`.

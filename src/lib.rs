@@ -58,6 +58,7 @@
 mod client;
 mod config;
 mod error;
+mod fenced;
 mod guard;
 mod holds;
 mod kind;
@@ -78,6 +79,7 @@ mod watchdog;
 pub use client::{LockClient, LockLost};
 pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use error::{Error, NodeError, Result};
+pub use fenced::Fenced;
 pub use guard::LockGuard;
 pub use kind::Kind;
 pub use lock::Lock;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Cmd;
+use redis::{Cmd, Value};
 
 use crate::client::Inner;
 use crate::config::MAX_LEASE;
@@ -42,7 +42,50 @@ impl Machinery for Reentrant {
     }
 }
 
-impl Lock<Reentrant> {
+impl Hashed for Reentrant {
+    fn acquire_cmd(_: &Lock<Self>, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        let mut cmd = scripts::evalsha(&scripts::ACQUIRE, &[key]);
+        cmd.arg(millis(lease)).arg(field).arg(held);
+        cmd
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        Ok(match redis::from_redis_value::<Option<i64>>(reply)? {
+            None => Grant::Taken {
+                fresh: false,
+                token: None,
+            },
+            Some(FRESH) => Grant::Taken {
+                fresh: true,
+                token: None,
+            },
+            Some(ttl) => Grant::Busy(ttl),
+        })
+    }
+
+    fn held(_: Option<u64>) -> Self::Held {}
+}
+
+/// The kinds kept in Redisson's reentrant hash — the reentrant and the fenced lock — which
+/// differ only in the acquire script and what their guards carry.
+pub trait Hashed: Machinery {
+    /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
+    fn acquire_cmd(lock: &Lock<Self>, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
+    /// One node's reply to it.
+    fn grant(reply: Value) -> redis::RedisResult<Grant>;
+    /// What the guard of a hold granted with `token` carries.
+    fn held(token: Option<u64>) -> Self::Held;
+}
+
+/// One node's answer to an acquisition.
+pub enum Grant {
+    /// Taken; `fresh` when the owner's earlier holds were gone from this node.
+    Taken { fresh: bool, token: Option<u64> },
+    /// Someone else's: the key's PTTL in milliseconds (-1 without expiry).
+    Busy(i64),
+}
+
+impl<K: Hashed> Lock<K> {
     /// Whether the current thread holds the lock, as Redis sees it.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         Ok(self.hold_count()? > 0)
@@ -69,7 +112,11 @@ impl Lock<Reentrant> {
     /// One round on every node: take a hold, or learn why not. Taken when a quorum granted
     /// it with validity left (lease − elapsed − drift); otherwise whatever was granted is
     /// given back on every node.
-    fn take(&self, lease: Option<Duration>, limit: Option<Instant>) -> Result<Attempt<Reentrant>> {
+    pub(crate) fn take(
+        &self,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<K>> {
         let inner = &self.client.inner;
         let nodes = &inner.nodes;
         let id: HoldId = (self.name.key.clone(), current_thread());
@@ -85,20 +132,40 @@ impl Lock<Reentrant> {
             _ => inner.config.lease,
         };
         let field = self.field();
-        let mut cmd = scripts::evalsha(&scripts::ACQUIRE, &[&id.0]);
-        cmd.arg(millis(script_lease)).arg(&field).arg(held);
+        let cmd = K::acquire_cmd(self, &id.0, script_lease, &field, held);
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Option<i64>>(&cmd, limit));
+        let replies = nodes.list().iter().zip(nodes.run_all::<Value>(&cmd, limit));
+        let results = replies.map(|(node, reply)| {
+            reply.and_then(|reply| {
+                K::grant(reply).map_err(|source| Error::Redis {
+                    lock: None,
+                    node: node.name.clone(),
+                    source,
+                })
+            })
+        });
+        let (answers, failed) = nodes.split(results.collect());
         let elapsed = sent.elapsed();
 
-        let kept = answers.iter().filter(|reply| reply.is_none()).count();
-        let granted = kept + answers.iter().filter(|&&r| r == Some(FRESH)).count();
+        let taken = |fresh: bool| {
+            answers
+                .iter()
+                .filter(move |reply| matches!(reply, Grant::Taken { fresh: f, .. } if *f == fresh))
+        };
+        let kept = taken(false).count();
+        let granted = kept + taken(true).count();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         let quorum = nodes.quorum();
         if kept >= quorum
             && let Some(valid_until) = valid_until
         {
-            return self.acquired(lease, id, field, sent, valid_until);
+            let token = taken(false)
+                .filter_map(|reply| match reply {
+                    Grant::Taken { token, .. } => *token,
+                    Grant::Busy(_) => None,
+                })
+                .max();
+            return self.acquired(lease, id, field, sent, valid_until, token);
         }
 
         // Not taken. If this thread held the lock before, and too few nodes still have its
@@ -146,7 +213,9 @@ impl Lock<Reentrant> {
         let ttl = answers
             .iter()
             .filter_map(|reply| match *reply {
-                Some(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
+                Grant::Busy(ttl) if ttl >= 0 => {
+                    Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
+                }
                 _ => None,
             })
             .min();
@@ -161,7 +230,8 @@ impl Lock<Reentrant> {
         field: String,
         sent: Instant,
         valid_until: Instant,
-    ) -> Result<Attempt<Reentrant>> {
+        token: Option<u64>,
+    ) -> Result<Attempt<K>> {
         let inner = &self.client.inner;
         let mut holds = inner.holds.lock();
         let hold = holds
@@ -186,7 +256,7 @@ impl Lock<Reentrant> {
                 Ok(ticket) => hold.watchdog = Some(ticket),
                 Err(source) => {
                     drop(holds);
-                    let guard = LockGuard::new(self.clone(), holding, true, ());
+                    let guard = LockGuard::new(self.clone(), holding, true, K::held(token));
                     if let Err(err) = guard.unlock() {
                         log::warn!("giving back lock {:?} failed: {err}", self.name());
                     }
@@ -202,7 +272,7 @@ impl Lock<Reentrant> {
             self.clone(),
             holding,
             lease.is_none(),
-            (),
+            K::held(token),
         )))
     }
 
@@ -252,7 +322,7 @@ impl Lock<Reentrant> {
     }
 
     /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
-    fn release(&self, holding: &Arc<Holding>, watched: bool) -> Result<()> {
+    pub(crate) fn release(&self, holding: &Arc<Holding>, watched: bool) -> Result<()> {
         let inner = &self.client.inner;
         inner.check_process()?;
         let nodes = &inner.nodes;

@@ -8,6 +8,11 @@ use redis::{Cmd, Connection, RedisResult, Script};
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
 
+/// Take one hold of a fenced lock; replies {1|2, token} or {0, PTTL}. See
+/// `scripts/fenced_acquire.lua`.
+pub(crate) static FENCED_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fenced_acquire.lua")));
+
 /// Give back one hold; replies nil (not ours), 0 (still held) or 1 (deleted, now or by an
 /// earlier attempt of the same call).
 pub(crate) static RELEASE: LazyLock<Script> =
@@ -57,6 +62,7 @@ pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
 pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
     for script in [
         &ACQUIRE,
+        &FENCED_ACQUIRE,
         &RELEASE,
         &RENEW,
         &FORCE_UNLOCK,

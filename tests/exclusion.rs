@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redmutex::{Lock, Reentrant, Token};
+use redmutex::{Fenced, Lock, Reentrant, Token};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -70,6 +70,7 @@ fn eight_threads_two_hundred_increments_each() {
         assert_eq!(counter(&server), 8 * 200, "{}", K::NAME);
     }
     body::<Reentrant>();
+    body::<Fenced>();
     body::<Token>();
 }
 
@@ -95,6 +96,7 @@ fn four_processes_two_hundred_increments_each() {
         assert_eq!(counter(&server), 4 * 200, "{}", K::NAME);
     }
     body::<Reentrant>();
+    body::<Fenced>();
     body::<Token>();
 }
 
@@ -124,6 +126,7 @@ fn worker_process() {
     }
     match std::env::var(KIND_VAR).unwrap().as_str() {
         Reentrant::NAME => run::<Reentrant>(&client, &mut redis, rounds),
+        Fenced::NAME => run::<Fenced>(&client, &mut redis, rounds),
         Token::NAME => run::<Token>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redmutex::{LockClient, Reentrant, Token};
+use redmutex::{Fenced, LockClient, Reentrant, Token};
 use support::{MakeLock, SHORT_LEASE, Server, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -81,6 +81,7 @@ fn quartet<K: MakeLock>() {
 #[test]
 fn the_quartet_for_every_kind() {
     quartet::<Reentrant>();
+    quartet::<Fenced>();
     quartet::<Token>();
 }
 

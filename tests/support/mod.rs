@@ -414,3 +414,10 @@ impl MakeLock for redmutex::Token {
         client.token_lock(name)
     }
 }
+
+impl MakeLock for redmutex::Fenced {
+    const NAME: &'static str = "fenced";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.fenced_lock(name)
+    }
+}
