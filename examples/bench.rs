@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
-use redmutex::{LockClient, Result};
+use redmutex::{Kind, Lock, LockClient, Result};
 
 struct Plan {
     rounds: usize,
@@ -87,6 +87,24 @@ fn main() -> Result<()> {
             raw_pair.as_secs_f64() / pair.as_secs_f64()
         ),
     ));
+    let kinds = kinds(&plan, &url, &client)?;
+    rows.push((
+        "token lock",
+        format!(
+            "uncontended lock+unlock: {} µs; ratio to one raw SET NX PX plus one no-op EVALSHA: {:.2}",
+            micros(kinds.token),
+            kinds.setnx_floor.as_secs_f64() / kinds.token.as_secs_f64()
+        ),
+    ));
+    rows.push((
+        "fenced lock",
+        format!(
+            "uncontended lock+unlock: {} µs = {:.2} × the reentrant lock's {} µs",
+            micros(kinds.fenced),
+            kinds.fenced.as_secs_f64() / kinds.reentrant.as_secs_f64(),
+            micros(kinds.reentrant)
+        ),
+    ));
     let nested = reentry(&plan, &client)?;
     rows.push((
         "re-entry",
@@ -96,8 +114,15 @@ fn main() -> Result<()> {
         ),
     ));
     for (how, mut samples) in [
-        ("thread", handoff_threads(&plan, &client)?),
+        (
+            "thread",
+            handoff_threads(&plan, client.lock("bench:handoff"))?,
+        ),
         ("process", handoff_process(&plan, &url, &client)?),
+        (
+            "thread, token lock",
+            handoff_threads(&plan, client.token_lock("bench:handoff-token"))?,
+        ),
     ] {
         let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
         rows.push((
@@ -195,6 +220,60 @@ struct Uncontended {
     pair: Duration,
 }
 
+/// Interleaved: one raw SET NX PX plus one no-op EVALSHA, and lock+unlock pairs of the
+/// token, reentrant and fenced locks.
+fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
+    let mut raw = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let noop = Script::new("return nil");
+    let (token, reentrant, fenced) = (
+        client.token_lock("bench:token"),
+        client.lock("bench:reentrant"),
+        client.fenced_lock("bench:fenced"),
+    );
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..plan.rounds {
+        samples[0].push(mean_of(plan.pairs, || {
+            let _: Option<String> = redis::cmd("SET")
+                .arg("bench:setnx")
+                .arg("token")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query(&mut raw)
+                .expect("set");
+            let () = noop.invoke(&mut raw).expect("evalsha");
+        }));
+        samples[1].push(mean_of(plan.pairs, || {
+            token.lock().and_then(|g| g.unlock()).expect("token");
+        }));
+        samples[2].push(mean_of(plan.pairs, || {
+            reentrant
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("reentrant");
+        }));
+        samples[3].push(mean_of(plan.pairs, || {
+            fenced.lock().and_then(|g| g.unlock()).expect("fenced");
+        }));
+    }
+    let [setnx_floor, token, reentrant, fenced] = samples.map(|mut s| percentile(&mut s, 50));
+    Ok(Kinds {
+        setnx_floor,
+        token,
+        reentrant,
+        fenced,
+    })
+}
+
+struct Kinds {
+    setnx_floor: Duration,
+    token: Duration,
+    reentrant: Duration,
+    fenced: Duration,
+}
+
 fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
     let lock = client.lock("bench:reentry");
     let _outer = lock.lock()?;
@@ -209,8 +288,7 @@ fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
 }
 
 /// From `unlock()` returning in one thread to `lock()` returning in a waiting one.
-fn handoff_threads(plan: &Plan, client: &LockClient) -> Result<Vec<Duration>> {
-    let lock = client.lock("bench:handoff");
+fn handoff_threads<K: Kind>(plan: &Plan, lock: Lock<K>) -> Result<Vec<Duration>> {
     let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
     let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
     let waiter = {

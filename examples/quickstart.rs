@@ -23,9 +23,11 @@ fn main() -> redmutex::Result<()> {
     let start = Instant::now();
     let say = |what: &str| println!("[{:>5} ms] {what}", start.elapsed().as_millis());
 
-    // A short lease so that the renewals show within seconds (the default is 30 s).
+    // A short lease so that the renewals show within seconds (the default is 30 s), and a
+    // response timeout below its renew interval (a third of it), as the builder requires.
     let client = LockClient::builder(&url)
         .lease(Duration::from_secs(3))
+        .response_timeout(Duration::from_millis(500))
         .build()?;
     let lock = client.lock("quickstart:orders:42");
 

@@ -54,8 +54,7 @@ impl Peer {
         require(
             &python,
             "the Python virtualenv tests/peers/.venv with redis-py",
-            "python3 -m venv tests/peers/.venv && \
-             tests/peers/.venv/bin/pip install -r tests/peers/requirements.txt",
+            "tests/peers/install",
         );
         let mut command = Command::new(python);
         command.arg(dir.join("redis_py_lock.py")).arg(url);
@@ -69,7 +68,7 @@ impl Peer {
             require(
                 &dir.join("node_modules").join(package).join("package.json"),
                 &format!("the npm package {package} in tests/peers/node_modules"),
-                "npm ci --prefix tests/peers",
+                "tests/peers/install",
             );
         }
         let mut command = Command::new("node");
