@@ -233,10 +233,13 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         client.fenced_lock("bench:fenced"),
     );
     let mut samples: [Vec<Duration>; 4] = Default::default();
+    // A fresh key each time, so that every SET NX succeeds and writes, as an acquire does.
+    let mut fresh = 0u64;
     for _ in 0..plan.rounds {
         samples[0].push(mean_of(plan.pairs, || {
+            fresh += 1;
             let _: Option<String> = redis::cmd("SET")
-                .arg("bench:setnx")
+                .arg(format!("bench:setnx:{fresh}"))
                 .arg("token")
                 .arg("NX")
                 .arg("PX")

@@ -7,8 +7,11 @@
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- Reply    1 when the key was deleted, now or by an earlier attempt of this call (the latch
 --          says so); 0 when it holds something else or nothing (not ours; nothing changed);
---          an error, with nothing written, when the user may not publish on the channel or
---          write the latch.
+--          an error, with the lock left as it was, when the user may not publish on the
+--          channel, write the latch or delete the key.
+-- What can fail comes first: PUBLISH (no write; its message reaches subscribers only after
+-- the script, when the key is gone), then the latch (a key of this call alone), and the
+-- DEL of the lock last. So no permission needs checking up front on this, the hot path.
 if redis.call('exists', KEYS[3]) == 1 then
     return 1
 end
@@ -16,14 +19,13 @@ local readable, value = pcall(redis.call, 'get', KEYS[1])
 if not readable or value ~= ARGV[1] then
     return 0
 end
-local check = redis.acl_check_cmd
-if check and not check('publish', KEYS[2], ARGV[2]) then
-    return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
+-- A refusal (ACL) is passed on as NOPERM.
+local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])
+if sent then
+    sent, refused = pcall(redis.call, 'set', KEYS[3], '1', 'px', ARGV[3])
 end
-if check and not check('set', KEYS[3], '1', 'px', ARGV[3]) then
-    return redis.error_reply('NOPERM this user may not SET the unlock latch key')
+if not sent then
+    return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[2])
-redis.call('set', KEYS[3], '1', 'px', ARGV[3])
 return 1
