@@ -48,10 +48,12 @@ pub(crate) const FRESH: i64 = -3;
 /// The renew reply for a hold put back on a node that had lost the key.
 pub(crate) const RESTORED: i64 = 2;
 
-/// `EVALSHA <sha> <number of keys> <keys...>`; the caller appends the arguments.
+/// `EVALSHA <sha> <number of keys> <keys...>`; the caller appends the arguments (room is
+/// made for up to 6 of them, so that building the command does not grow it piecemeal).
 pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(keys.len());
+    let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + 6, 64 + key_bytes + 160);
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
     for key in keys {
         cmd.arg(*key);
     }

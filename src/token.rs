@@ -54,8 +54,9 @@ impl Machinery for Token {
         let key = lock.key()?;
         let token = new_token();
         let script_lease = lease.unwrap_or(inner.config.lease);
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(key)
+        let mut cmd = Cmd::with_capacity(6, key.len() + 64);
+        cmd.arg("SET")
+            .arg(key)
             .arg(&token)
             .arg("NX")
             .arg("PX")
