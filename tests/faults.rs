@@ -189,79 +189,70 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
     assert!(!lock.is_locked().unwrap());
 }
 
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Three `try_lock_for(200 ms)` on `client`, each returning what `expected` accepts, well
+/// before a connect timeout: the deadline, not the connect timeout, bounds them.
+fn deadline_kept(client: &LockClient, expected: fn(&redmutex::Result<bool>) -> bool) {
+    for _ in 0..3 {
+        let started = Instant::now();
+        let result = client
+            .lock("l")
+            .try_lock_for(Duration::from_millis(200))
+            .map(|guard| guard.is_some());
+        let took = started.elapsed();
+        assert!(expected(&result), "{result:?}");
+        assert!(
+            took < CONNECT_TIMEOUT / 2,
+            "took {took:?}: a connect timeout instead of the deadline"
+        );
+    }
+}
+
+fn builder(url: &str) -> redmutex::LockClientBuilder {
+    LockClient::builder(url)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .response_timeout(Duration::from_millis(200))
+}
+
 #[test]
 fn deadlines_kept_when_nodes_are_frozen_refuse_or_are_slow_to_connect() {
-    // Redlock with two of five nodes frozen.
+    let refused =
+        |result: &redmutex::Result<bool>| result.as_ref().is_err_and(Error::is_connection);
+
+    // Redlock with two of five nodes frozen: busy on the other three.
     let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let rival = LockClient::redlock(&urls).unwrap().lock("l");
-    let _held = rival.lock().unwrap();
-    let connect_timeout = Duration::from_secs(5);
-    let response_timeout = Duration::from_millis(200);
-    let client = LockClient::redlock_builder(&urls)
-        .connect_timeout(connect_timeout)
-        .response_timeout(response_timeout)
+    let _held = LockClient::redlock(&urls)
+        .unwrap()
+        .lock("l")
+        .lock()
+        .unwrap();
+    let redlock = LockClient::redlock_builder(&urls)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .response_timeout(Duration::from_millis(200))
         .build()
         .unwrap();
     servers[3].pause();
     servers[4].pause();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let result = client.lock("l").try_lock_for(Duration::from_millis(200));
-        let took = started.elapsed();
-        assert!(matches!(result, Ok(None)), "{result:?}");
-        assert!(
-            took < connect_timeout / 2,
-            "took {took:?}: a connect timeout instead of the deadline"
-        );
-    }
+    deadline_kept(&redlock, |result| matches!(result, Ok(false)));
     servers[3].resume();
     servers[4].resume();
 
     // One node behind a proxy that holds everything: connects hang.
     let server = Server::start();
     let proxy = Proxy::start(server.port());
-    let client = LockClient::builder(&proxy.url())
-        .connect_timeout(connect_timeout)
-        .response_timeout(response_timeout)
-        .build()
-        .unwrap();
-    let _held = server.client().lock("l").lock().unwrap();
+    let client = builder(&proxy.url()).build().unwrap();
     proxy.pause();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let result = client.lock("l").try_lock_for(Duration::from_millis(200));
-        let took = started.elapsed();
-        assert!(
-            result.as_ref().is_err_and(Error::is_connection),
-            "{result:?}"
-        );
-        assert!(
-            took < connect_timeout / 2,
-            "took {took:?}: a connect timeout instead of the deadline"
-        );
-    }
+    deadline_kept(&client, refused);
     proxy.resume();
 
     // One node that refuses connections: stopped.
     let mut server = Server::start();
-    let client = LockClient::builder(&server.url())
-        .connect_timeout(connect_timeout)
-        .response_timeout(response_timeout)
-        .build()
-        .unwrap();
+    let client = builder(&server.url()).build().unwrap();
     server.stop();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let result = client.lock("l").try_lock_for(Duration::from_millis(200));
-        let took = started.elapsed();
-        assert!(
-            result.as_ref().is_err_and(Error::is_connection),
-            "{result:?}"
-        );
-        assert!(took < connect_timeout / 2, "took {took:?}");
-    }
+    deadline_kept(&client, refused);
 }
 
 /// A user named `name` with password `pass` and the given ACL rules, and its URL.
