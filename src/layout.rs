@@ -28,6 +28,19 @@ pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
 }
 
+/// What a key of the Redis type `redis_type` holds, as a lock, for errors: a hash is
+/// Redisson's reentrant (or fenced) lock; a string is a SET-NX lock, which no kind refuses.
+pub(crate) fn kind_of(redis_type: &str) -> &'static str {
+    match redis_type {
+        "hash" => "a reentrant or fenced lock (a hash)",
+        "list" => "a list",
+        "set" => "a set",
+        "zset" => "a sorted set",
+        "stream" => "a stream",
+        _ => "a key of another type",
+    }
+}
+
 /// The key a release leaves behind for a few seconds to record that it ran, so that a retry
 /// of the same call after a lost reply reports what the first attempt did:
 /// `redisson_unlock_latch:{<key>}:<request id>`.

@@ -45,7 +45,8 @@
 //! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub, one
 //!   subscriber connection per client, checked by PING), and at the latest when the
 //!   holder's lease would run out; never past the caller's deadline plus one response
-//!   timeout. A key of another type is someone else's lock and is waited for the same way.
+//!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
+//!   a key of another type is [`Error::WrongKind`].
 //! - **fork().** A client used in a forked child refuses every call with
 //!   [`Error::Forked`].
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent

@@ -135,14 +135,19 @@ impl<K: Hashed> Lock<K> {
         let cmd = K::acquire_cmd(self, &id.0, script_lease, &field, held);
         let sent = Instant::now();
         let replies = nodes.list().iter().zip(nodes.run_all::<Value>(&cmd, limit));
-        let results = replies.map(|(node, reply)| {
-            reply.and_then(|reply| {
-                K::grant(reply).map_err(|source| Error::Redis {
-                    lock: None,
-                    node: node.name.clone(),
-                    source,
+        let results = replies.map(|(node, reply)| match reply {
+            Ok(reply) => K::grant(reply).map_err(|source| Error::Redis {
+                lock: None,
+                node: node.name.clone(),
+                source,
+            }),
+            Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
+                Err(Error::WrongKind {
+                    lock: self.name().to_owned(),
+                    found: layout::kind_of(source.detail().unwrap_or_default().trim()),
                 })
-            })
+            }
+            Err(err) => Err(err),
         });
         let (answers, failed) = nodes.split(results.collect());
         let elapsed = sent.elapsed();

@@ -247,7 +247,7 @@ fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
     {
         return Err(Error::WrongKind {
             lock: lock.name().to_owned(),
-            found: kind_of(found),
+            found: layout::kind_of(found),
         });
     }
     let ttl = answers
@@ -256,18 +256,6 @@ fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
         .map(Duration::from_millis)
         .min();
     Ok(Attempt::Busy(ttl))
-}
-
-/// The kind of lock a key of `redis_type` holds, for errors.
-fn kind_of(redis_type: &str) -> &'static str {
-    match redis_type {
-        "hash" => "a reentrant or fenced lock (a hash)",
-        "list" => "a list",
-        "set" => "a set",
-        "zset" => "a sorted set",
-        "stream" => "a stream",
-        _ => "a key of another type",
-    }
 }
 
 fn release_cmd(lock: &Lock<Token>, token: &str) -> Result<Cmd> {

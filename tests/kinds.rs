@@ -187,6 +187,28 @@ fn kinds_do_not_mix_silently() {
         .unwrap();
     let err = client.token_lock("listed").lock().map(drop).unwrap_err();
     assert!(err.is_wrong_kind(), "{err}");
+    // The hash kinds refuse it too, naming what they found, and write nothing.
+    for err in [
+        client.lock("listed").lock().map(drop).unwrap_err(),
+        client.fenced_lock("listed").lock().map(drop).unwrap_err(),
+    ] {
+        assert!(err.is_wrong_kind(), "{err}");
+        assert!(err.to_string().contains("a list"), "{err}");
+        assert_eq!(err.lock_name(), Some("listed"));
+    }
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    let keys: Vec<_> = keys
+        .iter()
+        .filter(|key| !key.starts_with("redisson_unlock_latch:{mixed}"))
+        .collect();
+    assert_eq!(
+        keys,
+        ["listed"],
+        "nothing written beside it, no fencing counter either"
+    );
 }
 
 #[test]

@@ -7,7 +7,9 @@
 --          -3 when the hold was taken on a free key although the owner believed it held
 --             some already (they expired or were deleted): the field counts ARGV[3] + 1 too;
 --          otherwise the key's PTTL in milliseconds (-1 when it has no expiry), also when
---             the key holds another type: that is a lock of another kind or library, busy;
+--             the key holds a string: a SET-NX lock of another library, busy;
+--          the error "WRONGKIND <type>" when the key holds another type (another kind of
+--             lock, or other data); nothing written;
 --          an error, with nothing written, when the user may not set the key's expiry.
 -- The field is set, not incremented, so running this twice (a retry after a lost reply)
 -- still leaves ARGV[3] + 1 holds.
@@ -15,6 +17,12 @@ local had = 0
 if redis.call('exists', KEYS[1]) == 1 then
     local readable
     readable, had = pcall(redis.call, 'hget', KEYS[1], ARGV[2])
+    if not readable then
+        local kind = redis.call('type', KEYS[1]).ok
+        if kind ~= 'string' then
+            return redis.error_reply('WRONGKIND ' .. kind)
+        end
+    end
     if not readable or not had then
         return redis.call('pttl', KEYS[1])
     end

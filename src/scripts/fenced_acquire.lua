@@ -9,7 +9,8 @@
 --          {2, token} when it was taken on a free key although the owner believed it held
 --             some already (they expired or were deleted);
 --          {0, pttl} when the key is someone else's (pttl -1 when it has no expiry), also
---             when it holds another type;
+--             when it holds a string (a SET-NX lock of another library);
+--          the error "WRONGKIND <type>" when the key holds another type; nothing written;
 --          an error, with nothing written, when the counter is not an integer or the user
 --             may not set the key's expiry. INCR is the first write: if it fails, nothing
 --             else was done.
@@ -18,6 +19,12 @@ local had = 0
 if redis.call('exists', KEYS[1]) == 1 then
     local readable
     readable, had = pcall(redis.call, 'hget', KEYS[1], ARGV[2])
+    if not readable then
+        local kind = redis.call('type', KEYS[1]).ok
+        if kind ~= 'string' then
+            return redis.error_reply('WRONGKIND ' .. kind)
+        end
+    end
     if not readable or not had then
         return {0, redis.call('pttl', KEYS[1])}
     end
