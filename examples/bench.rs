@@ -53,14 +53,7 @@ fn main() -> Result<()> {
     } else {
         FULL
     };
-    let throwaway;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            throwaway = support::Server::start();
-            throwaway.url()
-        }
-    };
+    let (url, _throwaway) = support::redis_url();
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
 

@@ -29,14 +29,7 @@ impl Storage {
 }
 
 fn main() -> redmutex::Result<()> {
-    let throwaway;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            throwaway = support::Server::start();
-            throwaway.url()
-        }
-    };
+    let (url, _throwaway) = support::redis_url();
     let mut storage = Storage::default();
     let (a, b) = (LockClient::open(&url)?, LockClient::open(&url)?);
 

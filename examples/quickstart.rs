@@ -11,15 +11,10 @@ use std::time::{Duration, Instant};
 use redmutex::LockClient;
 
 fn main() -> redmutex::Result<()> {
-    let throwaway;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            throwaway = support::Server::start();
-            println!("started a throwaway redis-server at {}", throwaway.url());
-            throwaway.url()
-        }
-    };
+    let (url, throwaway) = support::redis_url();
+    if throwaway.is_some() {
+        println!("started a throwaway redis-server at {url}");
+    }
     let start = Instant::now();
     let say = |what: &str| println!("[{:>5} ms] {what}", start.elapsed().as_millis());
 

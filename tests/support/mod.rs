@@ -421,3 +421,15 @@ impl MakeLock for redmutex::Fenced {
         client.fenced_lock(name)
     }
 }
+
+/// For the examples: the Redis at `REDIS_URL` when set, else a throwaway server (kept alive
+/// by the returned handle).
+pub fn redis_url() -> (String, Option<Server>) {
+    match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = Server::start();
+            (server.url(), Some(server))
+        }
+    }
+}
