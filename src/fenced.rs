@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::kind::{Attempt, sealed::Machinery};
 use crate::layout;
-use crate::lock::{Lock, millis};
+use crate::lock::Lock;
 use crate::reentrant::{Grant, Hashed};
 use crate::scripts;
 
@@ -52,10 +52,7 @@ impl Machinery for Fenced {
 
 impl Hashed for Fenced {
     fn acquire_cmd(_: &Lock<Self>, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
-        let counter = layout::fence_counter(key);
-        let mut cmd = scripts::evalsha(&scripts::FENCED_ACQUIRE, &[key, &counter]);
-        cmd.arg(millis(lease)).arg(field).arg(held);
-        cmd
+        scripts::fenced_acquire(key, &layout::fence_counter(key), lease, field, held)
     }
 
     fn grant(reply: Value) -> redis::RedisResult<Grant> {

@@ -5,9 +5,6 @@
 //! wrapped in braces. Everything here follows that rule, so Java services and this crate
 //! meet on the same keys and channels.
 
-/// The message published on a lock's channel when its last hold goes.
-pub(crate) const UNLOCK_MESSAGE: &str = "0";
-
 /// `prefix:name` when the name holds a hash tag, else `prefix:{name}` (Redisson's
 /// `prefixName`).
 fn prefixed(prefix: &[u8], name: &[u8]) -> Vec<u8> {

@@ -11,7 +11,7 @@ use crate::config::{MAX_NAME_LEN, check_lease};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::kind::{Attempt, Kind};
-use crate::layout::{self, UNLOCK_MESSAGE};
+use crate::layout;
 use crate::notify::{Signal, Subscription};
 use crate::reentrant::Reentrant;
 use crate::retry::Backoff;
@@ -165,9 +165,7 @@ impl<K: Kind> Lock<K> {
         let inner = &self.client.inner;
         inner.check_process()?;
         let latch = layout::unlock_latch(key, &layout::request_id());
-        let mut cmd = scripts::evalsha(&scripts::FORCE_UNLOCK, &[key, &self.name.channel, &latch]);
-        cmd.arg(UNLOCK_MESSAGE)
-            .arg(millis(inner.config.latch_ttl()));
+        let cmd = scripts::force_unlock(key, &self.name.channel, &latch, inner.config.latch_ttl());
         let nodes = &inner.nodes;
         let deleted = nodes
             .answers(nodes.run_all::<i64>(&cmd, None))
@@ -355,11 +353,6 @@ impl Drop for Waiting {
             }
         }
     }
-}
-
-/// A lease in whole milliseconds, as Redis takes it.
-pub(crate) fn millis(lease: Duration) -> u64 {
-    lease.as_millis() as u64
 }
 
 impl<K: Kind> Clone for Lock<K> {

@@ -89,7 +89,7 @@ impl Node {
     pub fn check(&self, probe_key: &[u8]) -> Result<()> {
         let channel = layout::channel(probe_key);
         let latch = layout::unlock_latch(probe_key, &layout::request_id());
-        let cmd = scripts::evalsha(&scripts::CHECK, &[probe_key, &channel, &latch]);
+        let cmd = scripts::check(probe_key, &channel, &latch);
         let denied: Vec<String> = self
             .direct
             .open()

@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Hold, HoldId, Holding, validity_end};
 use crate::kind::{Attempt, sealed::Machinery};
-use crate::layout::{self, UNLOCK_MESSAGE};
-use crate::lock::{Lock, millis};
+use crate::layout;
+use crate::lock::Lock;
 use crate::owner::{current_thread, field};
 use crate::scripts::{self, FRESH};
 use crate::watchdog::{self, Job, Renewal};
@@ -44,9 +44,7 @@ impl Machinery for Reentrant {
 
 impl Hashed for Reentrant {
     fn acquire_cmd(_: &Lock<Self>, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
-        let mut cmd = scripts::evalsha(&scripts::ACQUIRE, &[key]);
-        cmd.arg(millis(lease)).arg(field).arg(held);
-        cmd
+        scripts::acquire(key, lease, field, held)
     }
 
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
@@ -317,13 +315,16 @@ impl<K: Hashed> Lock<K> {
     /// after a lost reply reports the first attempt's release instead of "not ours".
     fn release_cmd(&self, key: &[u8], field: &str, held: u32, lease: Duration) -> redis::Cmd {
         let latch = layout::unlock_latch(key, &layout::request_id());
-        let mut cmd = scripts::evalsha(&scripts::RELEASE, &[key, &self.name.channel, &latch]);
-        cmd.arg(UNLOCK_MESSAGE)
-            .arg(millis(lease))
-            .arg(field)
-            .arg(held)
-            .arg(millis(self.client.inner.config.latch_ttl()));
-        cmd
+        let latch_ttl = self.client.inner.config.latch_ttl();
+        scripts::release(
+            key,
+            &self.name.channel,
+            &latch,
+            lease,
+            field,
+            held,
+            latch_ttl,
+        )
     }
 
     /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
@@ -419,9 +420,7 @@ impl Renewal for Renew {
                 .map_or(0, |hold| hold.count),
             false => 0,
         };
-        let mut cmd = scripts::evalsha(&scripts::RENEW, &[&self.id.0]);
-        cmd.arg(millis(lease)).arg(&self.field).arg(restore);
-        cmd
+        scripts::renew(&self.id.0, lease, &self.field, restore)
     }
 
     fn forget(&self, inner: &Inner, holding: &Arc<Holding>) -> bool {

@@ -1,46 +1,33 @@
 //! The Lua scripts, sent as EVALSHA and loaded when Redis answers NOSCRIPT.
+//!
+//! Each script has one function here that builds its call: the keys and arguments in the
+//! order its header (`scripts/*.lua`) states, so no call site knows that order. Its doc says
+//! what the script replies.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use redis::{Cmd, Connection, RedisResult, Script};
 
-/// Take one hold; replies nil, [`FRESH`], or the key's PTTL. See `scripts/acquire.lua`.
-pub(crate) static ACQUIRE: LazyLock<Script> =
+/// The message Redisson publishes on a lock's channel when its last hold goes.
+const UNLOCK_MESSAGE: &str = "0";
+
+static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-
-/// Take one hold of a fenced lock; replies {1|2, token} or {0, PTTL}. See
-/// `scripts/fenced_acquire.lua`.
-pub(crate) static FENCED_ACQUIRE: LazyLock<Script> =
+static FENCED_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/fenced_acquire.lua")));
-
-/// Give back one hold; replies nil (not ours), 0 (still held) or 1 (deleted, now or by an
-/// earlier attempt of the same call).
-pub(crate) static RELEASE: LazyLock<Script> =
+static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
-
-/// Extend the lease of a hold that is still ours; replies 1, 2 (put back) or 0.
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
-
-/// Delete the lock whoever holds it; replies 1 or 0, the same on a retry of the same call.
-pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
+static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
-
-/// Why a token lock's key is taken; replies its type and PTTL. See `scripts/token_probe.lua`.
-pub(crate) static TOKEN_PROBE: LazyLock<Script> =
+static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
+static TOKEN_PROBE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
-
-/// Release a token lock if it holds our token; replies 1 (released) or 0 (not ours).
-pub(crate) static TOKEN_RELEASE: LazyLock<Script> =
+static TOKEN_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_release.lua")));
-
-/// Extend a token lock that holds our token; replies 1, 2 (put back) or 0 (gone).
-pub(crate) static TOKEN_RENEW: LazyLock<Script> =
+static TOKEN_RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_renew.lua")));
-
-/// What the Redis user may not run; replies a list of denied commands.
-pub(crate) static CHECK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
 
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
@@ -48,9 +35,102 @@ pub(crate) const FRESH: i64 = -3;
 /// The renew reply for a hold put back on a node that had lost the key.
 pub(crate) const RESTORED: i64 = 2;
 
-/// `EVALSHA <sha> <number of keys> <keys...>`; the caller appends the arguments (room is
-/// made for up to 6 of them, so that building the command does not grow it piecemeal).
-pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
+/// Take one hold of a reentrant lock for `field`, who believes it has `held` holds already.
+/// Replies nil (taken), [`FRESH`] (taken, earlier holds gone), the key's PTTL (busy), or the
+/// error `WRONGKIND <type>`.
+pub(crate) fn acquire(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    let mut cmd = evalsha(&ACQUIRE, &[key]);
+    cmd.arg(millis(lease)).arg(field).arg(held);
+    cmd
+}
+
+/// The same for a fenced lock, drawing a token from `counter`. Replies `{1, token}` (taken),
+/// `{2, token}` (taken, earlier holds gone), `{0, pttl}` (busy), or `WRONGKIND <type>`.
+pub(crate) fn fenced_acquire(
+    key: &[u8],
+    counter: &[u8],
+    lease: Duration,
+    field: &str,
+    held: u32,
+) -> Cmd {
+    let mut cmd = evalsha(&FENCED_ACQUIRE, &[key, counter]);
+    cmd.arg(millis(lease)).arg(field).arg(held);
+    cmd
+}
+
+/// Give back one of `field`'s `held` holds, leaving `lease` on the ones that remain; the
+/// last one publishes on `channel` and leaves `latch` for `latch_ttl`. Replies nil (not
+/// ours), 0 (still held) or 1 (deleted, now or by an earlier attempt of the same call).
+pub(crate) fn release(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    lease: Duration,
+    field: &str,
+    held: u32,
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&RELEASE, &[key, channel, latch]);
+    cmd.arg(UNLOCK_MESSAGE)
+        .arg(millis(lease))
+        .arg(field)
+        .arg(held)
+        .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the
+/// key is gone. Replies 1 (renewed), [`RESTORED`] or 0 (gone).
+pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> Cmd {
+    let mut cmd = evalsha(&RENEW, &[key]);
+    cmd.arg(millis(lease)).arg(field).arg(restore);
+    cmd
+}
+
+/// Delete the lock whoever holds it, publishing on `channel` and leaving `latch`. Replies 1
+/// or 0, the same on a retry of the same call.
+pub(crate) fn force_unlock(key: &[u8], channel: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+    let mut cmd = evalsha(&FORCE_UNLOCK, &[key, channel, latch]);
+    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
+    cmd
+}
+
+/// Which commands the locks need the user may not run, tried on a lock key, its channel
+/// and a latch of it. Replies a list of what is denied.
+pub(crate) fn check(key: &[u8], channel: &[u8], latch: &[u8]) -> Cmd {
+    evalsha(&CHECK, &[key, channel, latch])
+}
+
+/// Why a token lock's key is taken. Replies `{type, pttl}`.
+pub(crate) fn token_probe(key: &[u8]) -> Cmd {
+    evalsha(&TOKEN_PROBE, &[key])
+}
+
+/// Release a token lock if the key holds `token`, publishing on `channel` and leaving
+/// `latch`. Replies 1 (released, now or by an earlier attempt of the call) or 0 (not ours).
+pub(crate) fn token_release(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    token: &str,
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&TOKEN_RELEASE, &[key, channel, latch]);
+    cmd.arg(token).arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend a token lock that holds `token` to `lease`; with `restore`, put it back where the
+/// key is gone. Replies 1 (renewed), [`RESTORED`] or 0 (gone).
+pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: bool) -> Cmd {
+    let mut cmd = evalsha(&TOKEN_RENEW, &[key]);
+    cmd.arg(token).arg(millis(lease)).arg(u8::from(restore));
+    cmd
+}
+
+/// `EVALSHA <sha> <number of keys> <keys...>`, with room for up to 6 arguments, so that
+/// building the command does not grow it piecemeal.
+fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
     let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
     let mut cmd = Cmd::with_capacity(3 + keys.len() + 6, 64 + key_bytes + 160);
     cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
@@ -58,6 +138,11 @@ pub(crate) fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
         cmd.arg(*key);
     }
     cmd
+}
+
+/// A duration in whole milliseconds, as Redis takes it.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    duration.as_millis() as u64
 }
 
 /// Loads every script on `conn`, after Redis answered NOSCRIPT (a restart, SCRIPT FLUSH).

@@ -12,9 +12,9 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Holding, validity_end};
 use crate::kind::{Attempt, sealed::Machinery};
-use crate::layout::{self, UNLOCK_MESSAGE};
-use crate::lock::{Lock, millis};
-use crate::scripts;
+use crate::layout;
+use crate::lock::Lock;
+use crate::scripts::{self, millis};
 use crate::watchdog::{self, Job, Renewal, Ticket};
 
 /// The token kind: the lock is a Redis string holding its owner's token, set with `SET key
@@ -147,7 +147,7 @@ impl LockGuard<Token> {
             return Err(lock.lost());
         }
         let nodes = &inner.nodes;
-        let cmd = renew_cmd(lock.key()?, &self.held.token, lease, false);
+        let cmd = scripts::token_renew(lock.key()?, &self.held.token, lease, false);
         let round = self.holding.round.lock();
         let sent = Instant::now();
         let (answers, failed) = nodes.split(nodes.run_all::<i64>(&cmd, None));
@@ -239,7 +239,7 @@ fn give_back(lock: &Lock<Token>, token: &str, limit: Option<Instant>) {
 /// another kind of lock.
 fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
     let nodes = &lock.client.inner.nodes;
-    let cmd = scripts::evalsha(&scripts::TOKEN_PROBE, &[lock.key()?]);
+    let cmd = scripts::token_probe(lock.key()?);
     let (answers, _) = nodes.split(nodes.run_all::<(String, i64)>(&cmd, limit));
     if let Some((found, _)) = answers
         .iter()
@@ -261,17 +261,14 @@ fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
 fn release_cmd(lock: &Lock<Token>, token: &str) -> Result<Cmd> {
     let key = lock.key()?;
     let latch = layout::unlock_latch(key, &layout::request_id());
-    let mut cmd = scripts::evalsha(&scripts::TOKEN_RELEASE, &[key, &lock.name.channel, &latch]);
-    cmd.arg(token)
-        .arg(UNLOCK_MESSAGE)
-        .arg(millis(lock.client.inner.config.latch_ttl()));
-    Ok(cmd)
-}
-
-fn renew_cmd(key: &[u8], token: &str, lease: Duration, restore: bool) -> Cmd {
-    let mut cmd = scripts::evalsha(&scripts::TOKEN_RENEW, &[key]);
-    cmd.arg(token).arg(millis(lease)).arg(u8::from(restore));
-    cmd
+    let latch_ttl = lock.client.inner.config.latch_ttl();
+    Ok(scripts::token_release(
+        key,
+        &lock.name.channel,
+        &latch,
+        token,
+        latch_ttl,
+    ))
 }
 
 /// What the watchdog renews for a token hold.
@@ -282,7 +279,7 @@ struct Renew {
 
 impl Renewal for Renew {
     fn command(&self, _: &Inner, lease: Duration, restore: bool) -> Cmd {
-        renew_cmd(&self.key, &self.token, lease, restore)
+        scripts::token_renew(&self.key, &self.token, lease, restore)
     }
 
     fn forget(&self, _: &Inner, _: &Arc<Holding>) -> bool {
