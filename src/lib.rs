@@ -30,6 +30,27 @@
 //! # Ok::<(), redmutex::Error>(())
 //! ```
 //!
+//! # Kinds
+//!
+//! Every kind has the same acquisition calls, watchdog, waiting and errors:
+//!
+//! - [`client.lock(name)`](LockClient::lock): [`Reentrant`], Redisson's `RLock`.
+//! - [`client.fenced_lock(name)`](LockClient::fenced_lock): [`Fenced`], Redisson's
+//!   `RFencedLock`; each guard carries a fencing token that only grows.
+//! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
+//!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
+//!
+//! ```no_run
+//! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+//! let guard = client.fenced_lock("reports:daily").lock()?;
+//! let token: u64 = guard.token(); // the storage refuses a write with a lower token
+//! drop(guard);
+//!
+//! let guard = client.token_lock("jobs:7").lock()?;
+//! std::thread::spawn(move || guard.unlock()); // a token guard is Send
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
 //! # Semantics
 //!
 //! - **Owner.** A hold belongs to one thread of one [`LockClient`]. Another thread, or the
