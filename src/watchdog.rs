@@ -42,10 +42,9 @@ pub(crate) trait Renewal: Send + Sync {
 
 enum Command {
     Start(Box<Job>),
-    /// Ends the current job. Carries the sender of the worker's own channel, which the
-    /// worker lists as parked once it is idle again: a worker is only ever handed a job
-    /// when it has nothing else to do.
-    Stop(Sender<Command>),
+    /// Ends the current job. A worker is listed as parked right after its Stop is sent, so
+    /// a Start it is handed next always comes after that Stop on its channel.
+    Stop,
 }
 
 /// The parked threads of one client, each behind the sender of its command channel.
@@ -54,26 +53,40 @@ pub(crate) struct Parked {
     threads: Mutex<Vec<(u64, Sender<Command>)>>,
 }
 
-/// A running renewal. Dropping it stops the renewals.
+/// A running renewal. Dropping it stops the renewals and lists the worker as parked at
+/// once, so that the next holding reuses it without waiting for it to notice.
 pub(crate) struct Ticket {
+    worker: u64,
     tx: Sender<Command>,
+    parked: Weak<Parked>,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let _ = self.tx.send(Command::Stop(self.tx.clone()));
+        if self.tx.send(Command::Stop).is_ok()
+            && let Some(parked) = self.parked.upgrade()
+        {
+            parked.threads.lock().push((self.worker, self.tx.clone()));
+        }
     }
 }
 
 /// Starts renewing `job` on a parked thread, or on a new one when none is parked.
 pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::io::Result<Ticket> {
     let mut job = Box::new(job);
-    while let Some((_, tx)) = parked.threads.lock().pop() {
+    let weak = Arc::downgrade(parked);
+    while let Some((worker, tx)) = parked.threads.lock().pop() {
         match tx.send(Command::Start(job)) {
-            Ok(()) => return Ok(Ticket { tx }),
+            Ok(()) => {
+                return Ok(Ticket {
+                    worker,
+                    tx,
+                    parked: weak,
+                });
+            }
             Err(err) => match err.into_inner() {
                 Command::Start(returned) => job = returned,
-                Command::Stop(_) => unreachable!("only a Start was sent"),
+                Command::Stop => unreachable!("only a Start was sent"),
             },
         }
     }
@@ -81,23 +94,26 @@ pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::i
     let worker = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = unbounded();
     let _ = tx.send(Command::Start(job)); // the receiver is right here
-    let parked = Arc::downgrade(parked);
+    let parked = weak.clone();
     thread::Builder::new()
         .name("redmutex-watchdog".into())
         .stack_size(stack_size)
         .spawn(move || park_loop(worker, &rx, &parked))?;
-    Ok(Ticket { tx })
+    Ok(Ticket {
+        worker,
+        tx,
+        parked: weak,
+    })
 }
 
 fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     loop {
         match rx.recv_timeout(IDLE_EXIT) {
             Ok(Command::Start(job)) => {
-                if let Some(tx) = renew_loop(&job, rx) {
-                    park(worker, tx, parked);
-                }
+                renew_loop(&job, rx);
             }
-            Ok(Command::Stop(tx)) => park(worker, tx, parked),
+            // Already listed as parked by the ticket that sent it.
+            Ok(Command::Stop) => {}
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
                 let Some(parked) = parked.upgrade() else {
@@ -115,21 +131,13 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     }
 }
 
-/// Lists the worker as parked, or, when the client is gone, drops this last sender so that
-/// the worker's next receive ends it.
-fn park(worker: u64, tx: Sender<Command>, parked: &Weak<Parked>) {
-    if let Some(parked) = parked.upgrade() {
-        parked.threads.lock().push((worker, tx));
-    }
-}
-
-/// Renews until stopped or lost. Returns the sender a Stop brought, when it received one;
-/// a Stop still queued is left for `park_loop`.
+/// Renews until stopped or lost (`None` either way); a Stop still queued is left for
+/// `park_loop`.
 ///
 /// A round that finds the hold on a quorum of nodes extends its validity. A round that
 /// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
 /// which too few nodes still have it, whatever the failed ones would say, loses it at once.
-fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
+fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<()> {
     let client = job.client.upgrade()?;
     let lease = client.config.lease;
     let interval = client.config.renew_interval();
@@ -145,8 +153,10 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<Sender<Command>> {
     loop {
         match rx.recv_deadline(next) {
             Err(RecvTimeoutError::Timeout) => {}
-            Ok(Command::Stop(tx)) => return Some(tx),
-            Ok(Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => return None,
+            // A Start never comes first: a worker is handed one only after its Stop.
+            Ok(Command::Stop | Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => {
+                return None;
+            }
         }
         let client = job.client.upgrade()?;
         // A release runs under the same lock; once it has begun, a Stop is queued.

@@ -138,27 +138,18 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
         guard.unlock().unwrap();
     }
 
-    // Released, the threads park, each when it gets to it. From then on a holding is
-    // served by a parked thread: an acquisition starts no thread at all. (One that comes
-    // before any has parked starts one, so try until one does not.)
-    let mut acquisitions = 0;
-    let reused = eventually(Duration::from_secs(10), || {
+    // A release lists its thread as parked at once: every later holding is served by a
+    // parked thread and starts none, however late the released threads are to notice.
+    for name in ["d", "e", "a", "d"] {
         let before = thread_ids();
-        let guard = client.lock("d").lock().unwrap();
+        client.lock(name).lock().unwrap().unlock().unwrap();
         let started = thread_ids().difference(&before).count();
-        guard.unlock().unwrap();
-        acquisitions += 1;
-        started == 0
-    });
-    assert!(
-        reused,
-        "every one of {acquisitions} holdings started a thread"
-    );
-    // The last acquisition found a parked thread; each before it started one at most.
-    let found_none_parked = acquisitions - 1;
-    assert!(
-        watchdog_threads() <= 3 + found_none_parked,
-        "more threads than holdings that found none parked"
+        assert_eq!(started, 0, "holding {name} started a thread");
+    }
+    assert_eq!(
+        watchdog_threads(),
+        3,
+        "the first three threads served them all"
     );
 
     drop(client);
