@@ -50,8 +50,9 @@ pub(crate) fn unlock_latch(key: &[u8], request: &str) -> Vec<u8> {
     .concat()
 }
 
-/// A fresh request id: 16 random bytes as 32 lowercase hex digits, as Redisson makes them.
-pub(crate) fn request_id() -> String {
+/// 16 bytes from the thread's CSPRNG as 32 lowercase hex digits: the shape of Redisson's
+/// request ids and of node-redlock's lock values. Used for both.
+pub(crate) fn random_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
@@ -76,19 +77,24 @@ mod tests {
         );
         assert_eq!(channel(b"a{b"), b"redisson_lock__channel:a{b");
         assert_eq!(
+            fence_counter(b"{user1}:lock"),
+            b"redisson_lock_token:{user1}:lock"
+        );
+        assert_eq!(fence_counter(b"orders"), b"redisson_lock_token:{orders}");
+        assert_eq!(
             unlock_latch(b"{user1}:lock", "ab"),
             b"redisson_unlock_latch:{user1}:lock:ab"
         );
     }
 
     #[test]
-    fn request_ids_are_32_hex_digits_and_differ() {
-        let id = request_id();
+    fn random_ids_are_32_hex_digits_and_differ() {
+        let id = random_id();
         assert_eq!(id.len(), 32);
         assert!(
             id.bytes()
                 .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
         );
-        assert_ne!(id, request_id());
+        assert_ne!(id, random_id());
     }
 }

@@ -164,7 +164,7 @@ impl<K: Kind> Lock<K> {
         let key = self.key()?;
         let inner = &self.client.inner;
         inner.check_process()?;
-        let latch = layout::unlock_latch(key, &layout::request_id());
+        let latch = layout::unlock_latch(key, &layout::random_id());
         let cmd = scripts::force_unlock(key, &self.name.channel, &latch, inner.config.latch_ttl());
         let nodes = &inner.nodes;
         let deleted = nodes

@@ -88,7 +88,7 @@ impl Node {
     /// the client's prefix), its channel and its latch.
     pub fn check(&self, probe_key: &[u8]) -> Result<()> {
         let channel = layout::channel(probe_key);
-        let latch = layout::unlock_latch(probe_key, &layout::request_id());
+        let latch = layout::unlock_latch(probe_key, &layout::random_id());
         let cmd = scripts::check(probe_key, &channel, &latch);
         let denied: Vec<String> = self
             .direct

@@ -314,7 +314,7 @@ impl<K: Hashed> Lock<K> {
     /// The release script for one call, with a latch of its own: a retry of this command
     /// after a lost reply reports the first attempt's release instead of "not ours".
     fn release_cmd(&self, key: &[u8], field: &str, held: u32, lease: Duration) -> redis::Cmd {
-        let latch = layout::unlock_latch(key, &layout::request_id());
+        let latch = layout::unlock_latch(key, &layout::random_id());
         let latch_ttl = self.client.inner.config.latch_ttl();
         scripts::release(
             key,

@@ -52,7 +52,7 @@ impl Machinery for Token {
         let inner = &lock.client.inner;
         let nodes = &inner.nodes;
         let key = lock.key()?;
-        let token = new_token();
+        let token = layout::random_id();
         let script_lease = lease.unwrap_or(inner.config.lease);
         let mut cmd = Cmd::with_capacity(6, key.len() + 64);
         cmd.arg("SET")
@@ -167,11 +167,6 @@ impl LockGuard<Token> {
     }
 }
 
-/// 16 bytes from the thread's CSPRNG as 32 hex digits, as node-redlock makes its values.
-fn new_token() -> String {
-    format!("{:032x}", rand::random::<u128>())
-}
-
 fn acquired(
     lock: &Lock<Token>,
     lease: Option<Duration>,
@@ -260,7 +255,7 @@ fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
 
 fn release_cmd(lock: &Lock<Token>, token: &str) -> Result<Cmd> {
     let key = lock.key()?;
-    let latch = layout::unlock_latch(key, &layout::request_id());
+    let latch = layout::unlock_latch(key, &layout::random_id());
     let latch_ttl = lock.client.inner.config.latch_ttl();
     Ok(scripts::token_release(
         key,
