@@ -6,12 +6,11 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::kind::{Attempt, sealed::Machinery};
+use crate::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout;
-use crate::lock::Lock;
-use crate::reentrant::{Grant, Hashed};
+use crate::reentrant::{self, Grant, Hashed};
 use crate::scripts;
+use crate::target::Target;
 
 /// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
 /// re-entries included, also takes a fencing token, [`LockGuard::token`], from a counter at
@@ -24,6 +23,8 @@ use crate::scripts;
 /// paused past its lease: see the README. Fencing needs one counter, so a fenced lock on a
 /// Redlock client (several independent masters) refuses every call with
 /// [`Error::Unsupported`].
+///
+/// Its guards carry the token: [`LockGuard::token`](crate::LockGuard::token).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fenced;
 
@@ -32,26 +33,26 @@ impl Machinery for Fenced {
     type Affinity = *const ();
 
     fn attempt(
-        lock: &Lock<Self>,
+        target: &Target,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<Self>> {
-        if lock.client.inner.nodes.list().len() > 1 {
+    ) -> Result<Attempt<u64>> {
+        if target.shared.nodes().list().len() > 1 {
             return Err(Error::Unsupported {
-                lock: lock.name().to_owned(),
+                lock: target.name().to_owned(),
                 reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
             });
         }
-        lock.take(lease, limit)
+        reentrant::take::<Self>(target, lease, limit)
     }
 
-    fn release(guard: &LockGuard<Self>) -> Result<()> {
-        guard.lock.release(&guard.holding, guard.watched)
+    fn release(target: &Target, hold: &Hold<u64>) -> Result<()> {
+        reentrant::release(target, &hold.holding, hold.watched)
     }
 }
 
 impl Hashed for Fenced {
-    fn acquire_cmd(_: &Lock<Self>, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::fenced_acquire(key, &layout::fence_counter(key), lease, field, held)
     }
 
@@ -68,14 +69,5 @@ impl Hashed for Fenced {
 
     fn held(token: Option<u64>) -> u64 {
         token.unwrap_or_default()
-    }
-}
-
-impl LockGuard<Fenced> {
-    /// This hold's fencing token: greater than every token issued before it for this lock.
-    /// Hand it to the resource with each write; the resource refuses a token lower than one
-    /// it has already seen.
-    pub fn token(&self) -> u64 {
-        self.held
     }
 }

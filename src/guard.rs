@@ -2,14 +2,14 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::holds::Holding;
-use crate::kind::Kind;
+use crate::fenced::Fenced;
+use crate::kind::{Hold, Kind};
 use crate::lock::Lock;
 use crate::reentrant::Reentrant;
+use crate::token::{self, Token};
 
 /// One hold of a [`Lock`]; dropping it gives the hold back.
 ///
@@ -30,22 +30,17 @@ use crate::reentrant::Reentrant;
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard<K: Kind = Reentrant> {
-    pub(crate) lock: Lock<K>,
-    pub(crate) holding: Arc<Holding>,
-    pub(crate) watched: bool,
-    /// What the kind keeps per hold, such as its token.
-    pub(crate) held: K::Held,
+    lock: Lock<K>,
+    hold: Hold<K::Held>,
     released: bool,
     _affinity: PhantomData<K::Affinity>,
 }
 
 impl<K: Kind> LockGuard<K> {
-    pub(crate) fn new(lock: Lock<K>, holding: Arc<Holding>, watched: bool, held: K::Held) -> Self {
+    pub(crate) fn new(lock: Lock<K>, hold: Hold<K::Held>) -> Self {
         LockGuard {
             lock,
-            holding,
-            watched,
-            held,
+            hold,
             released: false,
             _affinity: PhantomData,
         }
@@ -58,7 +53,7 @@ impl<K: Kind> LockGuard<K> {
     /// their lease runs out; they are no longer renewed.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        K::release(&self)
+        K::release(&self.lock.target, &self.hold)
     }
 
     /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
@@ -68,7 +63,7 @@ impl<K: Kind> LockGuard<K> {
     /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
     /// can vanish between two renewals.
     pub fn is_lost(&self) -> bool {
-        self.holding.is_lost()
+        self.hold.holding.is_lost()
     }
 
     /// Until when the lock is surely held: the last acquisition or renewal that reached a
@@ -76,12 +71,12 @@ impl<K: Kind> LockGuard<K> {
     /// Check it before a side effect that must not happen without the lock; past it, the
     /// lock may have expired and been taken by someone else.
     pub fn valid_until(&self) -> Instant {
-        self.holding.valid_until()
+        self.hold.holding.valid_until()
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).
     pub fn is_watched(&self) -> bool {
-        self.watched
+        self.hold.watched
     }
 
     /// The lock this guard holds.
@@ -90,12 +85,36 @@ impl<K: Kind> LockGuard<K> {
     }
 }
 
+impl LockGuard<Fenced> {
+    /// This hold's fencing token: greater than every token issued before it for this lock.
+    /// Hand it to the resource with each write; the resource refuses a token lower than one
+    /// it has already seen.
+    pub fn token(&self) -> u64 {
+        self.hold.held
+    }
+}
+
+impl LockGuard<Token> {
+    /// The token this hold is stored under: the value of the lock's key.
+    pub fn token(&self) -> &str {
+        self.hold.held.token()
+    }
+
+    /// Sets the hold's remaining lease to `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)), if the key still holds this guard's token (on a
+    /// quorum of nodes). Returns [`Error::Lost`](crate::Error::Lost) when it no longer does.
+    /// On a hold the watchdog renews, the next renewal sets the client's lease again.
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        token::extend(&self.lock.target, &self.hold, lease)
+    }
+}
+
 impl<K: Kind> Drop for LockGuard<K> {
     fn drop(&mut self) {
         if self.released {
             return;
         }
-        if let Err(err) = K::release(self) {
+        if let Err(err) = K::release(&self.lock.target, &self.hold) {
             log::warn!(
                 "releasing lock {:?} on drop failed: {err}",
                 self.lock.name()
@@ -108,7 +127,7 @@ impl<K: Kind> fmt::Debug for LockGuard<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())
-            .field("watched", &self.watched)
+            .field("watched", &self.hold.watched)
             .field("lost", &self.is_lost())
             .finish()
     }

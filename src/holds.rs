@@ -1,4 +1,5 @@
-//! What this process holds: per lock key and thread, the hold count and its watchdog.
+//! What a client holds of its reentrant locks: per lock key and thread, the hold count and
+//! its watchdog.
 //!
 //! Redis is the truth; this table mirrors this client's own fields so that a release knows
 //! which lease to leave behind, when to stop the watchdog, and whether a guard still refers
@@ -6,88 +7,149 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::watchdog::Ticket;
+use crate::holding::Holding;
+use crate::workers::Ticket;
 
 /// A lock key and the owning thread's number.
 pub(crate) type HoldId = (Arc<[u8]>, u64);
 
-/// One uninterrupted holding of a lock by one thread: from the first hold to the last
-/// release, or until it is found lost. Guards keep it to tell whether they still belong.
-#[derive(Debug)]
-pub(crate) struct Holding {
-    lost: AtomicBool,
-    valid_until: Mutex<Instant>,
-    /// Held by the watchdog for a renewal round and by a release while it runs, so that a
-    /// late renewal cannot put back a hold that the release just deleted.
-    pub round: Mutex<()>,
-}
-
-impl Default for Holding {
-    fn default() -> Self {
-        Holding {
-            lost: AtomicBool::new(false),
-            valid_until: Mutex::new(Instant::now()),
-            round: Mutex::new(()),
-        }
-    }
-}
-
-impl Holding {
-    pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
-    }
-
-    /// Marks the holding lost; true the first time.
-    pub fn mark_lost(&self) -> bool {
-        !self.lost.swap(true, Ordering::AcqRel)
-    }
-
-    /// Until when the lock is surely held, as of the last acquisition or renewal.
-    pub fn valid_until(&self) -> Instant {
-        *self.valid_until.lock()
-    }
-
-    pub fn set_valid_until(&self, until: Instant) {
-        *self.valid_until.lock() = until;
-    }
-}
-
-/// Until when a lease granted by a command sent at `sent` surely lasts: the lease less the
-/// allowance for clock drift between this process and the nodes (1% of the lease + 2 ms, as
-/// the Redlock description in the Redis documentation suggests). `None` if nothing is left.
-pub(crate) fn validity_end(sent: Instant, lease: Duration) -> Option<Instant> {
-    let drift = lease / 100 + Duration::from_millis(2);
-    lease.checked_sub(drift).map(|validity| sent + validity)
+/// The table of one client.
+#[derive(Default)]
+pub(crate) struct Holds {
+    table: Mutex<HashMap<HoldId, Hold>>,
 }
 
 /// The local state of one holding.
-pub(crate) struct Hold {
+struct Hold {
     /// Holds taken and not yet released; equals the hash field's value.
-    pub count: u32,
+    count: u32,
     /// How many of them were taken without an explicit lease (watchdog-backed).
-    pub watched: u32,
+    watched: u32,
     /// Lease left on the key when only explicit-lease holds remain.
-    pub lease: Duration,
+    lease: Duration,
     /// Runs while `watched > 0`; dropping it stops the renewals.
-    pub watchdog: Option<Ticket>,
-    pub holding: Arc<Holding>,
+    watchdog: Option<Ticket>,
+    holding: Arc<Holding>,
 }
 
-impl Hold {
-    pub fn new(lease: Duration) -> Self {
-        Hold {
+/// What a release must do: the owner's count before it and the lease to leave on the holds
+/// that remain.
+pub(crate) struct Release {
+    pub held: u32,
+    pub lease: Duration,
+}
+
+impl Holds {
+    /// How many holds `id` has, and whether the watchdog renews them.
+    pub fn state(&self, id: &HoldId) -> (u32, bool) {
+        self.table
+            .lock()
+            .get(id)
+            .map_or((0, false), |hold| (hold.count, hold.watched > 0))
+    }
+
+    /// The current holding of `id`, if any.
+    pub fn holding(&self, id: &HoldId) -> Option<Arc<Holding>> {
+        self.table.lock().get(id).map(|hold| hold.holding.clone())
+    }
+
+    /// Records one more hold of `id`, valid until `valid_until`, taken with an explicit
+    /// `lease` or (`None`) watched; `watch` starts the watchdog for the first watched hold.
+    /// When it fails, nothing is recorded, and the holding is returned with the error for
+    /// the caller to give back.
+    pub fn add(
+        &self,
+        id: &HoldId,
+        lease: Option<Duration>,
+        default_lease: Duration,
+        valid_until: Instant,
+        watch: impl FnOnce(&Arc<Holding>) -> std::io::Result<Ticket>,
+    ) -> Result<Arc<Holding>, (Arc<Holding>, std::io::Error)> {
+        let mut table = self.table.lock();
+        let hold = table.entry(id.clone()).or_insert_with(|| Hold {
             count: 0,
             watched: 0,
-            lease,
+            lease: default_lease,
             watchdog: None,
-            holding: Arc::default(),
+            holding: Arc::new(Holding::new(valid_until)),
+        });
+        let holding = hold.holding.clone();
+        if lease.is_none() && hold.watchdog.is_none() {
+            match watch(&holding) {
+                Ok(ticket) => hold.watchdog = Some(ticket),
+                Err(err) => {
+                    if hold.count == 0 {
+                        table.remove(id);
+                    }
+                    return Err((holding, err));
+                }
+            }
         }
+        hold.count += 1;
+        match lease {
+            Some(lease) => hold.lease = lease,
+            None => hold.watched += 1,
+        }
+        holding.set_valid_until(valid_until);
+        Ok(holding)
+    }
+
+    /// Takes one hold of `holding` off the table, stopping the watchdog with the last
+    /// watched one. `None` when `holding` is no longer the current holding of `id`.
+    pub fn release(
+        &self,
+        id: &HoldId,
+        holding: &Arc<Holding>,
+        watched: bool,
+        default_lease: Duration,
+    ) -> Option<Release> {
+        let mut table = self.table.lock();
+        let hold = table
+            .get_mut(id)
+            .filter(|hold| Arc::ptr_eq(&hold.holding, holding))?;
+        let held = hold.count;
+        hold.count -= 1;
+        if watched {
+            hold.watched -= 1;
+            if hold.watched == 0 {
+                hold.watchdog = None;
+            }
+        }
+        let lease = match hold.watched {
+            0 => hold.lease,
+            _ => default_lease,
+        };
+        if hold.count == 0 {
+            table.remove(id);
+        }
+        Some(Release { held, lease })
+    }
+
+    /// How many holds `id` has (0 when none).
+    pub fn count(&self, id: &HoldId) -> u32 {
+        self.table.lock().get(id).map_or(0, |hold| hold.count)
+    }
+
+    /// Removes whatever holding `id` has; returns it.
+    pub fn remove(&self, id: &HoldId) -> Option<Arc<Holding>> {
+        let removed = self.table.lock().remove(id);
+        removed.map(|hold| hold.holding.clone())
+    }
+
+    /// Removes `holding` if it is still the current one of `id` and, with `watched`, if its
+    /// watchdog still runs; true if it was removed.
+    pub fn forget(&self, id: &HoldId, holding: &Arc<Holding>, watched: bool) -> bool {
+        let mut table = self.table.lock();
+        let current = table.get(id).is_some_and(|hold| {
+            Arc::ptr_eq(&hold.holding, holding) && (!watched || hold.watchdog.is_some())
+        });
+        let removed = current.then(|| table.remove(id));
+        drop(table);
+        drop(removed); // stops the renewals, outside the table's lock
+        current
     }
 }
-
-pub(crate) type Holds = HashMap<HoldId, Hold>;

@@ -1,15 +1,17 @@
 //! The seam between the lock machine and the kinds of lock.
 //!
-//! A kind says how one attempt takes a hold on every node, how a guard gives it back, what a
+//! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
 //! guard carries, and whether a guard may move to another thread. Everything else — the
-//! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, leases
-//! and the watchdog, loss reporting — is written once, in `lock`, `guard` and `watchdog`.
+//! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, guards,
+//! loss reporting — is written once, in `lock`, `acquire` and `guard`, and the watchdog in
+//! `watchdog`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::lock::Lock;
+use crate::holding::Holding;
+use crate::target::Target;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced) or
 /// [`Token`](crate::Token). The trait is sealed; its machinery is internal.
@@ -17,9 +19,18 @@ pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}
 
+/// One hold, as a guard keeps it.
+pub struct Hold<H> {
+    pub(crate) holding: Arc<Holding>,
+    /// Whether the watchdog renews it (taken without an explicit lease).
+    pub(crate) watched: bool,
+    /// What the kind keeps per hold, such as its token.
+    pub(crate) held: H,
+}
+
 /// What one attempt on every node came to.
-pub enum Attempt<K: Kind> {
-    Acquired(LockGuard<K>),
+pub enum Attempt<H> {
+    Acquired(Hold<H>),
     /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
     /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
@@ -44,12 +55,12 @@ pub(crate) mod sealed {
 
         /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
         fn attempt(
-            lock: &Lock<Self>,
+            target: &Target,
             lease: Option<Duration>,
             limit: Option<Instant>,
-        ) -> Result<Attempt<Self>>;
+        ) -> Result<Attempt<Self::Held>>;
 
-        /// Gives back the hold of `guard`.
-        fn release(guard: &LockGuard<Self>) -> Result<()>;
+        /// Gives `hold` back.
+        fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
     }
 }

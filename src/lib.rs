@@ -77,34 +77,52 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod client;
+// Layers, each using only those above it: settings and names; transport (node, pool,
+// notify, pubsub) and quorum arithmetic; the shared state of a client and its watchdog;
+// the lock kinds; the lock machine (lock, acquire, guard); the client API.
 mod config;
 mod error;
-mod fenced;
-mod guard;
-mod holds;
-mod kind;
 mod layout;
-mod lock;
-mod node;
-mod notify;
+mod lost;
 mod owner;
-mod pool;
-mod pubsub;
-mod reentrant;
 mod retry;
 mod scripts;
 mod stats;
-mod token;
-mod watchdog;
 
-pub use client::{LockClient, LockLost};
-pub use config::{LockClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
+mod node;
+mod notify;
+mod pool;
+mod pubsub;
+mod quorum;
+
+mod holding;
+mod holds;
+mod shared;
+mod target;
+mod watchdog;
+mod workers;
+
+mod fenced;
+mod kind;
+mod reentrant;
+mod token;
+
+mod acquire;
+mod guard;
+mod lock;
+
+mod builder;
+mod client;
+
+pub use builder::LockClientBuilder;
+pub use client::LockClient;
+pub use config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use error::{Error, NodeError, Result};
 pub use fenced::Fenced;
 pub use guard::LockGuard;
 pub use kind::Kind;
 pub use lock::Lock;
+pub use lost::LockLost;
 pub use reentrant::Reentrant;
 pub use stats::Stats;
 pub use token::Token;

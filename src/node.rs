@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::error::{Error, NodeError, Result};
 use crate::notify::{Notifier, Settings};
 use crate::pool::{Conn, Manager};
-use crate::{layout, scripts};
+use crate::{layout, quorum, scripts};
 
 type Pooled = r2d2::PooledConnection<Manager>;
 
@@ -244,7 +244,7 @@ impl Nodes {
 
     /// N/2 + 1 of the configured N, reachable or not.
     pub fn quorum(&self) -> usize {
-        self.list.len() / 2 + 1
+        quorum::quorum(self.list.len())
     }
 
     /// Runs `cmd` on every node at once; one result per node, in order. The whole call,
@@ -313,9 +313,27 @@ impl Nodes {
     /// The value a quorum agrees on at least: the quorum-th largest answer. With one node,
     /// its answer.
     pub fn agreed<T: Ord + Copy>(&self, results: Vec<Result<T>>) -> Result<T> {
-        let mut answers = self.answers(results)?;
-        answers.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(answers[self.quorum() - 1])
+        let (answers, failed) = self.split(results);
+        quorum::agreed(answers, self.list.len()).ok_or_else(|| self.no_quorum(failed))
+    }
+
+    /// The result of a release that a quorum confirmed on `released` nodes: an error naming
+    /// the nodes that did not answer, if any.
+    pub fn partial_release(
+        &self,
+        released: usize,
+        failed: Vec<NodeError>,
+        lock: &str,
+    ) -> Result<()> {
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(Error::PartialRelease {
+            lock: lock.to_owned(),
+            released,
+            of: self.list.len(),
+            failed,
+        })
     }
 
     /// The error for too few answers: with one node, that node's own error.

@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{Cmd, Connection, RedisResult, Script};
+use redis::{Cmd, Connection, FromRedisValue, ParsingError, RedisResult, Script, Value};
 
 /// The message Redisson publishes on a lock's channel when its last hold goes.
 const UNLOCK_MESSAGE: &str = "0";
@@ -32,8 +32,47 @@ static TOKEN_RENEW: LazyLock<Script> =
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
 
-/// The renew reply for a hold put back on a node that had lost the key.
-pub(crate) const RESTORED: i64 = 2;
+/// What a renewal found on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// The hold was there; its lease was extended.
+    Kept,
+    /// The key was gone and the hold was put back.
+    Restored,
+    /// The hold is gone.
+    Gone,
+}
+
+impl FromRedisValue for Renewed {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        Ok(match i64::from_redis_value(value)? {
+            1 => Renewed::Kept,
+            2 => Renewed::Restored,
+            _ => Renewed::Gone,
+        })
+    }
+}
+
+/// What a release did on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The hold was not the caller's (any more); nothing changed.
+    NotOurs,
+    /// One hold was given back and others remain.
+    Kept,
+    /// The key was deleted, by this call or by an earlier attempt of it.
+    Deleted,
+}
+
+impl FromRedisValue for Released {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        Ok(match Option::<i64>::from_redis_value(value)? {
+            None => Released::NotOurs,
+            Some(0) => Released::Kept,
+            Some(_) => Released::Deleted,
+        })
+    }
+}
 
 /// Take one hold of a reentrant lock for `field`, who believes it has `held` holds already.
 /// Replies nil (taken), [`FRESH`] (taken, earlier holds gone), the key's PTTL (busy), or the
@@ -59,8 +98,8 @@ pub(crate) fn fenced_acquire(
 }
 
 /// Give back one of `field`'s `held` holds, leaving `lease` on the ones that remain; the
-/// last one publishes on `channel` and leaves `latch` for `latch_ttl`. Replies nil (not
-/// ours), 0 (still held) or 1 (deleted, now or by an earlier attempt of the same call).
+/// last one publishes on `channel` and leaves `latch` for `latch_ttl`. Replies
+/// [`Released`].
 pub(crate) fn release(
     key: &[u8],
     channel: &[u8],
@@ -80,7 +119,7 @@ pub(crate) fn release(
 }
 
 /// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the
-/// key is gone. Replies 1 (renewed), [`RESTORED`] or 0 (gone).
+/// key is gone. Replies [`Renewed`].
 pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> Cmd {
     let mut cmd = evalsha(&RENEW, &[key]);
     cmd.arg(millis(lease)).arg(field).arg(restore);
@@ -107,7 +146,7 @@ pub(crate) fn token_probe(key: &[u8]) -> Cmd {
 }
 
 /// Release a token lock if the key holds `token`, publishing on `channel` and leaving
-/// `latch`. Replies 1 (released, now or by an earlier attempt of the call) or 0 (not ours).
+/// `latch`. Replies [`Released`]: deleted or not ours.
 pub(crate) fn token_release(
     key: &[u8],
     channel: &[u8],
@@ -121,7 +160,7 @@ pub(crate) fn token_release(
 }
 
 /// Extend a token lock that holds `token` to `lease`; with `restore`, put it back where the
-/// key is gone. Replies 1 (renewed), [`RESTORED`] or 0 (gone).
+/// key is gone. Replies [`Renewed`].
 pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: bool) -> Cmd {
     let mut cmd = evalsha(&TOKEN_RENEW, &[key]);
     cmd.arg(token).arg(millis(lease)).arg(u8::from(restore));

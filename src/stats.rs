@@ -15,16 +15,25 @@ pub struct Stats {
     pub locks_lost: u64,
 }
 
+/// The live counters behind [`Stats`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub renewals: AtomicU64,
-    pub renewal_failures: AtomicU64,
-    pub locks_lost: AtomicU64,
+    renewals: AtomicU64,
+    renewal_failures: AtomicU64,
+    locks_lost: AtomicU64,
 }
 
 impl Counters {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    pub fn renewed(&self) {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn renewal_failed(&self) {
+        self.renewal_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn lost(&self) {
+        self.locks_lost.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> Stats {

@@ -7,15 +7,17 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Cmd;
 
-use crate::client::Inner;
+use crate::config::check_lease;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::holds::{Holding, validity_end};
-use crate::kind::{Attempt, sealed::Machinery};
+use crate::holding::Holding;
+use crate::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout;
-use crate::lock::Lock;
-use crate::scripts::{self, millis};
-use crate::watchdog::{self, Job, Renewal, Ticket};
+use crate::quorum::{Grants, Outcome, Tally, Verdict, validity_end};
+use crate::scripts::{self, Released, Renewed, millis};
+use crate::shared::Shared;
+use crate::target::Target;
+use crate::watchdog::{self, Job, Renewal};
+use crate::workers::Ticket;
 
 /// The token kind: the lock is a Redis string holding its owner's token, set with `SET key
 /// token NX PX lease`, the layout redis-py's `Lock`, redsync and node-redlock use, so a
@@ -45,15 +47,15 @@ impl Machinery for Token {
     const POLLS: bool = true;
 
     fn attempt(
-        lock: &Lock<Self>,
+        target: &Target,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<Self>> {
-        let inner = &lock.client.inner;
-        let nodes = &inner.nodes;
-        let key = lock.key()?;
+    ) -> Result<Attempt<TokenHeld>> {
+        let shared = &target.shared;
+        let nodes = shared.nodes();
+        let key = target.key()?;
         let token = layout::random_id();
-        let script_lease = lease.unwrap_or(inner.config.lease);
+        let script_lease = lease.unwrap_or(shared.config().lease);
         let mut cmd = Cmd::with_capacity(6, key.len() + 64);
         cmd.arg("SET")
             .arg(key)
@@ -64,166 +66,161 @@ impl Machinery for Token {
         let sent = Instant::now();
         let (answers, failed) = nodes.split(nodes.run_all::<Option<String>>(&cmd, limit));
         let elapsed = sent.elapsed();
-        let granted = answers.iter().filter(|reply| reply.is_some()).count();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
-        let quorum = nodes.quorum();
-        if granted >= quorum
-            && let Some(valid_until) = valid_until
-        {
-            return acquired(lock, lease, token, sent, valid_until);
+        let grants = Grants {
+            kept: answers.iter().filter(|reply| reply.is_some()).count(),
+            fresh: 0,
+            failed: failed.len(),
+            of: nodes.list().len(),
+            reentry: false,
+            valid: valid_until.is_some(),
+        };
+        let outcome = grants.outcome();
+        if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
+            return acquired(target, lease, token, sent, valid_until);
         }
-        if granted > 0 || failed.iter().any(|f| f.error.may_have_run()) {
-            give_back(lock, &token, limit);
+        if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
+            give_back(target, &token, limit);
         }
-        if nodes.list().len() - failed.len() < quorum {
-            return Err(nodes.no_quorum(failed).with_lock(lock.name()));
-        }
-        if granted >= quorum {
-            return Ok(Attempt::Retry(Error::ValidityExhausted {
-                lock: lock.name().to_owned(),
+        match outcome {
+            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: target.name().to_owned(),
                 elapsed,
                 lease: script_lease,
-            }));
+            })),
+            _ => busy(target, limit),
         }
-        busy(lock, limit)
     }
 
-    fn release(guard: &LockGuard<Self>) -> Result<()> {
-        let lock = &guard.lock;
-        let inner = &lock.client.inner;
-        inner.check_process()?;
-        if guard.holding.is_lost() {
-            return Err(lock.lost());
+    fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
+        target.begin()?;
+        if hold.holding.is_lost() {
+            return Err(target.lost());
         }
-        // Stops the renewals; a renewal already on its way finishes first (`round`).
-        drop(guard.held.watchdog.lock().take());
-        let nodes = &inner.nodes;
-        let round = guard.holding.round.lock();
-        let (answers, failed) =
-            nodes.split(nodes.run_all::<i64>(&release_cmd(lock, &guard.held.token)?, None));
-        drop(round);
-        let released = answers.iter().filter(|&&reply| reply == 1).count();
-        let not_ours = answers.len() - released;
-        let quorum = nodes.quorum();
-        if released >= quorum {
-            if failed.is_empty() {
-                return Ok(());
+        // Stops the renewals; a renewal already on its way finishes first.
+        drop(hold.held.watchdog.lock().take());
+        let nodes = target.shared.nodes();
+        let cmd = release_cmd(target, &hold.held.token)?;
+        let (answers, failed) = hold
+            .holding
+            .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
+        let tally = Tally {
+            yes: answers.iter().filter(|&&r| r == Released::Deleted).count(),
+            failed: failed.len(),
+            of: nodes.list().len(),
+        };
+        match tally.verdict() {
+            Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
+            Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Verdict::No => {
+                target
+                    .shared
+                    .report_lost(target.name(), &hold.holding, None);
+                Err(target.lost())
             }
-            return Err(Error::PartialRelease {
-                lock: lock.name().to_owned(),
-                released,
-                of: nodes.list().len(),
-                failed,
-            });
         }
-        if not_ours <= nodes.list().len() - quorum {
-            return Err(nodes.no_quorum(failed).with_lock(lock.name()));
-        }
-        inner.report_lost(lock.name(), &guard.holding, None);
-        Err(lock.lost())
     }
 }
 
-impl LockGuard<Token> {
-    /// The token this hold is stored under: the value of the lock's key.
-    pub fn token(&self) -> &str {
-        &self.held.token
+impl TokenHeld {
+    pub(crate) fn token(&self) -> &str {
+        &self.token
     }
+}
 
-    /// Sets the hold's remaining lease to `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
-    /// [`MAX_LEASE`](crate::MAX_LEASE)), if the key still holds this guard's token (on a
-    /// quorum of nodes). Returns [`Error::Lost`] when it no longer does. On a hold the
-    /// watchdog renews, the next renewal sets the client's lease again.
-    pub fn extend(&self, lease: Duration) -> Result<()> {
-        let lock = &self.lock;
-        crate::config::check_lease(lease).map_err(|reason| Error::InvalidArgument {
-            lock: lock.name().to_owned(),
-            argument: "lease",
-            reason,
-        })?;
-        let inner = &lock.client.inner;
-        inner.check_process()?;
-        if self.holding.is_lost() {
-            return Err(lock.lost());
-        }
-        let nodes = &inner.nodes;
-        let cmd = scripts::token_renew(lock.key()?, &self.held.token, lease, false);
-        let round = self.holding.round.lock();
+/// Sets `hold`'s remaining lease to `lease` if the key still holds its token on a quorum of
+/// nodes; [`Error::Lost`] when it no longer does.
+pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -> Result<()> {
+    check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
+    let key = target.begin()?;
+    if hold.holding.is_lost() {
+        return Err(target.lost());
+    }
+    let nodes = target.shared.nodes();
+    let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
+    let (sent, (answers, failed)) = hold.holding.exclusively(|| {
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<i64>(&cmd, None));
-        drop(round);
-        let kept = answers.iter().filter(|&&reply| reply == 1).count();
-        if kept >= nodes.quorum() {
+        (sent, nodes.split(nodes.run_all::<Renewed>(&cmd, None)))
+    });
+    let tally = Tally {
+        yes: answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+        failed: failed.len(),
+        of: nodes.list().len(),
+    };
+    match tally.verdict() {
+        Verdict::Yes => {
             if let Some(until) = validity_end(sent, lease) {
-                self.holding.set_valid_until(until);
+                hold.holding.set_valid_until(until);
             }
-            return Ok(());
+            Ok(())
         }
-        if kept + failed.len() >= nodes.quorum() {
-            return Err(nodes.no_quorum(failed).with_lock(lock.name()));
+        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+        Verdict::No => {
+            target
+                .shared
+                .report_lost(target.name(), &hold.holding, None);
+            Err(target.lost())
         }
-        inner.report_lost(lock.name(), &self.holding, None);
-        Err(lock.lost())
     }
 }
 
 fn acquired(
-    lock: &Lock<Token>,
+    target: &Target,
     lease: Option<Duration>,
     token: String,
     sent: Instant,
     valid_until: Instant,
-) -> Result<Attempt<Token>> {
-    let inner = &lock.client.inner;
-    let holding = Arc::new(Holding::default());
-    holding.set_valid_until(valid_until);
+) -> Result<Attempt<TokenHeld>> {
+    let holding = Arc::new(Holding::new(valid_until));
     let mut ticket = None;
     if lease.is_none() {
         let job = Job {
-            client: Arc::downgrade(inner),
-            name: lock.name().to_owned(),
+            name: target.name().to_owned(),
             holding: holding.clone(),
             since: sent,
             renewal: Box::new(Renew {
-                key: lock.name.key.clone(),
+                key: target.shared_key(),
                 token: token.clone(),
             }),
         };
-        match watchdog::start(&inner.parked, inner.config.watchdog_stack_size, job) {
+        match watchdog::start(&target.shared, job) {
             Ok(started) => ticket = Some(started),
             Err(source) => {
-                give_back(lock, &token, None);
+                give_back(target, &token, None);
                 return Err(Error::Watchdog {
-                    lock: lock.name().to_owned(),
+                    lock: target.name().to_owned(),
                     source,
                 });
             }
         }
     }
-    let held = TokenHeld {
-        token,
-        watchdog: Mutex::new(ticket),
-    };
-    Ok(Attempt::Acquired(LockGuard::new(
-        lock.clone(),
+    Ok(Attempt::Acquired(Hold {
         holding,
-        lease.is_none(),
-        held,
-    )))
+        watched: lease.is_none(),
+        held: TokenHeld {
+            token,
+            watchdog: Mutex::new(ticket),
+        },
+    }))
 }
 
 /// Deletes the key wherever it holds `token`, as after a failed attempt; failures are only
 /// logged, the lease cleans up after them.
-fn give_back(lock: &Lock<Token>, token: &str, limit: Option<Instant>) {
-    let nodes = &lock.client.inner.nodes;
-    let Ok(cmd) = release_cmd(lock, token) else {
+fn give_back(target: &Target, token: &str, limit: Option<Instant>) {
+    let nodes = target.shared.nodes();
+    let Ok(cmd) = release_cmd(target, token) else {
         return;
     };
-    for (node, result) in nodes.list().iter().zip(nodes.run_all::<i64>(&cmd, limit)) {
+    for (node, result) in nodes
+        .list()
+        .iter()
+        .zip(nodes.run_all::<Released>(&cmd, limit))
+    {
         if let Err(err) = result {
             log::warn!(
                 "giving back lock {:?} on {} failed: {err}",
-                lock.name(),
+                target.name(),
                 node.name
             );
         }
@@ -232,16 +229,16 @@ fn give_back(lock: &Lock<Token>, token: &str, limit: Option<Instant>) {
 
 /// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string, or
 /// another kind of lock.
-fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
-    let nodes = &lock.client.inner.nodes;
-    let cmd = scripts::token_probe(lock.key()?);
+fn busy(target: &Target, limit: Option<Instant>) -> Result<Attempt<TokenHeld>> {
+    let nodes = target.shared.nodes();
+    let cmd = scripts::token_probe(target.key()?);
     let (answers, _) = nodes.split(nodes.run_all::<(String, i64)>(&cmd, limit));
     if let Some((found, _)) = answers
         .iter()
         .find(|(kind, _)| kind != "string" && kind != "none")
     {
         return Err(Error::WrongKind {
-            lock: lock.name().to_owned(),
+            lock: target.name().to_owned(),
             found: layout::kind_of(found),
         });
     }
@@ -253,13 +250,13 @@ fn busy(lock: &Lock<Token>, limit: Option<Instant>) -> Result<Attempt<Token>> {
     Ok(Attempt::Busy(ttl))
 }
 
-fn release_cmd(lock: &Lock<Token>, token: &str) -> Result<Cmd> {
-    let key = lock.key()?;
+fn release_cmd(target: &Target, token: &str) -> Result<Cmd> {
+    let key = target.key()?;
     let latch = layout::unlock_latch(key, &layout::random_id());
-    let latch_ttl = lock.client.inner.config.latch_ttl();
+    let latch_ttl = target.shared.config().latch_ttl();
     Ok(scripts::token_release(
         key,
-        &lock.name.channel,
+        target.channel(),
         &latch,
         token,
         latch_ttl,
@@ -273,11 +270,11 @@ struct Renew {
 }
 
 impl Renewal for Renew {
-    fn command(&self, _: &Inner, lease: Duration, restore: bool) -> Cmd {
+    fn command(&self, _: &Shared, lease: Duration, restore: bool) -> Cmd {
         scripts::token_renew(&self.key, &self.token, lease, restore)
     }
 
-    fn forget(&self, _: &Inner, _: &Arc<Holding>) -> bool {
+    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
         // Only the guard's release stops a token hold's renewals, and the watchdog checks
         // for that before it calls a hold lost.
         true

@@ -1,27 +1,19 @@
-//! The watchdog: one OS thread per held lock, renewing its lease every renew interval.
-//!
-//! Threads are kept parked between holdings and reused, so taking a lock does not pay a
-//! thread spawn each time; a thread parked for [`IDLE_EXIT`] ends, and all parked threads end
-//! when the client goes away.
+//! The watchdog: while a hold taken without an explicit lease lasts, a thread of its own
+//! renews its lease every renew interval (see `workers` for the threads).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
-use parking_lot::Mutex;
-
-use crate::client::Inner;
-use crate::holds::{Holding, validity_end};
+use crate::error::NodeError;
+use crate::holding::Holding;
+use crate::quorum::{Tally, Verdict, validity_end};
 use crate::retry::Backoff;
+use crate::scripts::Renewed;
+use crate::shared::Shared;
+use crate::workers::{Stop, Ticket};
 
-/// How long a parked watchdog thread waits for a new holding before it ends.
-const IDLE_EXIT: Duration = Duration::from_secs(60);
-
-/// What one watchdog thread renews.
+/// What one watchdog renews.
 pub(crate) struct Job {
-    pub client: Weak<Inner>,
     pub name: String,
     pub holding: Arc<Holding>,
     /// When the acquire that began the holding was sent: the lease counts from there.
@@ -32,164 +24,116 @@ pub(crate) struct Job {
 
 /// What a lock kind tells the watchdog.
 pub(crate) trait Renewal: Send + Sync {
-    /// The renewal script for every node, replying 1 (renewed), 2 (put back) or 0 (gone).
-    /// With `restore`, a node that lost the key gets the hold back.
-    fn command(&self, inner: &Inner, lease: Duration, restore: bool) -> redis::Cmd;
+    /// The renewal script for every node. With `restore`, a node that lost the key gets
+    /// the hold back.
+    fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> redis::Cmd;
 
     /// Forgets the holding once its loss is found; false when it had already ended.
-    fn forget(&self, inner: &Inner, holding: &Arc<Holding>) -> bool;
+    fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
 }
 
-enum Command {
-    Start(Box<Job>),
-    /// Ends the current job. A worker is listed as parked right after its Stop is sent, so
-    /// a Start it is handed next always comes after that Stop on its channel.
-    Stop,
+/// Starts renewing `job` on a thread of the client's.
+pub(crate) fn start(shared: &Arc<Shared>, job: Job) -> std::io::Result<Ticket> {
+    let client = Arc::downgrade(shared);
+    shared
+        .workers()
+        .start(Box::new(move |stop| renew_loop(&client, &job, stop)))
 }
 
-/// The parked threads of one client, each behind the sender of its command channel.
-#[derive(Default)]
-pub(crate) struct Parked {
-    threads: Mutex<Vec<(u64, Sender<Command>)>>,
-}
-
-/// A running renewal. Dropping it stops the renewals and lists the worker as parked at
-/// once, so that the next holding reuses it without waiting for it to notice.
-pub(crate) struct Ticket {
-    worker: u64,
-    tx: Sender<Command>,
-    parked: Weak<Parked>,
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if self.tx.send(Command::Stop).is_ok()
-            && let Some(parked) = self.parked.upgrade()
-        {
-            parked.threads.lock().push((self.worker, self.tx.clone()));
-        }
-    }
-}
-
-/// Starts renewing `job` on a parked thread, or on a new one when none is parked.
-pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::io::Result<Ticket> {
-    let mut job = Box::new(job);
-    let weak = Arc::downgrade(parked);
-    while let Some((worker, tx)) = parked.threads.lock().pop() {
-        match tx.send(Command::Start(job)) {
-            Ok(()) => {
-                return Ok(Ticket {
-                    worker,
-                    tx,
-                    parked: weak,
-                });
-            }
-            Err(err) => match err.into_inner() {
-                Command::Start(returned) => job = returned,
-                Command::Stop => unreachable!("only a Start was sent"),
-            },
-        }
-    }
-    static NEXT_WORKER: AtomicU64 = AtomicU64::new(1);
-    let worker = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = unbounded();
-    let _ = tx.send(Command::Start(job)); // the receiver is right here
-    let parked = weak.clone();
-    thread::Builder::new()
-        .name("redmutex-watchdog".into())
-        .stack_size(stack_size)
-        .spawn(move || park_loop(worker, &rx, &parked))?;
-    Ok(Ticket {
-        worker,
-        tx,
-        parked: weak,
-    })
-}
-
-fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
-    loop {
-        match rx.recv_timeout(IDLE_EXIT) {
-            Ok(Command::Start(job)) => {
-                renew_loop(&job, rx);
-            }
-            // Already listed as parked by the ticket that sent it.
-            Ok(Command::Stop) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {
-                let Some(parked) = parked.upgrade() else {
-                    return;
-                };
-                let mut threads = parked.threads.lock();
-                // Still listed as parked: nobody can hand us a job any more, so end. Not
-                // listed: a Start is on its way, so wait for it.
-                if let Some(at) = threads.iter().position(|(id, _)| *id == worker) {
-                    threads.swap_remove(at);
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Renews until stopped or lost (`None` either way); a Stop still queued is left for
-/// `park_loop`.
+/// Renews until stopped or lost.
 ///
 /// A round that finds the hold on a quorum of nodes extends its validity. A round that
 /// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
 /// which too few nodes still have it, whatever the failed ones would say, loses it at once.
-fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<()> {
-    let client = job.client.upgrade()?;
-    let lease = client.config.lease;
-    let interval = client.config.renew_interval();
-    let quorum = client.nodes.quorum();
-    drop(client);
+fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
+    let Some(shared) = client.upgrade() else {
+        return;
+    };
+    let lease = shared.config().lease;
+    let interval = shared.config().renew_interval();
+    drop(shared);
     let fresh_backoff = || Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
 
     let mut next = job.since + interval;
     let mut backoff = fresh_backoff();
-    // Whether our own release stopped us; checked before any verdict of loss, since a
-    // release removes the field before this thread hears of it.
-    let stopped = || !rx.is_empty();
     loop {
-        match rx.recv_deadline(next) {
-            Err(RecvTimeoutError::Timeout) => {}
-            // A Start never comes first: a worker is handed one only after its Stop.
-            Ok(Command::Stop | Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => {
+        if !stop.sleep_until(next) {
+            return;
+        }
+        let Some(shared) = client.upgrade() else {
+            return;
+        };
+        // A release runs exclusively too; once it has begun, a stop is queued. That is
+        // checked before any verdict of loss, since a release removes the hold before this
+        // thread hears of it.
+        let Some((sent, tally, failed)) = job.holding.exclusively(|| {
+            if stop.is_stopped() {
                 return None;
             }
-        }
-        let client = job.client.upgrade()?;
-        // A release runs under the same lock; once it has begun, a Stop is queued.
-        let round = job.holding.round.lock();
-        if stopped() {
-            return None;
-        }
-        let sent = Instant::now();
-        let renewal = client.renew(&*job.renewal, lease);
-        drop(round);
-        if renewal.kept >= quorum {
-            if let Some(until) = validity_end(sent, lease) {
-                job.holding.set_valid_until(until);
-            }
-            next = sent + interval;
-            backoff = fresh_backoff();
-            continue;
-        }
+            let sent = Instant::now();
+            let (tally, failed) = round(&shared, &*job.renewal, lease);
+            Some((sent, tally, failed))
+        }) else {
+            return;
+        };
         let valid_until = job.holding.valid_until();
-        if renewal.kept + renewal.failed.len() < quorum || Instant::now() >= valid_until {
-            if !stopped() {
-                let error =
-                    (!renewal.failed.is_empty()).then(|| client.nodes.no_quorum(renewal.failed));
-                client.declare_lost(job, error);
+        match tally.verdict() {
+            Verdict::Yes => {
+                if let Some(until) = validity_end(sent, lease) {
+                    job.holding.set_valid_until(until);
+                }
+                next = sent + interval;
+                backoff = fresh_backoff();
+                continue;
             }
-            return None;
+            Verdict::Unknown if Instant::now() < valid_until => {
+                log::warn!(
+                    "renewing lock {:?} reached {} of {} nodes, retrying until its validity runs out",
+                    job.name,
+                    tally.yes,
+                    tally.of
+                );
+                next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
+            }
+            _ => {
+                if !stop.is_stopped() && job.renewal.forget(&shared, &job.holding) {
+                    let error = (!failed.is_empty()).then(|| shared.nodes().no_quorum(failed));
+                    shared.report_lost(&job.name, &job.holding, error);
+                }
+                return;
+            }
         }
-        log::warn!(
-            "renewing lock {:?} reached {} of {} nodes needed, retrying until its validity runs out",
-            job.name,
-            renewal.kept,
-            quorum
-        );
-        next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
     }
+}
+
+/// One renewal round on every node. When the hold is still there on a quorum but gone from
+/// some nodes (restarted empty), a second round puts it back where the key is free; a single
+/// node never gets it back.
+fn round(shared: &Shared, renewal: &dyn Renewal, lease: Duration) -> (Tally, Vec<NodeError>) {
+    let nodes = shared.nodes();
+    let run = |restore: bool| {
+        let cmd = renewal.command(shared, lease, restore);
+        nodes.split(nodes.run_all::<Renewed>(&cmd, None))
+    };
+    let (answers, failed) = run(false);
+    let tally = Tally {
+        yes: answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+        failed: failed.len(),
+        of: nodes.list().len(),
+    };
+    match tally.verdict() {
+        Verdict::Yes => {
+            shared.counters().renewed();
+            if tally.yes < answers.len() && tally.of > 1 {
+                let (answers, _) = run(true);
+                let restored = answers.iter().filter(|&&r| r == Renewed::Restored).count();
+                if restored > 0 {
+                    log::info!("put a hold back on {restored} node(s) that had lost it");
+                }
+            }
+        }
+        _ if !failed.is_empty() => shared.counters().renewal_failed(),
+        _ => {}
+    }
+    (tally, failed)
 }

@@ -6,7 +6,7 @@
 -- ARGV[2]  message published on release ("0")
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- Reply    1 when the key was deleted, now or by an earlier attempt of this call (the latch
---          says so); 0 when it holds something else or nothing (not ours; nothing changed);
+--          says so); nil when it holds something else or nothing (not ours; nothing changed);
 --          an error, with the lock left as it was, when the user may not publish on the
 --          channel, write the latch or delete the key.
 -- What can fail comes first: PUBLISH (no write; its message reaches subscribers only after
@@ -17,7 +17,7 @@ if redis.call('exists', KEYS[3]) == 1 then
 end
 local readable, value = pcall(redis.call, 'get', KEYS[1])
 if not readable or value ~= ARGV[1] then
-    return 0
+    return nil
 end
 -- A refusal (ACL) is passed on as NOPERM.
 local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])

@@ -1,0 +1,58 @@
+//! One holding of a lock, shared by its guards, its watchdog and its releases: whether it
+//! was lost and until when it surely lasts.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+/// One uninterrupted holding of a lock: from the first hold to the last release, or until it
+/// is found lost. Guards keep it to tell whether they still belong.
+#[derive(Debug)]
+pub(crate) struct Holding {
+    lost: AtomicBool,
+    valid_until: Mutex<Instant>,
+    /// Held by the watchdog for a renewal round and by a release while it runs, so that a
+    /// late renewal cannot put back a hold that the release just deleted.
+    round: Mutex<()>,
+}
+
+impl Holding {
+    pub fn new(valid_until: Instant) -> Self {
+        Holding {
+            lost: AtomicBool::new(false),
+            valid_until: Mutex::new(valid_until),
+            round: Mutex::new(()),
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Marks the holding lost; true the first time.
+    pub fn mark_lost(&self) -> bool {
+        !self.lost.swap(true, Ordering::AcqRel)
+    }
+
+    /// Until when the lock is surely held, as of the last acquisition or renewal.
+    pub fn valid_until(&self) -> Instant {
+        *self.valid_until.lock()
+    }
+
+    pub fn set_valid_until(&self, until: Instant) {
+        *self.valid_until.lock() = until;
+    }
+
+    /// Lowers the validity to `until` if that is sooner.
+    pub fn shorten_to(&self, until: Instant) {
+        let mut valid_until = self.valid_until.lock();
+        *valid_until = (*valid_until).min(until);
+    }
+
+    /// Runs `f` with no renewal or release of this holding running at the same time.
+    pub fn exclusively<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _round = self.round.lock();
+        f()
+    }
+}

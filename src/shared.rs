@@ -1,0 +1,97 @@
+//! What every lock of one client shares: its settings, its nodes, its owner id, the table of
+//! its reentrant holds, its watchdog threads and its counters.
+
+use std::panic::AssertUnwindSafe;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::holding::Holding;
+use crate::holds::Holds;
+use crate::lost::LockLost;
+use crate::node::Nodes;
+use crate::stats::Counters;
+use crate::workers::Workers;
+
+/// The state behind a client and its locks.
+pub(crate) struct Shared {
+    config: Config,
+    nodes: Nodes,
+    /// The client's UUID, the first half of every reentrant owner field.
+    id: String,
+    holds: Holds,
+    workers: Workers,
+    counters: Counters,
+    /// The process the client was built in; a forked child must not act as its owner.
+    pid: u32,
+}
+
+impl Shared {
+    pub fn new(config: Config, nodes: Nodes) -> Self {
+        Shared {
+            id: crate::owner::new_client_id(),
+            workers: Workers::new(config.watchdog_stack_size),
+            nodes,
+            config,
+            holds: Holds::default(),
+            counters: Counters::default(),
+            pid: std::process::id(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn holds(&self) -> &Holds {
+        &self.holds
+    }
+
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Refuses to act for a client built in another process (this one is a fork of it).
+    pub fn check_process(&self) -> Result<()> {
+        if std::process::id() == self.pid {
+            Ok(())
+        } else {
+            Err(Error::Forked { parent: self.pid })
+        }
+    }
+
+    /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
+    /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
+    pub fn report_lost(&self, name: &str, holding: &Holding, error: Option<Error>) {
+        if !holding.mark_lost() {
+            return;
+        }
+        self.counters.lost();
+        match &error {
+            None => log::warn!("lock {name:?} was lost: its key or field is gone"),
+            Some(err) => log::warn!(
+                "lock {name:?} was lost: renewals failed until its validity ran out: {err}"
+            ),
+        }
+        if let Some(callback) = &self.config.on_lock_lost {
+            let lost = LockLost {
+                name: name.to_owned(),
+                error,
+            };
+            if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
+                log::error!("the on_lock_lost callback panicked for lock {name:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! What every call on one lock works on: the client's shared state and the lock's names.
+
+use std::sync::Arc;
+
+use crate::config::MAX_NAME_LEN;
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::shared::Shared;
+
+/// One lock of one client.
+#[derive(Clone)]
+pub struct Target {
+    pub(crate) shared: Arc<Shared>,
+    name: Arc<Name>,
+}
+
+/// A lock's name and the Redis names made of it.
+struct Name {
+    /// For messages: the name lossily decoded.
+    display: String,
+    key: Arc<[u8]>,
+    /// The unlock channel, named by Redisson's rule (see `layout`).
+    channel: Vec<u8>,
+    invalid: Option<&'static str>,
+}
+
+impl Target {
+    pub(crate) fn new(shared: Arc<Shared>, name: &[u8]) -> Self {
+        let invalid = if name.is_empty() {
+            Some("empty")
+        } else if name.len() > MAX_NAME_LEN {
+            Some("longer than MAX_NAME_LEN bytes")
+        } else {
+            None
+        };
+        let mut display = String::from_utf8_lossy(name).into_owned();
+        if display.len() > 64 {
+            let cut = (0..=64)
+                .rev()
+                .find(|&i| display.is_char_boundary(i))
+                .unwrap_or(0);
+            display.truncate(cut);
+        }
+        let key: Arc<[u8]> = [&shared.config().key_prefix[..], name].concat().into();
+        let channel = layout::channel(&key);
+        Target {
+            shared,
+            name: Arc::new(Name {
+                display,
+                key,
+                channel,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name (lossily decoded, cut to 64 bytes).
+    pub(crate) fn name(&self) -> &str {
+        &self.name.display
+    }
+
+    /// The key, or the error for a name that cannot be one.
+    pub(crate) fn key(&self) -> Result<&[u8]> {
+        match self.name.invalid {
+            None => Ok(&self.name.key),
+            Some(reason) => Err(Error::InvalidName {
+                name: self.name().to_owned(),
+                reason,
+            }),
+        }
+    }
+
+    /// The key, shared, for tables and renewals; only valid names reach where it is used.
+    pub(crate) fn shared_key(&self) -> Arc<[u8]> {
+        self.name.key.clone()
+    }
+
+    pub(crate) fn channel(&self) -> &[u8] {
+        &self.name.channel
+    }
+
+    /// The key, checked, in a client allowed to act in this process: the start of every
+    /// call that goes to Redis.
+    pub(crate) fn begin(&self) -> Result<&[u8]> {
+        let key = self.key()?;
+        self.shared.check_process()?;
+        Ok(key)
+    }
+
+    pub(crate) fn not_held(&self) -> Error {
+        Error::NotHeld {
+            lock: self.name().to_owned(),
+        }
+    }
+
+    pub(crate) fn lost(&self) -> Error {
+        Error::Lost {
+            lock: self.name().to_owned(),
+        }
+    }
+
+    /// The error for a bad `argument` of a call on this lock.
+    pub(crate) fn invalid_argument(&self, argument: &'static str, reason: String) -> Error {
+        Error::InvalidArgument {
+            lock: self.name().to_owned(),
+            argument,
+            reason,
+        }
+    }
+}
