@@ -53,7 +53,18 @@ pub(crate) fn unlock_latch(key: &[u8], request: &str) -> Vec<u8> {
 /// 16 bytes from the thread's CSPRNG as 32 lowercase hex digits: the shape of Redisson's
 /// request ids and of node-redlock's lock values. Used for both.
 pub(crate) fn random_id() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    hex_id(rand::random())
+}
+
+/// `bits` as 32 lowercase hex digits, written out without the formatting machinery: this
+/// runs twice per lock and release.
+fn hex_id(bits: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 32];
+    for (at, digit) in digits.iter_mut().enumerate() {
+        *digit = HEX[(bits >> (124 - 4 * at)) as usize & 0xf];
+    }
+    std::str::from_utf8(&digits).map_or_else(|_| String::new(), str::to_owned)
 }
 
 #[cfg(test)]
@@ -85,6 +96,13 @@ mod tests {
             unlock_latch(b"{user1}:lock", "ab"),
             b"redisson_unlock_latch:{user1}:lock:ab"
         );
+    }
+
+    #[test]
+    fn ids_are_written_as_32_hex_digits() {
+        for bits in [0, 1, 0xfedc_ba98_7654_3210_0123_4567_89ab_cdef, u128::MAX] {
+            assert_eq!(hex_id(bits), format!("{bits:032x}"));
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ impl Shared {
     pub fn new(config: Config, nodes: Nodes) -> Self {
         Shared {
             id: crate::owner::new_client_id(),
-            workers: Workers::new(config.watchdog_stack_size),
+            workers: Workers::new(config.watchdog_stack_size, config.renew_interval()),
             nodes,
             config,
             holds: Holds::default(),

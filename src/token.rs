@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::Cmd;
+use redis::{Cmd, Value};
 
 use crate::config::check_lease;
 use crate::error::{Error, Result};
@@ -64,11 +64,11 @@ impl Machinery for Token {
             .arg("PX")
             .arg(millis(script_lease));
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Option<String>>(&cmd, limit));
+        let (answers, failed) = nodes.split(nodes.run_all::<Value>(&cmd, limit));
         let elapsed = sent.elapsed();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         let grants = Grants {
-            kept: answers.iter().filter(|reply| reply.is_some()).count(),
+            kept: answers.iter().filter(|&reply| *reply == Value::Okay).count(),
             fresh: 0,
             failed: failed.len(),
             of: nodes.list().len(),

@@ -35,9 +35,10 @@ pub(crate) trait Renewal: Send + Sync {
 /// Starts renewing `job` on a thread of the client's.
 pub(crate) fn start(shared: &Arc<Shared>, job: Job) -> std::io::Result<Ticket> {
     let client = Arc::downgrade(shared);
+    let due = job.since + shared.config().renew_interval();
     shared
         .workers()
-        .start(Box::new(move |stop| renew_loop(&client, &job, stop)))
+        .start(due, Box::new(move |stop| renew_loop(&client, &job, stop)))
 }
 
 /// Renews until stopped or lost.

@@ -1,17 +1,27 @@
-//! The watchdog's threads: one OS thread per running renewal, kept parked between holdings
-//! and reused, so that taking a lock does not pay a thread spawn each time. A thread parked
-//! for [`IDLE_EXIT`] ends, and all parked threads end when their client goes away.
+//! The watchdog's threads: one OS thread per held lock that needs renewing, kept parked
+//! between holdings and reused, so that taking a lock does not pay a thread spawn.
+//!
+//! A holding's first renewal is due a renew interval after it began, and most holdings end
+//! long before that. So work is not handed to a thread when it starts: it waits in a
+//! schedule, and a timer thread hands it to a thread of its own half a renew interval
+//! before it is due. A holding released before then costs no thread wake-up at all, only a
+//! table entry. A thread parked for [`IDLE_EXIT`] ends, and every thread, the timer
+//! included, ends when its client goes away.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// How long a parked thread waits for new work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(60);
+
+/// How long the timer ticks with nothing scheduled before it sleeps until work arrives.
+const TIMER_DOZE: Duration = Duration::from_secs(1);
 
 /// Work for one thread: runs until it is stopped, or decides to end by itself.
 pub(crate) type Work = Box<dyn FnOnce(&Stop) + Send>;
@@ -28,15 +38,50 @@ type Parked = Mutex<Vec<(u64, Sender<Command>)>>;
 
 /// The watchdog threads of one client.
 pub(crate) struct Workers {
+    threads: Arc<Threads>,
+    schedule: Arc<Schedule>,
+}
+
+struct Threads {
     parked: Arc<Parked>,
     stack_size: usize,
 }
 
-/// Running work. Dropping it stops the work and lists the worker as parked at once, so that
-/// the next holding reuses it without waiting for it to notice.
+/// Work waiting for its hand-over, by when it is to be handed over.
+struct Schedule {
+    entries: Mutex<Entries>,
+    /// Wakes the timer when work arrives while it sleeps, and when the client goes away.
+    wake: Condvar,
+    /// How long before it is due work is handed over.
+    lead: Duration,
+}
+
+#[derive(Default)]
+struct Entries {
+    waiting: BTreeMap<(Instant, u64), Arc<Slot>>,
+    next_id: u64,
+    timer_running: bool,
+    /// Whether the timer sleeps until notified (nothing scheduled for a while).
+    timer_dozing: bool,
+    closed: bool,
+}
+
+/// One piece of work from its start to its stop.
+type Slot = Mutex<State>;
+
+enum State {
+    Waiting(Work),
+    Running { worker: u64, tx: Sender<Command> },
+    Stopped,
+}
+
+/// Scheduled or running work. Dropping it stops the work: work still waiting is dropped,
+/// and a running worker is stopped and listed as parked at once, so that the next holding
+/// reuses it without waiting for it to notice.
 pub(crate) struct Ticket {
-    worker: u64,
-    tx: Sender<Command>,
+    slot: Arc<Slot>,
+    key: (Instant, u64),
+    schedule: Weak<Schedule>,
     parked: Weak<Parked>,
 }
 
@@ -63,32 +108,137 @@ impl Stop<'_> {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.tx.send(Command::Stop).is_ok()
-            && let Some(parked) = self.parked.upgrade()
-        {
-            parked.lock().push((self.worker, self.tx.clone()));
+        let state = std::mem::replace(&mut *self.slot.lock(), State::Stopped);
+        match state {
+            State::Waiting(work) => {
+                if let Some(schedule) = self.schedule.upgrade() {
+                    schedule.entries.lock().waiting.remove(&self.key);
+                }
+                drop(work);
+            }
+            State::Running { worker, tx } => {
+                if tx.send(Command::Stop).is_ok()
+                    && let Some(parked) = self.parked.upgrade()
+                {
+                    parked.lock().push((worker, tx));
+                }
+            }
+            State::Stopped => {}
         }
     }
 }
 
 impl Workers {
-    pub fn new(stack_size: usize) -> Self {
+    /// Threads with `stack_size` bytes of stack, for work whose first step is due a
+    /// `interval` or more after it is scheduled.
+    pub fn new(stack_size: usize, interval: Duration) -> Self {
         Workers {
-            parked: Arc::default(),
-            stack_size,
+            threads: Arc::new(Threads {
+                parked: Arc::default(),
+                stack_size,
+            }),
+            schedule: Arc::new(Schedule {
+                entries: Mutex::default(),
+                wake: Condvar::new(),
+                lead: interval / 2,
+            }),
         }
     }
 
-    /// Starts `work` on a parked thread, or on a new one when none is parked.
-    pub fn start(&self, mut work: Work) -> std::io::Result<Ticket> {
-        let ticket = |worker, tx| Ticket {
-            worker,
-            tx,
-            parked: Arc::downgrade(&self.parked),
+    /// Schedules `work`, whose first step is due at `due`, to run on a thread of its own.
+    /// Fails only when the timer thread cannot be started.
+    pub fn start(&self, due: Instant, work: Work) -> std::io::Result<Ticket> {
+        let slot = Arc::new(Mutex::new(State::Waiting(work)));
+        let schedule = &self.schedule;
+        let mut entries = schedule.entries.lock();
+        if !entries.timer_running {
+            let timer = Arc::downgrade(schedule);
+            let threads = self.threads.clone();
+            thread::Builder::new()
+                .name("redmutex-timer".into())
+                .stack_size(self.threads.stack_size)
+                .spawn(move || timer_loop(&timer, &threads))?;
+            entries.timer_running = true;
+        }
+        let key = (due - schedule.lead, entries.next_id);
+        entries.next_id += 1;
+        entries.waiting.insert(key, slot.clone());
+        if entries.timer_dozing {
+            entries.timer_dozing = false;
+            schedule.wake.notify_one();
+        }
+        Ok(Ticket {
+            slot,
+            key,
+            schedule: Arc::downgrade(schedule),
+            parked: Arc::downgrade(&self.threads.parked),
+        })
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.schedule.entries.lock().closed = true;
+        self.schedule.wake.notify_one();
+    }
+}
+
+/// Hands work over as it comes due. Between hand-overs it sleeps until the next one, and
+/// at most half a renew interval: work scheduled meanwhile is due a renew interval after
+/// it was, so the timer is always up in time without being told.
+fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
+    let mut idle_since = Instant::now();
+    loop {
+        let Some(schedule) = schedule.upgrade() else {
+            return;
         };
+        let mut entries = schedule.entries.lock();
+        if entries.closed {
+            return;
+        }
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while let Some(entry) = entries.waiting.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            due.push(entry.remove());
+        }
+        let next = entries.waiting.keys().next().map(|&(at, _)| at);
+        if !due.is_empty() || next.is_some() {
+            idle_since = now;
+        }
+        if due.is_empty() {
+            if next.is_none() && now >= idle_since + TIMER_DOZE {
+                entries.timer_dozing = true;
+                schedule.wake.wait(&mut entries);
+            } else {
+                let tick = now + schedule.lead.max(Duration::from_millis(1));
+                schedule
+                    .wake
+                    .wait_until(&mut entries, next.map_or(tick, |next| next.min(tick)));
+            }
+            continue;
+        }
+        drop(entries);
+        for slot in due {
+            let mut state = slot.lock();
+            if let State::Waiting(work) = std::mem::replace(&mut *state, State::Stopped) {
+                match threads.run(work) {
+                    Ok((worker, tx)) => *state = State::Running { worker, tx },
+                    Err(err) => log::error!("no watchdog thread for a held lock: {err}"),
+                }
+            }
+        }
+    }
+}
+
+impl Threads {
+    /// Runs `work` on a parked thread, or on a new one when none is parked.
+    fn run(&self, mut work: Work) -> std::io::Result<(u64, Sender<Command>)> {
         while let Some((worker, tx)) = self.parked.lock().pop() {
             match tx.send(Command::Start(work)) {
-                Ok(()) => return Ok(ticket(worker, tx)),
+                Ok(()) => return Ok((worker, tx)),
                 Err(err) => match err.into_inner() {
                     Command::Start(returned) => work = returned,
                     Command::Stop => unreachable!("only a Start was sent"),
@@ -104,7 +254,7 @@ impl Workers {
             .name("redmutex-watchdog".into())
             .stack_size(self.stack_size)
             .spawn(move || park_loop(worker, &rx, &parked))?;
-        Ok(ticket(worker, tx))
+        Ok((worker, tx))
     }
 }
 

@@ -124,15 +124,21 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
     let server = Server::start();
     // Threads of the clients of earlier tests end once those clients are gone.
     assert!(eventually(Duration::from_secs(10), || threads_named(
-        "redmutex-watch"
+        "redmutex-"
     ) == 0));
-    let client = server.client();
+    let client = server.builder_with_lease(LEASE).build().unwrap();
 
-    // A thread per held lock: a new client has none parked, so three at once start three.
+    // A thread per held lock, handed its work before the first renewal is due: a new
+    // client has none parked, so three locks held at once start three.
     let held: Vec<_> = ["a", "b", "c"]
         .iter()
         .map(|name| client.lock(name).lock().unwrap())
         .collect();
+    assert!(
+        eventually(Duration::from_secs(30), || client.stats().renewals >= 3),
+        "{:?}",
+        client.stats()
+    );
     assert_eq!(watchdog_threads(), 3, "one thread per held lock");
     for guard in held {
         guard.unlock().unwrap();
@@ -142,7 +148,14 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
     // parked thread and starts none, however late the released threads are to notice.
     for name in ["d", "e", "a", "d"] {
         let before = thread_ids();
-        client.lock(name).lock().unwrap().unlock().unwrap();
+        let renewals = client.stats().renewals;
+        let guard = client.lock(name).lock().unwrap();
+        assert!(
+            eventually(Duration::from_secs(30), || client.stats().renewals
+                > renewals),
+            "{name} was not renewed"
+        );
+        guard.unlock().unwrap();
         let started = thread_ids().difference(&before).count();
         assert_eq!(started, 0, "holding {name} started a thread");
     }
@@ -154,7 +167,48 @@ fn watchdog_threads_are_reused_and_end_with_the_client() {
 
     drop(client);
     assert!(
-        eventually(Duration::from_secs(10), || watchdog_threads() == 0),
-        "parked threads outlived their client"
+        eventually(Duration::from_secs(10), || threads_named("redmutex-") == 0),
+        "watchdog or timer threads outlived their client"
     );
+}
+
+#[test]
+#[serial]
+#[cfg(target_os = "linux")]
+fn holdings_released_before_their_first_renewal_wake_no_thread() {
+    let server = Server::start();
+    assert!(eventually(Duration::from_secs(10), || threads_named(
+        "redmutex-"
+    ) == 0));
+    // The first renewal is due 20 minutes after each acquisition.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    for kind in 0..3 {
+        for _ in 0..50 {
+            match kind {
+                0 => client.lock("brief").lock().unwrap().unlock().unwrap(),
+                1 => client
+                    .fenced_lock("brief-fenced")
+                    .lock()
+                    .unwrap()
+                    .unlock()
+                    .unwrap(),
+                _ => client
+                    .token_lock("brief-token")
+                    .lock()
+                    .unwrap()
+                    .unlock()
+                    .unwrap(),
+            }
+        }
+    }
+    assert_eq!(
+        watchdog_threads(),
+        0,
+        "a brief holding started a watchdog thread"
+    );
+    assert_eq!(client.stats().renewals, 0);
 }
