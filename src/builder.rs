@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::LockClient;
-use crate::config::Config;
+use crate::config::{Config, ReplicaAcks};
 use crate::error::Result;
 use crate::lost::LockLost;
 use crate::node::redact;
@@ -48,6 +48,7 @@ impl LockClient {
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
+/// | [`min_replica_acks`](Self::min_replica_acks) | off |
 ///
 /// Every value is checked by [`build`](Self::build), which returns
 /// [`Error::InvalidConfig`] naming the setting.
@@ -161,6 +162,27 @@ impl LockClientBuilder {
     /// [`LockGuard::is_lost`](crate::LockGuard::is_lost) and [`Stats::locks_lost`](crate::Stats::locks_lost).
     pub fn on_lock_lost(mut self, callback: impl Fn(&LockLost) + Send + Sync + 'static) -> Self {
         self.config.on_lock_lost = Some(Arc::new(callback));
+        self
+    }
+
+    /// Makes every acquisition wait until `replicas` replicas of the node have received it
+    /// (`WAIT replicas timeout` on the same connection, right after the acquire script), so
+    /// that a failover to one of them keeps the lock. When fewer acknowledge within
+    /// `timeout`, the acquisition is given back and [`Error::NotReplicated`](crate::Error::NotReplicated)
+    /// returned. `replicas` 1 to 64; `timeout` at least 1 ms and below the
+    /// [`response_timeout`](Self::response_timeout). Defaults to off.
+    ///
+    /// Renewals and releases do not wait. A renewal that a promoted replica missed leaves
+    /// the key there with its previous expiry, still at least a renew interval away, and
+    /// the next renewal on the new primary extends it, or finds it gone and reports the
+    /// loss. A release that a promoted replica missed leaves the lock held there until its
+    /// lease runs out: late, never doubly granted.
+    ///
+    /// Acknowledgements narrow, but do not close, the window in which a failover loses a
+    /// lock: Redis replication stays asynchronous, and a replica that acknowledged may still
+    /// not be the one promoted.
+    pub fn min_replica_acks(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.replica_acks = Some(ReplicaAcks { replicas, timeout });
         self
     }
 

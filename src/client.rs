@@ -146,7 +146,7 @@ impl LockClient {
         if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
             return Err(bad(format!("{} is named twice", twice.name)));
         }
-        let nodes = Nodes::new(list, config.connect_timeout, config.response_timeout);
+        let nodes = Nodes::new(list, &config);
         Ok(LockClient {
             shared: Arc::new(Shared::new(config, nodes)),
         })

@@ -16,6 +16,7 @@ const MAX_POOL_SIZE: u32 = 1024;
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 const MAX_PREFIX_LEN: usize = 256;
 const MIN_STACK: usize = 64 * 1024;
+const MAX_REPLICAS: u32 = 64;
 
 pub(crate) type LostCallback = Arc<dyn Fn(&LockLost) + Send + Sync>;
 
@@ -36,6 +37,15 @@ pub(crate) struct Config {
     /// How often the subscriber connection is checked with a PING.
     pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
+    /// Replicas that must acknowledge each acquisition, and how long to wait for them.
+    pub replica_acks: Option<ReplicaAcks>,
+}
+
+/// `WAIT replicas timeout` after every acquisition.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicaAcks {
+    pub replicas: u32,
+    pub timeout: Duration,
 }
 
 impl Default for Config {
@@ -53,6 +63,7 @@ impl Default for Config {
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
             on_lock_lost: None,
+            replica_acks: None,
         }
     }
 }
@@ -122,6 +133,25 @@ impl Config {
                 "key_prefix",
                 format!("must be at most {MAX_PREFIX_LEN} bytes"),
             );
+        }
+        if let Some(acks) = self.replica_acks {
+            if acks.replicas == 0 || acks.replicas > MAX_REPLICAS {
+                return bad(
+                    "min_replica_acks",
+                    format!("replicas must be 1..={MAX_REPLICAS}"),
+                );
+            }
+            // The acknowledgement is part of the acquisition's reply, which must come within
+            // the response timeout; WAIT with 0 would wait for ever.
+            if acks.timeout < Duration::from_millis(1) || acks.timeout >= self.response_timeout {
+                return bad(
+                    "min_replica_acks",
+                    format!(
+                        "the timeout must be at least 1 ms and below the response timeout ({:?})",
+                        self.response_timeout
+                    ),
+                );
+            }
         }
         if self.watchdog_stack_size < MIN_STACK {
             return bad(

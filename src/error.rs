@@ -146,6 +146,19 @@ pub enum Error {
         /// The nodes that could not be told, and why.
         failed: Vec<NodeError>,
     },
+    /// Too few replicas acknowledged an acquisition within the
+    /// [`min_replica_acks`](crate::LockClientBuilder::min_replica_acks) timeout; the hold
+    /// was given back.
+    NotReplicated {
+        /// The lock concerned.
+        lock: Option<String>,
+        /// The Redis node, as `host:port`.
+        node: String,
+        /// How many replicas acknowledged.
+        acked: u32,
+        /// How many were required.
+        needed: u32,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock concerned.
@@ -181,6 +194,16 @@ impl Error {
     /// The hold had been lost (expired or deleted from outside) before this call found it.
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. })
+    }
+
+    /// Too few replicas acknowledged an acquisition (see
+    /// [`min_replica_acks`](crate::LockClientBuilder::min_replica_acks)).
+    pub fn is_not_replicated(&self) -> bool {
+        match self {
+            Error::NotReplicated { .. } => true,
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_not_replicated()),
+            _ => false,
+        }
     }
 
     /// The lock cannot work on this client (a fenced lock on Redlock).
@@ -253,9 +276,10 @@ impl Error {
     /// The lock this error is about, if any.
     pub fn lock_name(&self) -> Option<&str> {
         match self {
-            Error::Redis { lock, .. } | Error::Pool { lock, .. } | Error::NoQuorum { lock, .. } => {
-                lock.as_deref()
-            }
+            Error::Redis { lock, .. }
+            | Error::Pool { lock, .. }
+            | Error::NoQuorum { lock, .. }
+            | Error::NotReplicated { lock, .. } => lock.as_deref(),
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
             | Error::Lost { lock }
@@ -270,8 +294,10 @@ impl Error {
     }
 
     pub(crate) fn with_lock(mut self, name: &str) -> Self {
-        if let Error::Redis { lock, .. } | Error::Pool { lock, .. } | Error::NoQuorum { lock, .. } =
-            &mut self
+        if let Error::Redis { lock, .. }
+        | Error::Pool { lock, .. }
+        | Error::NoQuorum { lock, .. }
+        | Error::NotReplicated { lock, .. } = &mut self
         {
             *lock = Some(name.to_owned());
         }
@@ -335,6 +361,16 @@ impl fmt::Display for Error {
             Error::Unsupported { lock, reason } => {
                 write!(f, "lock {lock:?} cannot work on this client: {reason}")
             }
+            Error::NotReplicated {
+                lock,
+                node,
+                acked,
+                needed,
+            } => write!(
+                f,
+                "acquisition on {node}{} reached {acked} of the {needed} replicas required in time; it was given back",
+                about(lock)
+            ),
             Error::Permission { node, denied } => write!(
                 f,
                 "the Redis user on {node} may not run what the locks need: {} denied",

@@ -116,6 +116,25 @@ impl Node {
     /// and the command sent again on another; every command this crate sends is safe to
     /// repeat.
     pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
+        self.run_with(end, |c| query_loading_scripts(c, cmd))
+    }
+
+    /// Runs `cmd` and then `wait` (a `WAIT`) on the same connection, as `run` does; the
+    /// second value is WAIT's reply.
+    fn run_waiting<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        wait: &Cmd,
+        end: Instant,
+    ) -> Result<(T, i64)> {
+        self.run_with(end, |c| exchange_waiting(c, cmd, wait))
+    }
+
+    fn run_with<T>(
+        &self,
+        end: Instant,
+        exchange: impl Fn(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
         let mut attempts_left = self.pool.max_size() + 1;
         loop {
             let mut conn = match self.pool.try_get() {
@@ -129,7 +148,7 @@ impl Node {
                 }
             };
             attempts_left -= 1;
-            match self.within(&mut conn, end, |c| query_loading_scripts(c, cmd)) {
+            match self.within(&mut conn, end, &exchange) {
                 Err(err)
                     if attempts_left > 0 && err.is_connection_dropped() && Instant::now() < end =>
                 {
@@ -189,13 +208,22 @@ impl Node {
         &self,
         conn: &mut Conn,
         cmd: &Cmd,
+        wait: Option<&Cmd>,
         deadline: Instant,
-    ) -> Result<T> {
-        let reply = self.within(conn, deadline, |c| {
-            match c.recv_response()?.extract_error() {
-                Err(err) if is_noscript(&err) => query_loading_scripts(c, cmd),
-                value => Ok(redis::from_redis_value(value?)?),
-            }
+    ) -> Result<Acked<T>> {
+        let reply = self.within(conn, deadline, |c| match wait {
+            None => match c.recv_response()?.extract_error() {
+                Err(err) if is_noscript(&err) => Ok((query_loading_scripts(c, cmd)?, None)),
+                value => Ok((redis::from_redis_value(value?)?, None)),
+            },
+            Some(wait) => match receive_waiting(c) {
+                Err(err) if is_noscript(&err) => {
+                    scripts::load_all(c)?;
+                    let (reply, acked) = exchange_waiting(c, cmd, wait)?;
+                    Ok((reply, Some(acked)))
+                }
+                reply => reply.map(|(reply, acked)| (reply, Some(acked))),
+            },
         });
         reply.map_err(|source| self.redis_error(source))
     }
@@ -217,25 +245,35 @@ impl Node {
     }
 }
 
+/// A reply, and the reply of the `WAIT` sent after it, if one was.
+type Acked<T> = (T, Option<i64>);
+
 /// The nodes of one client and how many of them must agree.
 pub(crate) struct Nodes {
     list: Vec<Arc<Node>>,
+    /// `WAIT` after each acquisition, if replicas must acknowledge it.
+    wait: Option<(Cmd, u32)>,
     /// How long one round of a command on every node may take: the response timeout, plus
     /// the connect timeout on a single node (whose round may have to open a connection).
     timeout: Duration,
 }
 
 impl Nodes {
-    pub fn new(
-        list: Vec<Arc<Node>>,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Nodes {
+    pub fn new(list: Vec<Arc<Node>>, config: &Config) -> Nodes {
         let timeout = match list.len() {
-            1 => connect_timeout + response_timeout,
-            _ => response_timeout,
+            1 => config.connect_timeout + config.response_timeout,
+            _ => config.response_timeout,
         };
-        Nodes { list, timeout }
+        let wait = config.replica_acks.map(|acks| {
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(acks.replicas).arg(scripts::millis(acks.timeout));
+            (wait, acks.replicas)
+        });
+        Nodes {
+            list,
+            wait,
+            timeout,
+        }
     }
 
     pub fn list(&self) -> &[Arc<Node>] {
@@ -257,8 +295,64 @@ impl Nodes {
         if let [node] = &self.list[..] {
             return vec![node.run(cmd, deadline)];
         }
-        let packed = cmd.get_packed_command();
-        let mut results: Vec<Option<Result<T>>> = self.list.iter().map(|_| None).collect();
+        let replies = self.fan_out(cmd, None, deadline);
+        replies
+            .into_iter()
+            .map(|r| r.map(|(reply, _)| reply))
+            .collect()
+    }
+
+    /// Runs the acquisition `cmd` on every node, as [`run_all`](Self::run_all) does. When
+    /// replicas must acknowledge acquisitions, each node runs `WAIT` right after it on the
+    /// same connection, and a reply that `granted` a hold which too few replicas
+    /// acknowledged becomes [`Error::NotReplicated`] for that node: a node that may have run
+    /// the command, so the caller gives the hold back.
+    pub fn acquire<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        limit: Option<Instant>,
+        granted: impl Fn(&T) -> bool,
+    ) -> Vec<Result<T>> {
+        let Some((wait, needed)) = &self.wait else {
+            return self.run_all(cmd, limit);
+        };
+        let round = Instant::now() + self.timeout;
+        let deadline = limit.map_or(round, |limit| limit.min(round));
+        let replies = match &self.list[..] {
+            [node] => vec![
+                node.run_waiting(cmd, wait, deadline)
+                    .map(|(reply, acked)| (reply, Some(acked))),
+            ],
+            _ => self.fan_out(cmd, Some(wait), deadline),
+        };
+        let checked = self.list.iter().zip(replies).map(|(node, reply)| {
+            let (reply, acked) = reply?;
+            let acked = acked.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+            if acked < *needed && granted(&reply) {
+                return Err(Error::NotReplicated {
+                    lock: None,
+                    node: node.name.clone(),
+                    acked,
+                    needed: *needed,
+                });
+            }
+            Ok(reply)
+        });
+        checked.collect()
+    }
+
+    /// Sends `cmd` (and `wait` after it) to every node before reading any reply.
+    fn fan_out<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        wait: Option<&Cmd>,
+        deadline: Instant,
+    ) -> Vec<Result<Acked<T>>> {
+        let mut packed = cmd.get_packed_command();
+        if let Some(wait) = wait {
+            wait.write_packed_command(&mut packed);
+        }
+        let mut results: Vec<Option<Result<Acked<T>>>> = self.list.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..self.list.len()).collect();
         while !pending.is_empty() {
             let mut sent = Vec::with_capacity(pending.len());
@@ -269,7 +363,7 @@ impl Nodes {
                 }
             }
             for (i, mut conn) in sent {
-                let result = self.list[i].receive(&mut conn, cmd, deadline);
+                let result = self.list[i].receive(&mut conn, cmd, wait, deadline);
                 if matches!(&result, Err(err) if err.is_dropped_connection())
                     && Instant::now() < deadline
                 {
@@ -372,6 +466,35 @@ fn query_loading_scripts<T: FromRedisValue>(
         }
         result => result,
     }
+}
+
+/// Sends `cmd` and `wait` in one write and reads both replies, loading the scripts and
+/// trying once more if Redis lost them.
+fn exchange_waiting<T: FromRedisValue>(
+    c: &mut Connection,
+    cmd: &Cmd,
+    wait: &Cmd,
+) -> redis::RedisResult<(T, i64)> {
+    let mut packed = cmd.get_packed_command();
+    wait.write_packed_command(&mut packed);
+    c.send_packed_command(&packed)?;
+    match receive_waiting(c) {
+        Err(err) if is_noscript(&err) => {
+            scripts::load_all(c)?;
+            c.send_packed_command(&packed)?;
+            receive_waiting(c)
+        }
+        result => result,
+    }
+}
+
+/// Reads the replies to a command and the `WAIT` sent after it. Both are read even when the
+/// first is an error, so that the connection stays in step.
+fn receive_waiting<T: FromRedisValue>(c: &mut Connection) -> redis::RedisResult<(T, i64)> {
+    let reply = c.recv_response()?;
+    let acked = c.recv_response()?.extract_error();
+    let reply = redis::from_redis_value(reply.extract_error()?)?;
+    Ok((reply, redis::from_redis_value(acked?)?))
 }
 
 fn is_noscript(err: &redis::RedisError) -> bool {

@@ -122,7 +122,8 @@ pub(crate) fn take<K: Hashed>(
     let field = owner(target);
     let cmd = K::acquire_cmd(&id.0, script_lease, &field, held);
     let sent = Instant::now();
-    let replies = nodes.list().iter().zip(nodes.run_all::<Value>(&cmd, limit));
+    let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
+    let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
     let results = replies.map(|(node, reply)| match reply {
         Ok(reply) => K::grant(reply).map_err(|source| Error::Redis {
             lock: None,

@@ -64,11 +64,15 @@ impl Machinery for Token {
             .arg("PX")
             .arg(millis(script_lease));
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Value>(&cmd, limit));
+        let granted = |reply: &Value| *reply == Value::Okay;
+        let (answers, failed) = nodes.split(nodes.acquire::<Value>(&cmd, limit, granted));
         let elapsed = sent.elapsed();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         let grants = Grants {
-            kept: answers.iter().filter(|&reply| *reply == Value::Okay).count(),
+            kept: answers
+                .iter()
+                .filter(|&reply| *reply == Value::Okay)
+                .count(),
             fresh: 0,
             failed: failed.len(),
             of: nodes.list().len(),
