@@ -432,7 +432,35 @@ fn redlock(plan: &Plan) -> Result<String> {
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let five = LockClient::redlock(&urls)?.lock("bench:redlock");
     let one = LockClient::open(urls[0])?.lock("bench:redlock-single");
-    let (mut five_pairs, mut one_pairs) = (Vec::new(), Vec::new());
+    let mut raw: Vec<redis::Connection> = urls
+        .iter()
+        .map(|url| {
+            redis::Client::open(*url)
+                .and_then(|c| c.get_connection())
+                .expect("raw connection")
+        })
+        .collect();
+    let noop = Script::new("return nil");
+    let () = noop.invoke(&mut raw[0]).expect("load the no-op");
+    for conn in &mut raw[1..] {
+        let () = noop.invoke(conn).expect("load the no-op");
+    }
+    let packed = redis::cmd("EVALSHA")
+        .arg(noop.get_hash())
+        .arg(0)
+        .get_packed_command();
+    // Two rounds of one no-op script on every node, each sent to all before any is read.
+    let mut fan_out = || {
+        for _ in 0..2 {
+            for conn in raw.iter_mut() {
+                conn.send_packed_command(&packed).expect("send");
+            }
+            for conn in raw.iter_mut() {
+                let _ = conn.recv_response().expect("reply");
+            }
+        }
+    };
+    let (mut five_pairs, mut one_pairs, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..plan.rounds {
         one_pairs.push(mean_of(plan.pairs, || {
             one.lock().and_then(|g| g.unlock()).expect("one node");
@@ -440,16 +468,20 @@ fn redlock(plan: &Plan) -> Result<String> {
         five_pairs.push(mean_of(plan.pairs, || {
             five.lock().and_then(|g| g.unlock()).expect("five nodes");
         }));
+        bare.push(mean_of(plan.pairs, &mut fan_out));
     }
-    let (five, one) = (
+    let (five, one, bare) = (
         percentile(&mut five_pairs, 50),
         percentile(&mut one_pairs, 50),
+        percentile(&mut bare, 50),
     );
     Ok(format!(
-        "lock+unlock on 5 nodes: {} µs; on 1 node: {} µs; ratio {:.2} (one after the other would be about 5)",
+        "lock+unlock on 5 nodes: {} µs = {:.2} × a bare fan-out of two no-op scripts to the same 5 ({} µs), {:.2} × one node ({} µs)",
         micros(five),
+        five.as_secs_f64() / bare.as_secs_f64(),
+        micros(bare),
+        five.as_secs_f64() / one.as_secs_f64(),
         micros(one),
-        five.as_secs_f64() / one.as_secs_f64()
     ))
 }
 
