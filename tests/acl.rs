@@ -1,0 +1,113 @@
+//! The whole life of every kind of lock as a Redis user with exactly the rights the README
+//! lists: the rules are read from the README itself.
+
+mod support;
+
+use std::time::Duration;
+
+use redmutex::LockClient;
+use support::{
+    MakeLock, SHORT_LEASE, Server, await_subscribers, channel, eventually, response_timeout_for,
+};
+
+/// The `ACL SETUSER` command of the README, continuation lines joined, split into words.
+fn readme_rules() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("ACL SETUSER locker")
+        .expect("the README lists the ACL of a lock user");
+    let mut command = String::new();
+    for line in readme[start..].lines() {
+        match line.trim_end().strip_suffix('\\') {
+            Some(continued) => command.push_str(continued),
+            None => {
+                command.push_str(line);
+                break;
+            }
+        }
+    }
+    command.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Creates the README's user on `server` and returns its URL.
+fn readme_user(server: &Server) -> String {
+    let words = readme_rules();
+    assert_eq!(words[..3], ["ACL", "SETUSER", "locker"], "{words:?}");
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg("locker").arg("reset");
+    for word in &words[3..] {
+        cmd.arg(if word == ">password" { ">secret" } else { word });
+    }
+    let () = cmd.query(&mut server.conn()).unwrap();
+    format!("redis://locker:secret@127.0.0.1:{}/", server.port())
+}
+
+fn client(url: &str, retry_cap: Duration) -> LockClient {
+    LockClient::builder(url)
+        .key_prefix("myapp:")
+        .lease(SHORT_LEASE)
+        .response_timeout(response_timeout_for(SHORT_LEASE))
+        .connect_timeout(Duration::from_secs(5))
+        .retry_cap(retry_cap)
+        .build()
+        .unwrap()
+}
+
+fn whole_life<K: MakeLock>(server: &Server, url: &str) {
+    let name = format!("life-{}", K::NAME);
+    let holder = client(url, Duration::from_millis(200));
+    // A retry cap far beyond the test: only an unlock message wakes this waiter in time.
+    let waiter = client(url, Duration::from_secs(600));
+    let lock = K::make(&holder, &name);
+
+    let guard = lock.lock().unwrap();
+    assert!(lock.is_locked().unwrap());
+    assert!(lock.remaining_lease().unwrap().is_some());
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            K::make(&waiter, &name)
+                .try_lock_for(Duration::from_secs(120))
+                .unwrap()
+                .expect("woken")
+                .unlock()
+                .unwrap();
+        });
+        await_subscribers(server, &channel(&format!("myapp:{name}")), 1);
+        assert!(
+            eventually(Duration::from_secs(30), || holder.stats().renewals
+                >= renewals + 2),
+            "{}: not renewed: {:?}",
+            K::NAME,
+            holder.stats()
+        );
+        assert!(!guard.is_lost());
+        guard.unlock().unwrap();
+        waiting.join().unwrap();
+    });
+    assert_eq!(holder.stats().locks_lost, 0);
+
+    let _held = K::make(&waiter, &name).lock().unwrap();
+    assert!(lock.force_unlock().unwrap(), "{}: force_unlock", K::NAME);
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn every_kind_lives_its_whole_life_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    whole_life::<redmutex::Reentrant>(&server, &url);
+    whole_life::<redmutex::Fenced>(&server, &url);
+    whole_life::<redmutex::Token>(&server, &url);
+}
+
+#[test]
+fn the_readme_user_may_touch_nothing_outside_its_prefix() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let outside = LockClient::builder(&url)
+        .key_prefix("otherapp:")
+        .build()
+        .unwrap_err();
+    assert!(outside.is_permission(), "{outside}");
+}
