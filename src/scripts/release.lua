@@ -16,11 +16,13 @@
 -- The field is set to ARGV[4] - 1, not decremented, so running this twice (a retry after a
 -- lost reply) releases one hold, not two. The latch is only written when the key is deleted:
 -- a retry of any other release finds the field and sets the same count again.
-if redis.call('exists', KEYS[3]) == 1 then
-    return 1
-end
+-- The latch is looked for only when the field is gone: while it is there, this call cannot
+-- have deleted the key before (the owner's own thread is inside this call).
 local held, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not held or present == 0 then
+    if redis.call('exists', KEYS[3]) == 1 then
+        return 1
+    end
     return nil
 end
 local left = tonumber(ARGV[4]) - 1

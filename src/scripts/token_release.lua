@@ -12,11 +12,13 @@
 -- What can fail comes first: PUBLISH (no write; its message reaches subscribers only after
 -- the script, when the key is gone), then the latch (a key of this call alone), and the
 -- DEL of the lock last. So no permission needs checking up front on this, the hot path.
-if redis.call('exists', KEYS[3]) == 1 then
-    return 1
-end
+-- The latch is looked for only when the key is not ours: while it holds our token, this
+-- call cannot have deleted it before (tokens are never reused).
 local readable, value = pcall(redis.call, 'get', KEYS[1])
 if not readable or value ~= ARGV[1] then
+    if redis.call('exists', KEYS[3]) == 1 then
+        return 1
+    end
     return nil
 end
 -- A refusal (ACL) is passed on as NOPERM.
