@@ -110,6 +110,31 @@ impl LockClient {
         LockClientBuilder::new(urls)
     }
 
+    /// Starts a builder for the primary that Redis Sentinel manages under `master_name`,
+    /// asking the sentinels at `sentinel_urls` where it is and following it across
+    /// failovers. Every setting of [`builder`](Self::builder) applies; the sentinels'
+    /// credentials go in their URLs (`redis://user:password@host:26379/`), the primary's in
+    /// [`primary_credentials`](LockClientBuilder::primary_credentials).
+    ///
+    /// After a failover, no command goes to the old primary once a sentinel has announced
+    /// the new one: its connections are retired, waiters are woken to retry on the new one,
+    /// and every watched hold is renewed there at once, or reported lost if its key did not
+    /// reach it. See the crate README on what Sentinel cannot promise.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::sentinel(
+    ///     &["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///     "mymaster",
+    /// )
+    /// .primary_credentials("locker", "secret")
+    /// .build()?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn sentinel(sentinel_urls: &[&str], master_name: &str) -> LockClientBuilder {
+        LockClientBuilder::sentinel(sentinel_urls, master_name)
+    }
+
     /// A Redlock client over the nodes of existing clients, sharing their connection pools.
     /// Settings come from the first client; the owner id is new.
     pub fn redlock_from(clients: &[LockClient]) -> Result<LockClient> {
@@ -150,7 +175,8 @@ impl LockClient {
         &self.inner.id
     }
 
-    /// The nodes this client locks on, as `host:port`.
+    /// The nodes this client locks on, as `host:port`; a Sentinel client's one node is named
+    /// after its master name.
     pub fn nodes(&self) -> Vec<&str> {
         let list = self.inner.nodes.list();
         list.iter().map(|node| node.name.as_str()).collect()
@@ -164,10 +190,13 @@ impl LockClient {
     /// Opens the nodes and checks that enough of them answer: the one node of a single-node
     /// client, a quorum of a Redlock client.
     pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
-        let nodes = urls
-            .iter()
-            .map(|url| Node::new(url, &config).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
+        let nodes = match &config.sentinel {
+            Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
+            None => urls
+                .iter()
+                .map(|url| Node::new(url, &config).map(Arc::new))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let client = Self::assemble(config, nodes)?;
         let inner = &client.inner;
         let probe = [&inner.config.key_prefix[..], b"redmutex:probe"].concat();
@@ -199,21 +228,34 @@ impl LockClient {
         if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
             return Err(bad(format!("{} is named twice", twice.name)));
         }
-        Ok(LockClient {
-            inner: Arc::new(Inner {
-                id: crate::owner::new_client_id(),
-                nodes: Nodes::new(list, config.connect_timeout, config.response_timeout),
-                config,
-                holds: Mutex::default(),
-                parked: Arc::default(),
-                counters: Counters::default(),
-                pid: std::process::id(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            id: crate::owner::new_client_id(),
+            nodes: Nodes::new(list, config.connect_timeout, config.response_timeout),
+            config,
+            holds: Mutex::default(),
+            parked: Arc::default(),
+            counters: Counters::default(),
+            pid: std::process::id(),
+        });
+        // A node that moves (a Sentinel failover) has every watched hold renewed there.
+        for node in inner.nodes.list() {
+            let weak = Arc::downgrade(&inner);
+            node.on_move(move || weak.upgrade().map(|inner| inner.renew_now()).is_some());
+        }
+        Ok(LockClient { inner })
     }
 }
 
 impl Inner {
+    /// Has every watched hold renewed at once: after a failover, on the new primary.
+    fn renew_now(&self) {
+        for hold in self.holds.lock().values() {
+            if let Some(watchdog) = &hold.watchdog {
+                watchdog.renew_now();
+            }
+        }
+    }
+
     /// One watchdog round on every node. When the hold is still there on a quorum but gone
     /// from some nodes (restarted empty), a second round puts it back where the key is free;
     /// a single node never gets it back.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::sentinel::Credentials;
 use crate::{LockClient, LockLost};
 
 /// Longest lock name accepted, in bytes (the key prefix is not counted).
@@ -37,6 +38,10 @@ pub(crate) struct Config {
     /// How often the subscriber connection is checked with a PING.
     pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
+    /// The master name, for a client whose URLs are those of sentinels.
+    pub sentinel: Option<String>,
+    /// What the primary found through Sentinel wants.
+    pub primary_credentials: Option<Credentials>,
 }
 
 impl Default for Config {
@@ -54,6 +59,8 @@ impl Default for Config {
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
             on_lock_lost: None,
+            sentinel: None,
+            primary_credentials: None,
         }
     }
 }
@@ -124,6 +131,12 @@ impl Config {
                 format!("must be at most {MAX_PREFIX_LEN} bytes"),
             );
         }
+        if self.primary_credentials.is_some() && self.sentinel.is_none() {
+            return bad(
+                "primary_credentials",
+                "only for a Sentinel client; put credentials in the URL".into(),
+            );
+        }
         if self.watchdog_stack_size < MIN_STACK {
             return bad(
                 "watchdog_stack_size",
@@ -187,6 +200,24 @@ impl LockClientBuilder {
             urls: urls.iter().map(|url| url.to_string()).collect(),
             config: Config::default(),
         }
+    }
+
+    pub(crate) fn sentinel(sentinel_urls: &[&str], master_name: &str) -> Self {
+        let mut builder = Self::new(sentinel_urls);
+        builder.config.sentinel = Some(master_name.to_owned());
+        builder
+    }
+
+    /// For a [Sentinel](LockClient::sentinel) client: the user and password of the primary
+    /// (and of whichever replica is promoted). An empty `username` sends the password alone,
+    /// as `requirepass` wants. The sentinels' own credentials go in their URLs. Defaults to
+    /// none; `build()` refuses it on other clients.
+    pub fn primary_credentials(mut self, username: &str, password: &str) -> Self {
+        self.config.primary_credentials = Some(Credentials {
+            username: (!username.is_empty()).then(|| username.to_owned()),
+            password: password.to_owned(),
+        });
+        self
     }
 
     /// Most pooled connections open at once, 1 to 1024. Defaults to 8.
@@ -301,6 +332,7 @@ impl fmt::Debug for LockClientBuilder {
                     .map(|url| crate::node::redact(url))
                     .collect::<Vec<_>>(),
             )
+            .field("master_name", &self.config.sentinel)
             .finish_non_exhaustive()
     }
 }

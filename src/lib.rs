@@ -94,8 +94,10 @@ mod pubsub;
 mod reentrant;
 mod retry;
 mod scripts;
+mod sentinel;
 mod stats;
 mod token;
+mod topology;
 mod watchdog;
 
 pub use client::{LockClient, LockLost};

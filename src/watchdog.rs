@@ -4,12 +4,13 @@
 //! thread spawn each time; a thread parked for [`IDLE_EXIT`] ends, and all parked threads end
 //! when the client goes away.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, unbounded};
 use parking_lot::Mutex;
 
 use crate::client::Inner;
@@ -45,6 +46,8 @@ enum Command {
     /// Ends the current job. A worker is listed as parked right after its Stop is sent, so
     /// a Start it is handed next always comes after that Stop on its channel.
     Stop,
+    /// Renews the current job at once (the server moved); ignored between jobs.
+    Renew,
 }
 
 /// The parked threads of one client, each behind the sender of its command channel.
@@ -59,6 +62,14 @@ pub(crate) struct Ticket {
     worker: u64,
     tx: Sender<Command>,
     parked: Weak<Parked>,
+}
+
+impl Ticket {
+    /// Has the lease renewed now instead of at the next interval: after a failover, this
+    /// renews it on the new primary, or finds it gone there and reports it lost.
+    pub fn renew_now(&self) {
+        let _ = self.tx.send(Command::Renew);
+    }
 }
 
 impl Drop for Ticket {
@@ -86,7 +97,7 @@ pub(crate) fn start(parked: &Arc<Parked>, stack_size: usize, job: Job) -> std::i
             }
             Err(err) => match err.into_inner() {
                 Command::Start(returned) => job = returned,
-                Command::Stop => unreachable!("only a Start was sent"),
+                Command::Stop | Command::Renew => unreachable!("only a Start was sent"),
             },
         }
     }
@@ -112,8 +123,8 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
             Ok(Command::Start(job)) => {
                 renew_loop(&job, rx);
             }
-            // Already listed as parked by the ticket that sent it.
-            Ok(Command::Stop) => {}
+            // Already listed as parked by the ticket that sent it; or a late nudge.
+            Ok(Command::Stop | Command::Renew) => {}
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
                 let Some(parked) = parked.upgrade() else {
@@ -131,8 +142,8 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     }
 }
 
-/// Renews until stopped or lost (`None` either way); a Stop still queued is left for
-/// `park_loop`.
+/// Renews until stopped or lost (`None` either way), at each interval and whenever told to;
+/// a Start queued after the Stop is left for `park_loop`.
 ///
 /// A round that finds the hold on a quorum of nodes extends its validity. A round that
 /// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
@@ -148,11 +159,24 @@ fn renew_loop(job: &Job, rx: &Receiver<Command>) -> Option<()> {
     let mut next = job.since + interval;
     let mut backoff = fresh_backoff();
     // Whether our own release stopped us; checked before any verdict of loss, since a
-    // release removes the field before this thread hears of it.
-    let stopped = || !rx.is_empty();
+    // release removes the field before this thread hears of it. Reads up to the Stop,
+    // skipping nudges to renew.
+    let stop_seen = Cell::new(false);
+    let stopped = || {
+        while !stop_seen.get() {
+            match rx.try_recv() {
+                Ok(Command::Renew) => {}
+                Ok(Command::Stop | Command::Start(_)) | Err(TryRecvError::Disconnected) => {
+                    stop_seen.set(true);
+                }
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        stop_seen.get()
+    };
     loop {
         match rx.recv_deadline(next) {
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) | Ok(Command::Renew) => {}
             // A Start never comes first: a worker is handed one only after its Stop.
             Ok(Command::Stop | Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => {
                 return None;
