@@ -278,7 +278,15 @@ fn survives_failover(
     );
     kept.unlock().unwrap();
     assert!(doomed.unlock().unwrap_err().is_lost());
-    assert_eq!(*lost.lock(), ["doomed"]);
+    // Reported once; a churning hold taken on the old primary just before the switch may
+    // have been lost with it too, but nothing else.
+    let lost = lost.lock();
+    assert_eq!(lost.iter().filter(|name| *name == "doomed").count(), 1);
+    assert!(
+        lost.iter()
+            .all(|name| name == "doomed" || name.starts_with("churn-")),
+        "{lost:?}"
+    );
 }
 
 #[test]
