@@ -173,6 +173,7 @@ pub(crate) fn check_lease(lease: Duration) -> std::result::Result<(), String> {
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
+/// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
 ///
 /// Every value is checked by [`build`](Self::build), which returns
 /// [`Error::InvalidConfig`] naming the setting.

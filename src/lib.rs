@@ -73,6 +73,10 @@
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
 //!   masters, with the same API; see the README for when that is worth it and what it does
 //!   not promise.
+//! - **Sentinel.** [`LockClient::sentinel`] finds the primary through Redis Sentinel and
+//!   follows it across failovers: once a sentinel announces a new primary, nothing is sent
+//!   to the old one, waiters are woken to retry on the new one, and watched holds are
+//!   renewed there at once or reported lost.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
