@@ -374,3 +374,47 @@ fn sentinels_and_primary_with_passwords() {
     let plain = LockClient::builder("redis://127.0.0.1:1/").primary_credentials("", "x");
     assert!(plain.build().unwrap_err().is_invalid_input());
 }
+
+#[test]
+#[serial]
+fn a_client_that_missed_the_switch_is_refused_by_the_old_primary_and_follows() {
+    let mut d = Deployment::start(Options::default());
+    // Pings far apart, and the sentinel the client watches frozen: nothing announces the
+    // switch to the client.
+    let client = builder(&d, LONG)
+        .ping_interval(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let lock = client.lock("ro");
+    lock.lock().unwrap().unlock().unwrap(); // a pooled connection to the primary
+    let frozen = d.sentinels.remove(0);
+    frozen.pause();
+    let new = d.failover();
+    let (old, new) = (&d.servers[0], &d.servers[new]);
+    // The old primary is demoted by hand at once. Sentinel would do it later, closing every
+    // client connection as it does; this way the pooled one stays open.
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(new.port())
+        .query::<()>(&mut old.conn())
+        .unwrap();
+    let (scripts, roles) = (script_calls(old), old.calls("role"));
+    let end = Instant::now() + NO_HANG;
+    loop {
+        match lock.try_lock_for(Duration::from_secs(1)) {
+            Ok(Some(guard)) => {
+                assert!(exists(new, "ro"), "granted, but not by the new primary");
+                guard.unlock().unwrap();
+                break;
+            }
+            result => assert!(Instant::now() < end, "never moved: {result:?}"),
+        }
+    }
+    // What moved it: the script answered READONLY on the pooled connection or, had
+    // Sentinel closed that first, a new connection's ROLE.
+    assert!(
+        script_calls(old) > scripts || old.calls("role") > roles,
+        "the old primary was never asked, so it was not what moved the client"
+    );
+    drop(frozen);
+}
