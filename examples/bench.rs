@@ -154,6 +154,7 @@ fn main() -> Result<()> {
         rows.push(("many held", many_held(&url, n)?));
     }
     rows.push(("redlock", redlock(&plan)?));
+    rows.push(("sentinel", sentinel(&plan)?));
 
     println!("| row | measure |");
     println!("|---|---|");
@@ -482,6 +483,42 @@ fn redlock(plan: &Plan) -> Result<String> {
         micros(bare),
         five.as_secs_f64() / one.as_secs_f64(),
         micros(one),
+    ))
+}
+
+/// Lock+unlock pairs through Sentinel against a client of the same primary's URL,
+/// interleaved.
+fn sentinel(plan: &Plan) -> Result<String> {
+    let d = support::Deployment::start(support::Options {
+        replicas: 0,
+        sentinels: 1,
+        quorum: 1,
+        ..Default::default()
+    });
+    let via = LockClient::sentinel(&[&d.sentinels[0].url()], support::MASTER)
+        .build()?
+        .lock("bench:sentinel");
+    let direct = LockClient::open(&d.servers[0].url())?.lock("bench:direct");
+    let (mut via_pairs, mut direct_pairs) = (Vec::new(), Vec::new());
+    for _ in 0..plan.rounds {
+        direct_pairs.push(mean_of(plan.pairs, || {
+            direct.lock().and_then(|g| g.unlock()).expect("direct");
+        }));
+        via_pairs.push(mean_of(plan.pairs, || {
+            via.lock()
+                .and_then(|g| g.unlock())
+                .expect("through Sentinel");
+        }));
+    }
+    let (via, direct) = (
+        percentile(&mut via_pairs, 50),
+        percentile(&mut direct_pairs, 50),
+    );
+    Ok(format!(
+        "lock+unlock through Sentinel: {} µs; straight to the same primary: {} µs; ratio {:.2}",
+        micros(via),
+        micros(direct),
+        via.as_secs_f64() / direct.as_secs_f64()
     ))
 }
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::LockClient;
-use crate::config::{Config, ReplicaAcks};
+use crate::config::{Config, Credentials, ReplicaAcks};
 use crate::error::Result;
+use crate::error::redact;
 use crate::lost::LockLost;
-use crate::node::redact;
 
 impl LockClient {
     /// Connects to one Redis with every default setting (see [`LockClientBuilder`]).
@@ -31,6 +31,33 @@ impl LockClient {
     pub fn redlock_builder(urls: &[&str]) -> LockClientBuilder {
         LockClientBuilder::new(urls)
     }
+
+    /// Starts a builder for the primary that Redis Sentinel manages under `master_name`,
+    /// asking the sentinels at `sentinel_urls` where it is and following it across
+    /// failovers. Every setting of [`builder`](Self::builder) applies; the sentinels'
+    /// credentials go in their URLs (`redis://user:password@host:26379/`), the primary's in
+    /// [`primary_credentials`](LockClientBuilder::primary_credentials).
+    ///
+    /// After a failover, no command goes to the old primary once a sentinel has announced
+    /// the new one: its connections are retired, waiters are woken to retry on the new one,
+    /// and every watched hold is renewed there at once, or reported lost if its key did not
+    /// reach it. See the crate README on what Sentinel cannot promise.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::sentinel(
+    ///     &["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///     "mymaster",
+    /// )
+    /// .primary_credentials("locker", "secret")
+    /// .build()?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn sentinel(sentinel_urls: &[&str], master_name: &str) -> LockClientBuilder {
+        let mut builder = LockClientBuilder::new(sentinel_urls);
+        builder.config.sentinel = Some(master_name.to_owned());
+        builder
+    }
 }
 
 /// Builds a [`LockClient`] with tuned settings; [`LockClient::open`] takes all the defaults.
@@ -49,6 +76,7 @@ impl LockClient {
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
 /// | [`min_replica_acks`](Self::min_replica_acks) | off |
+/// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
 ///
 /// Every value is checked by [`build`](Self::build), which returns
 /// [`Error::InvalidConfig`] naming the setting.
@@ -186,6 +214,18 @@ impl LockClientBuilder {
         self
     }
 
+    /// For a [Sentinel](LockClient::sentinel) client: the user and password of the primary
+    /// (and of whichever replica is promoted). An empty `username` sends the password alone,
+    /// as `requirepass` wants. The sentinels' own credentials go in their URLs. Defaults to
+    /// none; `build()` refuses it on other clients.
+    pub fn primary_credentials(mut self, username: &str, password: &str) -> Self {
+        self.config.primary_credentials = Some(Credentials {
+            username: (!username.is_empty()).then(|| username.to_owned()),
+            password: password.to_owned(),
+        });
+        self
+    }
+
     /// Checks the settings, opens a connection to each node to prove it answers, and returns
     /// the client.
     ///
@@ -207,6 +247,7 @@ impl fmt::Debug for LockClientBuilder {
                 "urls",
                 &self.urls.iter().map(|url| redact(url)).collect::<Vec<_>>(),
             )
+            .field("master_name", &self.config.sentinel)
             .finish_non_exhaustive()
     }
 }

@@ -97,7 +97,8 @@ impl LockClient {
         self.shared.id()
     }
 
-    /// The nodes this client locks on, as `host:port`.
+    /// The nodes this client locks on, as `host:port`; a Sentinel client's one node is named
+    /// after its master name.
     pub fn nodes(&self) -> Vec<&str> {
         let list = self.shared.nodes().list();
         list.iter().map(|node| node.name.as_str()).collect()
@@ -111,10 +112,13 @@ impl LockClient {
     /// Opens the nodes and checks that enough of them answer: the one node of a single-node
     /// client, a quorum of a Redlock client.
     pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
-        let nodes = urls
-            .iter()
-            .map(|url| Node::new(url, &config).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
+        let nodes = match &config.sentinel {
+            Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
+            None => urls
+                .iter()
+                .map(|url| Node::new(url, &config).map(Arc::new))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let client = Self::assemble(config, nodes)?;
         let shared = &client.shared;
         let probe = [&shared.config().key_prefix[..], b"redmutex:probe"].concat();
@@ -147,9 +151,13 @@ impl LockClient {
             return Err(bad(format!("{} is named twice", twice.name)));
         }
         let nodes = Nodes::new(list, &config);
-        Ok(LockClient {
-            shared: Arc::new(Shared::new(config, nodes)),
-        })
+        let shared = Arc::new(Shared::new(config, nodes));
+        // A node that moves (a Sentinel failover) has every watched hold renewed there.
+        for node in shared.nodes().list() {
+            let weak = Arc::downgrade(&shared);
+            node.on_move(move || weak.upgrade().map(|s| s.workers().all_now()).is_some());
+        }
+        Ok(LockClient { shared })
     }
 }
 

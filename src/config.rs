@@ -39,6 +39,24 @@ pub(crate) struct Config {
     pub on_lock_lost: Option<LostCallback>,
     /// Replicas that must acknowledge each acquisition, and how long to wait for them.
     pub replica_acks: Option<ReplicaAcks>,
+    /// The master name, for a client whose URLs are those of sentinels.
+    pub sentinel: Option<String>,
+    /// What the primary found through Sentinel wants.
+    pub primary_credentials: Option<Credentials>,
+}
+
+/// The user and password the primary wants. Never shown.
+#[derive(Clone)]
+pub(crate) struct Credentials {
+    /// `None`: the password alone (`requirepass`).
+    pub username: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(***)")
+    }
 }
 
 /// `WAIT replicas timeout` after every acquisition.
@@ -64,6 +82,8 @@ impl Default for Config {
             ping_interval: Duration::from_secs(1),
             on_lock_lost: None,
             replica_acks: None,
+            sentinel: None,
+            primary_credentials: None,
         }
     }
 }
@@ -152,6 +172,12 @@ impl Config {
                     ),
                 );
             }
+        }
+        if self.primary_credentials.is_some() && self.sentinel.is_none() {
+            return bad(
+                "primary_credentials",
+                "only for a Sentinel client; put credentials in the URL".into(),
+            );
         }
         if self.watchdog_stack_size < MIN_STACK {
             return bad(

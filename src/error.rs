@@ -159,6 +159,15 @@ pub enum Error {
         /// How many were required.
         needed: u32,
     },
+    /// No sentinel named a primary for the master name: none could be reached, or none
+    /// knew the name. Each sentinel's failure is listed; wrong sentinel credentials make
+    /// [`Error::is_auth`] true.
+    NoPrimary {
+        /// The master name the sentinels were asked about.
+        master: String,
+        /// The sentinels asked, as `host:port`, and why each did not answer.
+        failed: Vec<NodeError>,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock concerned.
@@ -236,7 +245,9 @@ impl Error {
             Error::Pool { source, .. } => {
                 source.to_string().contains("NOAUTH") || source.to_string().contains("WRONGPASS")
             }
-            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_auth()),
+            Error::NoQuorum { failed, .. } | Error::NoPrimary { failed, .. } => {
+                failed.iter().any(|f| f.error.is_auth())
+            }
             _ => false,
         }
     }
@@ -265,7 +276,7 @@ impl Error {
     /// Redis could not be reached or the connection broke; retrying later may succeed.
     pub fn is_connection(&self) -> bool {
         match self {
-            Error::Pool { .. } | Error::NoQuorum { .. } => true,
+            Error::Pool { .. } | Error::NoQuorum { .. } | Error::NoPrimary { .. } => true,
             Error::Redis { source, .. } => {
                 source.is_io_error() || source.is_connection_dropped() || source.is_timeout()
             }
@@ -423,6 +434,11 @@ impl fmt::Display for Error {
                     causes(failed)
                 )
             }
+            Error::NoPrimary { master, failed } => write!(
+                f,
+                "no sentinel named the primary of {master:?}; asked: {}",
+                causes(failed)
+            ),
             Error::Watchdog { lock, source } => {
                 write!(
                     f,
@@ -434,7 +450,8 @@ impl fmt::Display for Error {
 }
 
 /// What a `Display` of an authentication failure adds.
-const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/)";
+const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/; \
+     a Sentinel primary's in LockClientBuilder::primary_credentials)";
 
 fn is_auth(source: &redis::RedisError) -> bool {
     source.kind() == redis::ErrorKind::AuthenticationFailed
@@ -460,10 +477,20 @@ impl std::error::Error for Error {
             Error::Redis { source, .. } | Error::InvalidUrl { source, .. } => Some(source),
             Error::Pool { source, .. } => Some(source),
             Error::Watchdog { source, .. } => Some(source),
-            Error::NoQuorum { failed, .. } | Error::PartialRelease { failed, .. } => {
-                failed.first().map(|f| &f.error as _)
-            }
+            Error::NoQuorum { failed, .. }
+            | Error::PartialRelease { failed, .. }
+            | Error::NoPrimary { failed, .. } => failed.first().map(|f| &f.error as _),
             _ => None,
         }
+    }
+}
+
+/// The URL without its user information, fit for errors and logs.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
     }
 }

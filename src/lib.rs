@@ -73,12 +73,16 @@
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
 //!   masters, with the same API; see the README for when that is worth it and what it does
 //!   not promise.
+//! - **Sentinel.** [`LockClient::sentinel`] finds the primary through Redis Sentinel and
+//!   follows it across failovers: once a sentinel announces a new primary, nothing is sent
+//!   to the old one, waiters are woken to retry on the new one, and watched holds are
+//!   renewed there at once or reported lost.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// Layers, each using only those above it: settings and names; transport (node, pool,
-// notify, pubsub) and quorum arithmetic; the shared state of a client and its watchdog;
+// Layers, each using only those above it: settings and names; topology and transport
+// (endpoint, sentinel, topology, node, pool, notify, pubsub) and quorum arithmetic; the shared state of a client and its watchdog;
 // the lock kinds; the lock machine (lock, acquire, guard); the client API.
 mod config;
 mod error;
@@ -89,11 +93,14 @@ mod retry;
 mod scripts;
 mod stats;
 
+mod endpoint;
 mod node;
 mod notify;
 mod pool;
 mod pubsub;
 mod quorum;
+mod sentinel;
+mod topology;
 
 mod holding;
 mod holds;

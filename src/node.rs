@@ -4,18 +4,29 @@
 //! A single-node client has one node and a quorum of one. A Redlock client has N independent
 //! masters and a quorum of N/2 + 1; its commands go out to all nodes before any reply is
 //! read, so a round costs the slowest node's round trip, not the sum of them.
+//!
+//! A node does not keep an address: its topology says where its server is now (a fixed
+//! address, or the primary Sentinel names), and a reply from a server the node has moved
+//! away from is refused and the command sent again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, ServerErrorKind};
+use redis::{
+    Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, RedisResult,
+    ServerErrorKind,
+};
 use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::config::Config;
+use crate::endpoint;
+use crate::error::redact;
 use crate::error::{Error, NodeError, Result};
 use crate::notify::{Notifier, Settings};
 use crate::pool::{Conn, Manager};
+use crate::sentinel::Sentinel;
+use crate::topology::Topology;
 use crate::{layout, quorum, scripts};
 
 type Pooled = r2d2::PooledConnection<Manager>;
@@ -31,7 +42,9 @@ pub(crate) struct Node {
     /// for a connection to this node (which still starts a reconnect in the background)
     /// instead of their whole timeout; the next successful connect clears it.
     unreachable: Arc<AtomicBool>,
-    pub notifier: Notifier,
+    pub notifier: Arc<Notifier>,
+    /// Where the server is now.
+    topology: Arc<Topology>,
 }
 
 impl Node {
@@ -43,20 +56,36 @@ impl Node {
         };
         let info = url.into_connection_info().map_err(invalid)?;
         let name = info.addr().to_string();
-        let notifier = Notifier::new(Settings {
-            info: info.clone(),
+        let client = endpoint::client(info).map_err(invalid)?;
+        Ok(Node::at(name, Topology::Fixed(client), config))
+    }
+
+    /// The primary that the sentinels at `sentinel_urls` name for `master`, followed across
+    /// failovers; named after `master`. Asks nothing yet.
+    pub fn sentinel(sentinel_urls: &[String], master: &str, config: &Config) -> Result<Node> {
+        let sentinel = Sentinel::start(sentinel_urls, master, config)?;
+        let node = Node::at(master.to_owned(), Topology::Sentinel(sentinel), config);
+        // The subscriber follows the primary: it reconnects there, subscribes again and
+        // wakes every waiter.
+        let notifier = Arc::downgrade(&node.notifier);
+        node.on_move(move || notifier.upgrade().map(|n| n.reconnect()).is_some());
+        Ok(node)
+    }
+
+    fn at(name: String, topology: Topology, config: &Config) -> Node {
+        let topology = Arc::new(topology);
+        let notifier = Arc::new(Notifier::new(Settings {
+            topology: topology.clone(),
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             ping_interval: config.ping_interval,
-        });
+        }));
         let unreachable = Arc::new(AtomicBool::new(false));
-        let manager = || -> Result<Manager> {
-            Ok(Manager {
-                client: redis::Client::open(info.clone()).map_err(invalid)?,
-                connect_timeout: config.connect_timeout,
-                response_timeout: config.response_timeout,
-                unreachable: unreachable.clone(),
-            })
+        let manager = || Manager {
+            topology: topology.clone(),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            unreachable: unreachable.clone(),
         };
         // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
         // reaper job (every 30 s) before they end; one thread that ends at once is enough.
@@ -73,14 +102,21 @@ impl Node {
             .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
-            .build_unchecked(manager()?);
-        Ok(Node {
+            .build_unchecked(manager());
+        Node {
             name,
             pool,
-            direct: manager()?,
+            direct: manager(),
             unreachable,
             notifier,
-        })
+            topology,
+        }
+    }
+
+    /// Runs `listener` each time the node's server moves (a Sentinel failover), after the
+    /// connections to the old one are retired, until it returns false.
+    pub fn on_move(&self, listener: impl Fn() -> bool + Send + Sync + 'static) {
+        self.topology.on_move(listener);
     }
 
     /// Opens a fresh connection, within the connect and response timeouts, loads the scripts
@@ -90,6 +126,7 @@ impl Node {
         let channel = layout::channel(probe_key);
         let latch = layout::unlock_latch(probe_key, &layout::random_id());
         let cmd = scripts::check(probe_key, &channel, &latch);
+        self.topology.endpoint()?;
         let denied: Vec<String> = self
             .direct
             .open()
@@ -137,18 +174,13 @@ impl Node {
     ) -> Result<T> {
         let mut attempts_left = self.pool.max_size() + 1;
         loop {
-            let mut conn = match self.pool.try_get() {
-                Some(conn) => conn,
-                None => {
-                    let left = end.saturating_duration_since(Instant::now());
-                    let wait = left.min(self.direct.connect_timeout);
-                    self.pool
-                        .get_timeout(wait.max(Duration::from_millis(1)))
-                        .map_err(|source| self.pool_error(source))?
-                }
-            };
+            let mut conn = self.checkout(|| {
+                let left = end.saturating_duration_since(Instant::now());
+                left.min(self.direct.connect_timeout)
+            })?;
             attempts_left -= 1;
-            match self.within(&mut conn, end, &exchange) {
+            let result = self.within(&mut conn, end, &exchange);
+            match self.moved(&mut conn, result) {
                 Err(err)
                     if attempts_left > 0 && err.is_connection_dropped() && Instant::now() < end =>
                 {
@@ -157,6 +189,44 @@ impl Node {
                 result => return result.map_err(|source| self.redis_error(source)),
             }
         }
+    }
+
+    /// A pooled connection, opened where the server is now: any opened before it moved is
+    /// retired on the way. `wait` says how long to wait for one when none is idle.
+    fn checkout(&self, wait: impl Fn() -> Duration) -> Result<Pooled> {
+        loop {
+            let mut conn = match self.pool.try_get() {
+                Some(conn) => conn,
+                None => self
+                    .pool
+                    .get_timeout(wait().max(Duration::from_millis(1)))
+                    .map_err(|source| self.pool_error(source))?,
+            };
+            if conn.generation == self.topology.generation() {
+                return Ok(conn);
+            }
+            conn.retire();
+        }
+    }
+
+    /// Refuses a reply from a server that is no longer the node's: one answered `READONLY`
+    /// on a topology that follows its primary (which then finds where it went), or one read
+    /// after the server moved. The command is then to be sent again to where the server is
+    /// now, as after a dropped connection; a lock granted by a demoted primary is no lock.
+    fn moved<T>(&self, conn: &mut Conn, result: RedisResult<T>) -> RedisResult<T> {
+        let readonly = self.topology.follows()
+            && matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly));
+        if readonly {
+            self.topology.demoted(conn.generation);
+        }
+        if !readonly && conn.generation == self.topology.generation() {
+            return result;
+        }
+        conn.retire();
+        Err(RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the primary moved; the reply came from the old one",
+        )))
     }
 
     /// Runs `f` on `conn` with replies awaited no later than `end`. The connection's own read
@@ -186,18 +256,10 @@ impl Node {
     /// Checks out a connection, waiting at most until `deadline` (only a moment while the
     /// node is unreachable), and sends `packed`.
     fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
-        let mut conn = match self.pool.try_get() {
-            Some(conn) => conn,
-            None => {
-                let wait = match self.unreachable.load(Ordering::Relaxed) {
-                    true => Duration::ZERO,
-                    false => deadline.saturating_duration_since(Instant::now()),
-                };
-                self.pool
-                    .get_timeout(wait.max(Duration::from_millis(1)))
-                    .map_err(|source| self.pool_error(source))?
-            }
-        };
+        let mut conn = self.checkout(|| match self.unreachable.load(Ordering::Relaxed) {
+            true => Duration::ZERO,
+            false => deadline.saturating_duration_since(Instant::now()),
+        })?;
         conn.run(|c| c.send_packed_command(packed))
             .map_err(|source| self.redis_error(source))?;
         Ok(conn)
@@ -225,7 +287,8 @@ impl Node {
                 reply => reply.map(|(reply, acked)| (reply, Some(acked))),
             },
         });
-        reply.map_err(|source| self.redis_error(source))
+        self.moved(conn, reply)
+            .map_err(|source| self.redis_error(source))
     }
 
     fn redis_error(&self, source: redis::RedisError) -> Error {
@@ -499,14 +562,4 @@ fn receive_waiting<T: FromRedisValue>(c: &mut Connection) -> redis::RedisResult<
 
 fn is_noscript(err: &redis::RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-}
-
-/// The URL without its user information, fit for errors and logs.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
 }

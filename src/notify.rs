@@ -20,15 +20,16 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redis::ConnectionInfo;
 
 use crate::pubsub::{Event, Stream, read_event};
 use crate::retry::Backoff;
+use crate::topology::Topology;
 
 /// How a subscriber connects and how it checks its connection.
 #[derive(Clone)]
 pub(crate) struct Settings {
-    pub info: ConnectionInfo,
+    /// Where the server is now.
+    pub topology: Arc<Topology>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     pub ping_interval: Duration,
@@ -59,6 +60,8 @@ struct State {
     next_generation: u64,
     /// Whether a refused SUBSCRIBE was already logged as a warning.
     warned_refusal: bool,
+    /// Bumped when the server moves: a connect begun before is to its old address.
+    moves: u64,
 }
 
 struct Channel {
@@ -216,6 +219,20 @@ impl Notifier {
     }
 }
 
+impl Notifier {
+    /// The server moved: drops the subscriber connection, so that the thread connects to
+    /// where the server is now, subscribes every channel again and wakes every waiter.
+    pub fn reconnect(&self) {
+        if let Some(hub) = self.hub.lock().as_ref() {
+            let mut state = hub.state.lock();
+            state.moves += 1;
+            if let Some(writer) = &state.writer {
+                writer.shutdown();
+            }
+        }
+    }
+}
+
 impl Drop for Notifier {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.lock().take() {
@@ -299,14 +316,15 @@ impl Hub {
                 self.confirmed.notify_all();
                 return None;
             }
+            let moves = state.moves;
             drop(state);
-            let connected = Stream::connect(
-                &settings.info,
-                settings.connect_timeout,
-                settings.response_timeout,
-            );
+            let connected = settings.topology.info().and_then(|info| {
+                Stream::connect(&info, settings.connect_timeout, settings.response_timeout)
+            });
             let mut state = self.state.lock();
             match connected {
+                // Connected to where the server was before it moved: connect again.
+                Ok(_) if state.moves != moves => {}
                 Ok((reader, writer)) if !state.stopped => {
                     state.writer = Some(writer);
                     let channels: Vec<_> = state

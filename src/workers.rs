@@ -8,13 +8,14 @@
 //! table entry. A thread parked for [`IDLE_EXIT`] ends, and every thread, the timer
 //! included, ends when its client goes away.
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, unbounded};
 use parking_lot::{Condvar, Mutex};
 
 /// How long a parked thread waits for new work before it ends.
@@ -31,6 +32,8 @@ enum Command {
     /// Ends the current work. A worker is listed as parked right after its Stop is sent, so
     /// work it is handed next always comes after that Stop on its channel.
     Stop,
+    /// Makes the current work take its next step now; ignored between works.
+    Now,
 }
 
 /// The parked threads, each behind the sender of its command channel.
@@ -58,7 +61,10 @@ struct Schedule {
 
 #[derive(Default)]
 struct Entries {
-    waiting: BTreeMap<(Instant, u64), Arc<Slot>>,
+    /// Every ticket's work, waiting or running.
+    slots: HashMap<u64, Arc<Slot>>,
+    /// The waiting ones, by when they are to be handed over.
+    waiting: BTreeMap<(Instant, u64), ()>,
     next_id: u64,
     timer_running: bool,
     /// Whether the timer sleeps until notified (nothing scheduled for a while).
@@ -88,21 +94,38 @@ pub(crate) struct Ticket {
 /// What running work sees of its ticket.
 pub(crate) struct Stop<'a> {
     rx: &'a Receiver<Command>,
+    stopped: Cell<bool>,
 }
 
 impl Stop<'_> {
-    /// Waits until `deadline`; false if stopped before.
+    /// Waits until `deadline`, or until told to take the next step now; false if stopped.
     pub fn sleep_until(&self, deadline: Instant) -> bool {
-        // Work never gets a Start first: a worker is handed one only after its Stop.
-        matches!(
-            self.rx.recv_deadline(deadline),
-            Err(RecvTimeoutError::Timeout)
-        )
+        if self.stopped.get() {
+            return false;
+        }
+        match self.rx.recv_deadline(deadline) {
+            Err(RecvTimeoutError::Timeout) | Ok(Command::Now) => true,
+            // Work never gets a Start first: a worker is handed one only after its Stop.
+            Ok(Command::Stop | Command::Start(_)) | Err(RecvTimeoutError::Disconnected) => {
+                self.stopped.set(true);
+                false
+            }
+        }
     }
 
-    /// Whether the ticket was dropped. The Stop stays queued for the thread's park loop.
+    /// Whether the ticket was dropped. Reads up to its Stop, never past it: work handed to
+    /// this thread next stays queued for the park loop.
     pub fn is_stopped(&self) -> bool {
-        !self.rx.is_empty()
+        while !self.stopped.get() {
+            match self.rx.try_recv() {
+                Ok(Command::Now) => {}
+                Err(TryRecvError::Empty) => break,
+                Ok(Command::Stop | Command::Start(_)) | Err(TryRecvError::Disconnected) => {
+                    self.stopped.set(true);
+                }
+            }
+        }
+        self.stopped.get()
     }
 }
 
@@ -110,12 +133,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let state = std::mem::replace(&mut *self.slot.lock(), State::Stopped);
         match state {
-            State::Waiting(work) => {
-                if let Some(schedule) = self.schedule.upgrade() {
-                    schedule.entries.lock().waiting.remove(&self.key);
-                }
-                drop(work);
-            }
+            State::Waiting(work) => drop(work),
             State::Running { worker, tx } => {
                 if tx.send(Command::Stop).is_ok()
                     && let Some(parked) = self.parked.upgrade()
@@ -124,6 +142,11 @@ impl Drop for Ticket {
                 }
             }
             State::Stopped => {}
+        }
+        if let Some(schedule) = self.schedule.upgrade() {
+            let mut entries = schedule.entries.lock();
+            entries.waiting.remove(&self.key);
+            entries.slots.remove(&self.key.1);
         }
     }
 }
@@ -162,7 +185,8 @@ impl Workers {
         }
         let key = (due - schedule.lead, entries.next_id);
         entries.next_id += 1;
-        entries.waiting.insert(key, slot.clone());
+        entries.waiting.insert(key, ());
+        entries.slots.insert(key.1, slot.clone());
         if entries.timer_dozing {
             entries.timer_dozing = false;
             schedule.wake.notify_one();
@@ -173,6 +197,30 @@ impl Workers {
             schedule: Arc::downgrade(schedule),
             parked: Arc::downgrade(&self.threads.parked),
         })
+    }
+}
+
+impl Workers {
+    /// Has every work take its next step now, handing over the waiting ones at once: after
+    /// a failover, every watched hold is renewed on the new primary.
+    pub fn all_now(&self) {
+        let slots: Vec<_> = {
+            let mut entries = self.schedule.entries.lock();
+            entries.waiting.clear();
+            entries.slots.values().cloned().collect()
+        };
+        for slot in slots {
+            let mut state = slot.lock();
+            if let State::Waiting(work) = std::mem::replace(&mut *state, State::Stopped) {
+                match self.threads.run(work) {
+                    Ok((worker, tx)) => *state = State::Running { worker, tx },
+                    Err(err) => log::error!("no watchdog thread for a held lock: {err}"),
+                }
+            }
+            if let State::Running { tx, .. } = &*state {
+                let _ = tx.send(Command::Now);
+            }
+        }
     }
 }
 
@@ -202,7 +250,8 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
             if entry.key().0 > now {
                 break;
             }
-            due.push(entry.remove());
+            let (_, id) = entry.remove_entry().0;
+            due.extend(entries.slots.get(&id).cloned());
         }
         let next = entries.waiting.keys().next().map(|&(at, _)| at);
         if !due.is_empty() || next.is_some() {
@@ -241,7 +290,7 @@ impl Threads {
                 Ok(()) => return Ok((worker, tx)),
                 Err(err) => match err.into_inner() {
                     Command::Start(returned) => work = returned,
-                    Command::Stop => unreachable!("only a Start was sent"),
+                    Command::Stop | Command::Now => unreachable!("only a Start was sent"),
                 },
             }
         }
@@ -261,9 +310,12 @@ impl Threads {
 fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
     loop {
         match rx.recv_timeout(IDLE_EXIT) {
-            Ok(Command::Start(work)) => work(&Stop { rx }),
-            // Already listed as parked by the ticket that sent it.
-            Ok(Command::Stop) => {}
+            Ok(Command::Start(work)) => work(&Stop {
+                rx,
+                stopped: Cell::new(false),
+            }),
+            // Already listed as parked by the ticket that sent it; or a late nudge.
+            Ok(Command::Stop | Command::Now) => {}
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
                 let Some(parked) = parked.upgrade() else {

@@ -12,11 +12,14 @@
 
 mod peer;
 mod proxy;
+mod sentinel;
 
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use peer::Peer;
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use proxy::Proxy;
+#[allow(unused_imports)] // Used by some of the test binaries only.
+pub use sentinel::{Deployment, MASTER, Options, info, role};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -38,6 +41,18 @@ exit 0"#;
 pub struct Server {
     process: Option<Supervised>,
     port: u16,
+    args: Args,
+}
+
+/// What a server is started with besides its port and the test defaults.
+#[derive(Clone, Default)]
+pub struct Args {
+    /// Before every other argument: a config file, `--sentinel`.
+    pub leading: Vec<String>,
+    /// After the defaults: `--replicaof`, `--requirepass`, ...
+    pub trailing: Vec<String>,
+    /// The password the server wants (`requirepass`), for `url` and `conn`.
+    pub password: Option<String>,
 }
 
 /// A running redis-server and its supervisor.
@@ -60,12 +75,18 @@ impl Supervised {
 impl Server {
     /// Starts a server on a free port and waits until it answers.
     pub fn start() -> Server {
+        Server::start_with(Args::default())
+    }
+
+    /// Starts a server with `args` on a free port and waits until it answers.
+    pub fn start_with(args: Args) -> Server {
         require_redis_server();
         for _ in 0..5 {
             let port = free_port();
             let mut server = Server {
                 process: None,
                 port,
+                args: args.clone(),
             };
             if server.spawn() {
                 return server;
@@ -79,7 +100,10 @@ impl Server {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        match &self.args.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}/", self.port),
+            None => format!("redis://127.0.0.1:{}/", self.port),
+        }
     }
 
     /// The pid of the redis-server process (not of its supervisor).
@@ -189,8 +213,10 @@ impl Server {
             .arg("-c")
             .arg(SUPERVISOR)
             .arg("redis-supervisor")
+            .args(&self.args.leading)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(&self.args.trailing)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

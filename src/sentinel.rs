@@ -1,0 +1,437 @@
+//! A primary managed by Redis Sentinel, followed across failovers.
+//!
+//! The primary's address comes from the sentinels (`SENTINEL GET-MASTER-ADDR-BY-NAME`, each
+//! asked in turn within the connect and response timeouts), and every connection opened to
+//! it must say `ROLE` master: a replica is refused. A thread stays subscribed to
+//! `+switch-master` on one sentinel, moving to the next when that one stops answering
+//! (PING every ping interval), and asks again where the primary is after each subscription,
+//! since a switch may have been announced meanwhile.
+//!
+//! A move starts a new generation (see [`crate::topology`]): every pooled connection to the
+//! old primary is retired instead of being used again, and the listeners run: the node
+//! moves its unlock subscriber, the client renews every watched hold on the new primary at
+//! once, which also finds the holds whose keys did not reach it. A `READONLY` reply or a
+//! connection that finds a replica makes the sentinels be asked again.
+//!
+//! This matters because a demoted primary keeps accepting writes until Sentinel reconfigures
+//! it, and those writes are discarded when it resynchronises as a replica: a lock granted
+//! there is no lock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::{
+    Client, Connection, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError,
+    RedisResult, ServerErrorKind, Value,
+};
+
+use crate::config::{Config, Credentials};
+use crate::endpoint::{self, Endpoint};
+use crate::error::redact;
+use crate::error::{Error, NodeError, Result};
+use crate::retry::Backoff;
+
+/// The channel on which sentinels announce a new primary:
+/// `<master name> <old ip> <old port> <new ip> <new port>`.
+const SWITCH_MASTER: &str = "+switch-master";
+
+/// Most sentinels one client may ask.
+const MAX_SENTINELS: usize = 64;
+
+/// The primary of one master name.
+pub(crate) struct Sentinel {
+    master: String,
+    /// Each sentinel's `host:port` (for errors and logs) and connection info (with the
+    /// credentials of its URL).
+    sentinels: Vec<(String, ConnectionInfo)>,
+    credentials: Option<Credentials>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    ping_interval: Duration,
+    /// Bumped, under `current`'s lock, each time the primary's address changes.
+    generation: AtomicU64,
+    current: Mutex<Option<Primary>>,
+    /// One thread at a time asks the sentinels or moves the primary.
+    moving: Mutex<()>,
+    /// The sentinel watched last: asked first, since it is the one whose announcements the
+    /// client follows.
+    watched: AtomicUsize,
+    /// Whether a thread is asking the sentinels after a `READONLY`.
+    asking: AtomicBool,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+type Listener = Box<dyn Fn() -> bool + Send + Sync>;
+
+struct Primary {
+    host: String,
+    port: u16,
+    client: Client,
+}
+
+impl Sentinel {
+    /// Checks the sentinel URLs and the master name, and starts the thread that watches for
+    /// switches. Asks nothing yet.
+    pub fn start(urls: &[String], master: &str, config: &Config) -> Result<Arc<Sentinel>> {
+        let bad = |setting, reason: &str| Error::InvalidConfig {
+            setting,
+            reason: reason.to_owned(),
+        };
+        if urls.is_empty() || urls.len() > MAX_SENTINELS {
+            return Err(bad("sentinel_urls", "1 to 64 sentinels are needed"));
+        }
+        if master.is_empty() || master.contains(char::is_whitespace) {
+            return Err(bad("master_name", "must be non-empty, without spaces"));
+        }
+        let sentinels =
+            urls.iter()
+                .map(|url| {
+                    let info = url.as_str().into_connection_info().map_err(|source| {
+                        Error::InvalidUrl {
+                            url: redact(url),
+                            source,
+                        }
+                    })?;
+                    Ok((info.addr().to_string(), info))
+                })
+                .collect::<Result<Vec<_>>>()?;
+        let sentinel = Arc::new(Sentinel {
+            master: master.to_owned(),
+            sentinels,
+            credentials: config.primary_credentials.clone(),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            ping_interval: config.ping_interval,
+            generation: AtomicU64::new(0),
+            current: Mutex::new(None),
+            moving: Mutex::new(()),
+            watched: AtomicUsize::new(0),
+            asking: AtomicBool::new(false),
+            listeners: Mutex::new(Vec::new()),
+        });
+        let weak = Arc::downgrade(&sentinel);
+        thread::Builder::new()
+            .name("redmutex-sentinel".into())
+            .stack_size(128 * 1024)
+            .spawn(move || watch(&weak))
+            .map_err(|source| Error::Redis {
+                lock: None,
+                node: master.to_owned(),
+                source: source.into(),
+            })?;
+        Ok(sentinel)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The primary now, asking the sentinels if it is not known yet.
+    pub fn endpoint(&self) -> Result<Endpoint> {
+        if let Some(endpoint) = self.known() {
+            return Ok(endpoint);
+        }
+        let _moving = self.moving.lock();
+        match self.known() {
+            Some(endpoint) => Ok(endpoint),
+            None => {
+                let (host, port) = self.ask(None)?;
+                self.move_to(host, port)
+            }
+        }
+    }
+
+    fn known(&self) -> Option<Endpoint> {
+        let current = self.current.lock();
+        current.as_ref().map(|primary| Endpoint {
+            client: primary.client.clone(),
+            generation: self.generation(),
+        })
+    }
+
+    /// Refuses a connection to a server that is not a master, and has the sentinels asked
+    /// again.
+    pub fn verify(self: &Arc<Self>, conn: &mut Connection, generation: u64) -> RedisResult<()> {
+        let role: Value = redis::cmd("ROLE").query(conn)?;
+        let master = matches!(&role, Value::Array(items)
+            if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master"));
+        if master {
+            return Ok(());
+        }
+        self.demoted(generation);
+        Err(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "not a primary",
+            format!(
+                "the server named by the sentinels for {:?} is a replica",
+                self.master
+            ),
+        )))
+    }
+
+    /// The primary of `generation` turned out to be a replica: has the sentinels asked
+    /// again on another thread (so that no caller waits on them past its deadline), unless
+    /// the primary moved meanwhile or they are being asked already.
+    pub fn demoted(self: &Arc<Self>, generation: u64) {
+        if self.generation() != generation || self.asking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let sentinel = self.clone();
+        let spawned = thread::Builder::new()
+            .name("redmutex-sentinel".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                sentinel.ask_again(generation);
+                sentinel.asking.store(false, Ordering::Release);
+            });
+        if let Err(err) = spawned {
+            self.asking.store(false, Ordering::Release);
+            log::warn!("could not start asking the sentinels: {err}");
+        }
+    }
+
+    fn ask_again(&self, generation: u64) {
+        let _moving = self.moving.lock();
+        if self.generation() != generation {
+            return;
+        }
+        log::info!(
+            "the primary of {:?} answered as a replica; asking the sentinels",
+            self.master
+        );
+        match self.ask(None) {
+            Ok((host, port)) => {
+                let _ = self.move_to(host, port);
+            }
+            Err(err) => log::warn!("{err}"),
+        }
+    }
+
+    pub fn on_move(&self, listener: Listener) {
+        self.listeners.lock().push(listener);
+    }
+
+    /// Makes `host:port` the primary; when that is a move, starts a new generation and runs
+    /// the listeners. The caller holds `moving`.
+    fn move_to(&self, host: String, port: u16) -> Result<Endpoint> {
+        let mut current = self.current.lock();
+        if let Some(primary) = current
+            .as_ref()
+            .filter(|p| p.host == host && p.port == port)
+        {
+            return Ok(Endpoint {
+                client: primary.client.clone(),
+                generation: self.generation(),
+            });
+        }
+        let client = self
+            .primary_client(&host, port)
+            .map_err(|source| Error::Redis {
+                lock: None,
+                node: self.master.clone(),
+                source,
+            })?;
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let endpoint = Endpoint {
+            client: client.clone(),
+            generation,
+        };
+        let old = current.replace(Primary { host, port, client });
+        let new = current.as_ref().map(|p| format!("{}:{}", p.host, p.port));
+        drop(current);
+        let new = new.unwrap_or_default();
+        match old {
+            None => log::info!("the primary of {:?} is {new}", self.master),
+            Some(old) => {
+                log::warn!(
+                    "the primary of {:?} moved from {}:{} to {new}",
+                    self.master,
+                    old.host,
+                    old.port
+                );
+                self.listeners.lock().retain(|listener| listener());
+            }
+        }
+        Ok(endpoint)
+    }
+
+    fn primary_client(&self, host: &str, port: u16) -> RedisResult<Client> {
+        let info = ConnectionAddr::Tcp(host.to_owned(), port).into_connection_info()?;
+        let mut settings = info.redis_settings().clone();
+        if let Some(credentials) = &self.credentials {
+            if let Some(username) = &credentials.username {
+                settings = settings.set_username(username);
+            }
+            settings = settings.set_password(&credentials.password);
+        }
+        endpoint::client(info.set_redis_settings(settings))
+    }
+
+    /// Asks the sentinels in turn, starting with `first` (or the one watched last), for the
+    /// primary's address.
+    fn ask(&self, first: Option<usize>) -> Result<(String, u16)> {
+        let n = self.sentinels.len();
+        let start = first.unwrap_or_else(|| self.watched.load(Ordering::Relaxed));
+        let mut failed = Vec::new();
+        for i in (0..n).map(|i| (start + i) % n) {
+            let (name, _) = &self.sentinels[i];
+            match self.ask_one(i) {
+                Ok(addr) => return Ok(addr),
+                Err(source) => {
+                    log::debug!("sentinel {name} did not name the primary: {source}");
+                    failed.push(NodeError {
+                        node: name.clone(),
+                        error: Error::Redis {
+                            lock: None,
+                            node: name.clone(),
+                            source,
+                        },
+                    });
+                }
+            }
+        }
+        Err(Error::NoPrimary {
+            master: self.master.clone(),
+            failed,
+        })
+    }
+
+    fn ask_one(&self, i: usize) -> RedisResult<(String, u16)> {
+        let mut conn = self.connect(i)?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.master)
+            .query(&mut conn)?;
+        addr.ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::MasterNameNotFoundBySentinel,
+                "unknown master name",
+                format!("this sentinel monitors no master named {:?}", self.master),
+            ))
+        })
+    }
+
+    /// A connection to sentinel `i`, with the client's timeouts.
+    fn connect(&self, i: usize) -> RedisResult<Connection> {
+        let client = endpoint::client(self.sentinels[i].1.clone())?;
+        let conn = client.get_connection_with_timeout(self.connect_timeout)?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
+        Ok(conn)
+    }
+
+    /// Handles a `+switch-master` announcement.
+    fn announced(&self, payload: &[u8]) {
+        let text = String::from_utf8_lossy(payload);
+        let parts: Vec<&str> = text.split_whitespace().collect();
+        let [name, _, _, host, port] = parts[..] else {
+            log::debug!("unexpected {SWITCH_MASTER} payload: {text}");
+            return;
+        };
+        let Ok(port) = port.parse() else {
+            log::debug!("unexpected {SWITCH_MASTER} payload: {text}");
+            return;
+        };
+        if name == self.master {
+            let _moving = self.moving.lock();
+            if let Err(err) = self.move_to(host.to_owned(), port) {
+                log::warn!("{err}");
+            }
+        }
+    }
+
+    /// After subscribing on sentinel `i`: asks it where the primary is, in case a switch was
+    /// announced while no sentinel was watched.
+    fn catch_up(&self, i: usize) {
+        self.watched.store(i, Ordering::Relaxed);
+        let _moving = self.moving.lock();
+        if self.current.lock().is_none() {
+            return; // nobody asked yet; the first connect asks
+        }
+        match self.ask_one(i) {
+            Ok((host, port)) => {
+                if let Err(err) = self.move_to(host, port) {
+                    log::warn!("{err}");
+                }
+            }
+            Err(err) => log::debug!(
+                "sentinel {} did not name the primary: {err}",
+                self.sentinels[i].0
+            ),
+        }
+    }
+}
+
+/// The watching thread: subscribed on one sentinel after the other, until the topology is
+/// dropped.
+fn watch(weak: &Weak<Sentinel>) {
+    let mut next = 0;
+    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        let Some(sentinel) = weak.upgrade() else {
+            return;
+        };
+        let n = sentinel.sentinels.len();
+        let name = sentinel.sentinels[next % n].0.clone();
+        let pause = backoff.next_delay(None);
+        drop(sentinel);
+        match watch_one(weak, next % n) {
+            Ok(true) => backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(1)),
+            Ok(false) => return,
+            Err(err) => {
+                log::debug!("watching sentinel {name} failed: {err}");
+                thread::sleep(pause);
+            }
+        }
+        next += 1;
+    }
+}
+
+/// Follows the announcements of sentinel `i` until its connection fails: `Ok(true)` when it
+/// had worked, `Ok(false)` when the topology is gone, `Err` when it could not start.
+fn watch_one(weak: &Weak<Sentinel>, i: usize) -> RedisResult<bool> {
+    let (mut conn, ping_interval, response_timeout) = {
+        let Some(sentinel) = weak.upgrade() else {
+            return Ok(false);
+        };
+        let conn = sentinel.connect(i)?;
+        (conn, sentinel.ping_interval, sentinel.response_timeout)
+    };
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(SWITCH_MASTER)?;
+    match weak.upgrade() {
+        Some(sentinel) => sentinel.catch_up(i),
+        None => return Ok(false),
+    }
+    let err = loop {
+        // A read that times out between messages loses nothing: `get_message` keeps what
+        // it has parsed.
+        if let Err(err) = pubsub.set_read_timeout(Some(ping_interval)) {
+            break err;
+        }
+        match pubsub.get_message() {
+            Ok(message) => match weak.upgrade() {
+                Some(sentinel) => sentinel.announced(message.get_payload_bytes()),
+                None => return Ok(false),
+            },
+            Err(err) if err.is_timeout() => {
+                if weak.strong_count() == 0 {
+                    return Ok(false);
+                }
+                // Silent for a ping interval: make sure the sentinel is still there.
+                let pinged = pubsub
+                    .set_read_timeout(Some(response_timeout))
+                    .and_then(|()| pubsub.ping::<Value>());
+                if let Err(err) = pinged {
+                    break err;
+                }
+            }
+            Err(err) => break err,
+        }
+    };
+    log::info!("lost the sentinel watched for switches: {err}; moving to the next one");
+    Ok(true)
+}

@@ -1,0 +1,236 @@
+//! A Sentinel deployment for the tests: a primary, its replicas and sentinels monitoring
+//! them under one master name, each a supervised server on a free port, with config files
+//! in a directory of their own that goes with the deployment.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::{Args, Server, eventually};
+
+/// The master name the sentinels monitor.
+pub const MASTER: &str = "mymaster";
+
+/// How a deployment is set up.
+#[derive(Clone)]
+pub struct Options {
+    pub replicas: usize,
+    pub sentinels: usize,
+    /// How many sentinels must agree that the primary is down.
+    pub quorum: usize,
+    /// `requirepass` of every sentinel.
+    pub sentinel_password: Option<String>,
+    /// `requirepass` (and `masterauth`) of the primary and the replicas.
+    pub password: Option<String>,
+}
+
+impl Default for Options {
+    /// One primary, one replica, three sentinels, quorum 2, no passwords.
+    fn default() -> Self {
+        Options {
+            replicas: 1,
+            sentinels: 3,
+            quorum: 2,
+            sentinel_password: None,
+            password: None,
+        }
+    }
+}
+
+pub struct Deployment {
+    /// The first is the primary at the start; the others replicate it.
+    pub servers: Vec<Server>,
+    pub sentinels: Vec<Server>,
+    options: Options,
+    dir: PathBuf,
+}
+
+impl Deployment {
+    /// Starts the servers and the sentinels, and waits until every sentinel knows every
+    /// replica and every other sentinel, so that a failover can be agreed on at once.
+    pub fn start(options: Options) -> Deployment {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "redmutex-sentinel-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let auth: Vec<String> = match &options.password {
+            Some(pw) => vec![
+                "--requirepass".into(),
+                pw.clone(),
+                "--masterauth".into(),
+                pw.clone(),
+            ],
+            None => Vec::new(),
+        };
+        // Each in a directory of its own: a replica writes the data it syncs to disk there.
+        let data_args = |i: usize, trailing: Vec<String>| {
+            let own = dir.join(format!("server-{i}"));
+            std::fs::create_dir_all(&own).unwrap();
+            let own = vec!["--dir".into(), own.to_str().unwrap().into()];
+            Args {
+                leading: Vec::new(),
+                trailing: [auth.clone(), own, trailing].concat(),
+                password: options.password.clone(),
+            }
+        };
+        let primary = Server::start_with(data_args(0, Vec::new()));
+        let mut servers = vec![primary];
+        for i in 1..=options.replicas {
+            let of = vec![
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                servers[0].port().to_string(),
+            ];
+            servers.push(Server::start_with(data_args(i, of)));
+        }
+        for replica in &servers[1..] {
+            assert!(
+                eventually(Duration::from_secs(30), || info(replica, "replication")
+                    .contains("master_link_status:up")),
+                "replica on {} did not sync",
+                replica.port()
+            );
+        }
+        let mut deployment = Deployment {
+            servers,
+            sentinels: Vec::new(),
+            options: options.clone(),
+            dir,
+        };
+        for i in 0..options.sentinels {
+            let conf = deployment.dir.join(format!("sentinel-{i}.conf"));
+            std::fs::write(&conf, deployment.sentinel_conf()).unwrap();
+            deployment.sentinels.push(Server::start_with(Args {
+                leading: vec![conf.to_str().unwrap().into(), "--sentinel".into()],
+                trailing: Vec::new(),
+                password: options.sentinel_password.clone(),
+            }));
+        }
+        for sentinel in &deployment.sentinels {
+            assert!(
+                eventually(Duration::from_secs(60), || {
+                    let replicas: Vec<redis::Value> = sentinel_cmd(sentinel, "REPLICAS");
+                    let sentinels: Vec<redis::Value> = sentinel_cmd(sentinel, "SENTINELS");
+                    replicas.len() == options.replicas && sentinels.len() + 1 == options.sentinels
+                }),
+                "sentinel on {} did not discover the deployment",
+                sentinel.port()
+            );
+        }
+        deployment
+    }
+
+    fn sentinel_conf(&self) -> String {
+        let o = &self.options;
+        let mut conf = format!(
+            "sentinel monitor {MASTER} 127.0.0.1 {} {}\n\
+             sentinel down-after-milliseconds {MASTER} 1000\n\
+             sentinel failover-timeout {MASTER} 5000\n\
+             sentinel parallel-syncs {MASTER} 1\n\
+             dir {}\n",
+            self.servers[0].port(),
+            o.quorum,
+            self.dir.display()
+        );
+        if let Some(pw) = &o.password {
+            conf += &format!("sentinel auth-pass {MASTER} {pw}\n");
+        }
+        if let Some(pw) = &o.sentinel_password {
+            conf += &format!("requirepass {pw}\nsentinel sentinel-pass {pw}\n");
+        }
+        conf
+    }
+
+    /// The sentinels' URLs, with their password when they have one.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Server::url).collect()
+    }
+
+    /// The port of the primary the sentinel `i` names now.
+    pub fn named_primary(&self, i: usize) -> Option<u16> {
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(MASTER)
+            .query(&mut self.sentinels[i].conn())
+            .ok()?;
+        addr.map(|(_, port)| port)
+    }
+
+    /// The server on `port`.
+    pub fn server(&self, port: u16) -> &Server {
+        self.servers.iter().find(|s| s.port() == port).unwrap()
+    }
+
+    /// Has sentinel 0 fail the primary over (`SENTINEL FAILOVER`) and waits until every
+    /// sentinel names a new primary and that one says it is a master; returns its index.
+    pub fn failover(&self) -> usize {
+        let old = self.named_primary(0).unwrap();
+        assert!(
+            eventually(Duration::from_secs(60), || {
+                redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(MASTER)
+                    .query::<()>(&mut self.sentinels[0].conn())
+                    .is_ok()
+            }),
+            "SENTINEL FAILOVER was refused for a minute"
+        );
+        self.await_new_primary(old)
+    }
+
+    /// Waits until every sentinel names a primary other than the one on `old`, and that one
+    /// says it is a master; returns its index.
+    pub fn await_new_primary(&self, old: u16) -> usize {
+        let mut new = None;
+        assert!(
+            eventually(Duration::from_secs(120), || {
+                let named: Vec<Option<u16>> = (0..self.sentinels.len())
+                    .map(|i| self.named_primary(i))
+                    .collect();
+                new = named[0].filter(|&port| port != old && named.iter().all(|n| *n == named[0]));
+                new.is_some_and(|port| role(self.server(port)) == "master")
+            }),
+            "the sentinels did not agree on a new primary"
+        );
+        let port = new.unwrap();
+        self.servers.iter().position(|s| s.port() == port).unwrap()
+    }
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        self.sentinels.clear();
+        self.servers.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn sentinel_cmd(sentinel: &Server, what: &str) -> Vec<redis::Value> {
+    redis::cmd("SENTINEL")
+        .arg(what)
+        .arg(MASTER)
+        .query(&mut sentinel.conn())
+        .unwrap_or_default()
+}
+
+/// A section of `INFO`.
+pub fn info(server: &Server, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.conn())
+        .unwrap_or_default()
+}
+
+/// What `ROLE` says first: `master` or `slave`.
+pub fn role(server: &Server) -> String {
+    let role: Vec<redis::Value> = redis::cmd("ROLE")
+        .query(&mut server.conn())
+        .unwrap_or_default();
+    match role.first() {
+        Some(redis::Value::BulkString(role)) => String::from_utf8_lossy(role).into_owned(),
+        _ => String::new(),
+    }
+}
