@@ -3,11 +3,12 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redmutex::{Error, LockClient};
 use serial_test::serial;
-use support::{MakeLock, Server, eventually};
+use support::{Deployment, MASTER, MakeLock, Options, Server, eventually};
 
 /// A server that replicates `primary`, once its link is up.
 fn replica_of(primary: &Server) -> Server {
@@ -140,4 +141,96 @@ fn replica_ack_settings_are_checked() {
             "{replicas} replicas, {timeout:?}: {err}"
         );
     }
+}
+
+/// The Jepsen counter on a Sentinel-managed primary that is killed (SIGKILL) halfway: four
+/// threads increment a counter kept on another server, GET then SET, under the lock, until
+/// the lock has worked through the failover. Returns the increments done and the counter.
+fn counter_across_a_killed_primary(acks: bool) -> (u64, u64) {
+    // Two replicas, so that the new primary still has one to acknowledge.
+    let mut d = Deployment::start(Options {
+        replicas: 2,
+        ..Options::default()
+    });
+    let resource = Server::start();
+    let urls = d.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut builder = LockClient::sentinel(&urls, MASTER)
+        .lease(Duration::from_secs(5))
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(500));
+    if acks {
+        builder = builder.min_replica_acks(1, Duration::from_millis(400));
+    }
+    let client = builder.build().unwrap();
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            let lock = client.lock("counter-lock");
+            let mut redis = resource.conn();
+            let (done, stop) = (&done, &stop);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match lock.try_lock_for(Duration::from_secs(2)) {
+                        Ok(Some(guard)) => {
+                            let value: Option<u64> =
+                                redis::cmd("GET").arg("counter").query(&mut redis).unwrap();
+                            let () = redis::cmd("SET")
+                                .arg("counter")
+                                .arg(value.unwrap_or(0) + 1)
+                                .query(&mut redis)
+                                .unwrap();
+                            done.fetch_add(1, Ordering::Relaxed);
+                            // The primary may be gone: the release may fail.
+                            let _ = guard.unlock();
+                        }
+                        Ok(None) => {}
+                        // The primary is down and not yet replaced: try again shortly.
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            });
+        }
+        assert!(eventually(Duration::from_secs(60), || done
+            .load(Ordering::Relaxed)
+            >= 100));
+        let old = d.servers[0].port();
+        d.servers[0].stop();
+        d.await_new_primary(old);
+        let switched = done.load(Ordering::Relaxed);
+        assert!(
+            eventually(Duration::from_secs(120), || done.load(Ordering::Relaxed)
+                >= switched + 100),
+            "the lock did not work again after the failover"
+        );
+        stop.store(true, Ordering::Relaxed);
+    });
+    let counted: Option<u64> = redis::cmd("GET")
+        .arg("counter")
+        .query(&mut resource.conn())
+        .unwrap();
+    (done.into_inner(), counted.unwrap_or(0))
+}
+
+#[test]
+#[serial]
+fn a_counter_loses_no_update_across_a_killed_primary_with_acknowledgements() {
+    let (done, counted) = counter_across_a_killed_primary(true);
+    assert_eq!(
+        counted, done,
+        "updates lost although replicas acknowledged every lock"
+    );
+
+    // The same run without acknowledgements: how many were lost, for the record. On
+    // loopback, replication usually outruns the kill and nothing is lost.
+    let (done, counted) = counter_across_a_killed_primary(false);
+    eprintln!(
+        "without replica acknowledgements: {} of {done} updates lost across the failover",
+        done - counted.min(done)
+    );
+    assert!(
+        counted <= done,
+        "the counter counted {counted} of {done} increments"
+    );
 }
