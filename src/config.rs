@@ -37,6 +37,8 @@ pub(crate) struct Config {
     /// How often the subscriber connection is checked with a PING.
     pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
+    #[cfg(feature = "tls")]
+    pub tls: crate::tls::Certificates,
 }
 
 impl Default for Config {
@@ -54,6 +56,8 @@ impl Default for Config {
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
             on_lock_lost: None,
+            #[cfg(feature = "tls")]
+            tls: Default::default(),
         }
     }
 }
@@ -273,6 +277,43 @@ impl LockClientBuilder {
     /// [`LockGuard::is_lost`](crate::LockGuard::is_lost) and [`Stats::locks_lost`](crate::Stats::locks_lost).
     pub fn on_lock_lost(mut self, callback: impl Fn(&LockLost) + Send + Sync + 'static) -> Self {
         self.config.on_lock_lost = Some(Arc::new(callback));
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (PEM, one or more certificates) for
+    /// `rediss://` servers, instead of the public root certificates. The system certificate
+    /// store is not read. Needs the `tls` feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls.root_ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this certificate chain and private key (both PEM) to `rediss://` servers
+    /// that ask for a client certificate (`tls-auth-clients yes`): mutual TLS. Needs the `tls`
+    /// feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.config.tls.client = Some((cert_pem.into(), key_pem.into()));
         self
     }
 

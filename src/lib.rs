@@ -95,6 +95,7 @@ mod reentrant;
 mod retry;
 mod scripts;
 mod stats;
+mod tls;
 mod token;
 mod watchdog;
 

@@ -41,8 +41,14 @@ impl Node {
             url: redact(url),
             source,
         };
+        crate::tls::check_url(url).map_err(invalid)?;
         let info = url.into_connection_info().map_err(invalid)?;
         let name = info.addr().to_string();
+        let client =
+            crate::tls::client(info.clone(), config).map_err(|source| Error::InvalidConfig {
+                setting: "tls certificates",
+                reason: source.to_string(),
+            })?;
         let notifier = Notifier::new(Settings {
             info: info.clone(),
             connect_timeout: config.connect_timeout,
@@ -50,13 +56,11 @@ impl Node {
             ping_interval: config.ping_interval,
         });
         let unreachable = Arc::new(AtomicBool::new(false));
-        let manager = || -> Result<Manager> {
-            Ok(Manager {
-                client: redis::Client::open(info.clone()).map_err(invalid)?,
-                connect_timeout: config.connect_timeout,
-                response_timeout: config.response_timeout,
-                unreachable: unreachable.clone(),
-            })
+        let manager = || Manager {
+            client: client.clone(),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            unreachable: unreachable.clone(),
         };
         // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
         // reaper job (every 30 s) before they end; one thread that ends at once is enough.
@@ -73,11 +77,11 @@ impl Node {
             .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
-            .build_unchecked(manager()?);
+            .build_unchecked(manager());
         Ok(Node {
             name,
             pool,
-            direct: manager()?,
+            direct: manager(),
             unreachable,
             notifier,
         })
