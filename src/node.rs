@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use redis::io::tcp::{TcpSettings, socket2};
 use redis::{Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, ServerErrorKind};
 use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::config::Config;
 use crate::error::{Error, NodeError, Result};
-use crate::notify::{Notifier, Settings};
+use crate::notify::{Notifier, Settings, Waker};
 use crate::pool::{Conn, Manager};
 use crate::{layout, scripts};
 
@@ -49,12 +50,6 @@ impl Node {
                 setting: "tls certificates",
                 reason: source.to_string(),
             })?;
-        let notifier = Notifier::new(Settings {
-            info: info.clone(),
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-            ping_interval: config.ping_interval,
-        });
         let unreachable = Arc::new(AtomicBool::new(false));
         let manager = || Manager {
             client: client.clone(),
@@ -78,6 +73,14 @@ impl Node {
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
             .build_unchecked(manager());
+        let notifier = Notifier::new(Settings {
+            client: subscriber_client(&client)?,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            ping_interval: config.ping_interval,
+            wake_prefix: layout::wake_channel_prefix(&config.key_prefix),
+            waker: waker(pool.clone()),
+        });
         Ok(Node {
             name,
             pool,
@@ -219,6 +222,44 @@ impl Node {
             source,
         }
     }
+}
+
+/// The client of the subscriber connections: the pool's address, TLS settings and
+/// credentials, over RESP3 (so that it can send commands while subscribed), with TCP
+/// keepalive under its own PING as a backstop and without Nagle's delay.
+fn subscriber_client(pooled: &redis::Client) -> Result<redis::Client> {
+    let info = pooled.get_connection_info().clone();
+    let redis_settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5));
+    let tcp = TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive);
+    let info = info
+        .set_redis_settings(redis_settings)
+        .set_tcp_settings(tcp);
+    redis::Client::open(info).map_err(|source| Error::InvalidUrl {
+        url: pooled.get_connection_info().addr().to_string(),
+        source,
+    })
+}
+
+/// Publishes a wake-up for the subscriber thread over a pooled connection.
+fn waker(pool: r2d2::Pool<Manager>) -> Waker {
+    Arc::new(move |channel: &[u8], wait: Duration| {
+        let mut conn = match pool.try_get() {
+            Some(conn) => conn,
+            None => pool
+                .get_timeout(wait.max(Duration::from_millis(1)))
+                .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?,
+        };
+        conn.run(|c| redis::cmd("PUBLISH").arg(channel).arg("w").query::<i64>(c))
+            .map(drop)
+    })
 }
 
 /// The nodes of one client and how many of them must agree.
