@@ -51,6 +51,22 @@ pub(crate) fn client(
     {
         install_crypto_provider();
         let certificates = &config.tls;
+        let pems = [
+            ("tls_root_ca", certificates.root_ca.as_ref()),
+            (
+                "tls_client_cert",
+                certificates.client.as_ref().map(|(cert, _)| cert),
+            ),
+        ];
+        for (setting, pem) in pems {
+            if pem.is_some_and(|pem| !has_certificate(pem)) {
+                return Err(RedisError::from((
+                    ErrorKind::InvalidClientConfig,
+                    "no PEM certificate found",
+                    format!("in what {setting} was given"),
+                )));
+            }
+        }
         if certificates.root_ca.is_none() && certificates.client.is_none() {
             return redis::Client::open(info);
         }
@@ -71,6 +87,15 @@ pub(crate) fn client(
     redis::Client::open(info)
 }
 
+/// Whether `pem` holds a certificate; the redis crate takes a PEM without any for an empty
+/// list, and every handshake would fail later.
+#[cfg(feature = "tls")]
+fn has_certificate(pem: &[u8]) -> bool {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem).any(|cert| cert.is_ok())
+}
+
 /// rustls needs a process-wide crypto provider and panics at the first connect without one.
 /// This installs `ring` unless the application installed a provider of its own first.
 #[cfg(feature = "tls")]
@@ -87,8 +112,17 @@ fn install_crypto_provider() {
 pub(crate) fn is_tls_error(err: &RedisError) -> bool {
     #[cfg(feature = "tls")]
     {
-        let io = std::error::Error::source(err)
-            .and_then(|source| source.downcast_ref::<std::io::Error>());
+        use std::error::Error;
+        // The redis crate keeps the I/O error behind an `Arc`, and rustls its own error
+        // inside the I/O error.
+        type Shared = std::sync::Arc<dyn Error + Send + Sync>;
+        let Some(source) = err.source() else {
+            return false;
+        };
+        let io = match source.downcast_ref::<Shared>() {
+            Some(shared) => shared.downcast_ref::<std::io::Error>(),
+            None => source.downcast_ref::<std::io::Error>(),
+        };
         io.and_then(|io| io.get_ref())
             .is_some_and(|inner| inner.is::<rustls::Error>())
     }

@@ -12,6 +12,7 @@
 
 mod peer;
 mod proxy;
+pub mod tls;
 
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use peer::Peer;
@@ -20,6 +21,7 @@ pub use proxy::Proxy;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redmutex::{LockClient, LockClientBuilder};
@@ -38,6 +40,8 @@ exit 0"#;
 pub struct Server {
     process: Option<Supervised>,
     port: u16,
+    /// For a TLS-only server: its certificates, and whether it asks clients for theirs.
+    tls: Option<(Arc<tls::Certs>, bool)>,
 }
 
 /// A running redis-server and its supervisor.
@@ -60,12 +64,23 @@ impl Supervised {
 impl Server {
     /// Starts a server on a free port and waits until it answers.
     pub fn start() -> Server {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that speaks TLS only, with `certs`; with `auth_clients`, it refuses
+    /// clients without a certificate signed by `certs.ca`.
+    pub fn start_tls(certs: &Arc<tls::Certs>, auth_clients: bool) -> Server {
+        Self::start_with(Some((certs.clone(), auth_clients)))
+    }
+
+    fn start_with(tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
         require_redis_server();
         for _ in 0..5 {
             let port = free_port();
             let mut server = Server {
                 process: None,
                 port,
+                tls: tls.clone(),
             };
             if server.spawn() {
                 return server;
@@ -79,7 +94,34 @@ impl Server {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// A `redis` client for this server, trusting its CA and with a client certificate
+    /// when it speaks TLS.
+    fn redis_client(&self) -> redis::Client {
+        match &self.tls {
+            None => redis::Client::open(self.url()).unwrap(),
+            #[cfg(feature = "tls")]
+            Some((certs, _)) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: Some(redis::ClientTlsConfig {
+                        client_cert: certs.client_cert.clone(),
+                        client_key: certs.client_key.clone(),
+                    }),
+                    root_cert: Some(certs.ca.clone()),
+                },
+            )
+            .unwrap(),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => panic!("a TLS server needs the tls feature"),
+        }
     }
 
     /// The pid of the redis-server process (not of its supervisor).
@@ -89,8 +131,8 @@ impl Server {
 
     /// A plain connection, to look at and tamper with what the locks store.
     pub fn conn(&self) -> redis::Connection {
-        let conn = redis::Client::open(self.url())
-            .unwrap()
+        let conn = self
+            .redis_client()
             .get_connection_with_timeout(Duration::from_secs(5))
             .unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(10)))
@@ -100,10 +142,18 @@ impl Server {
 
     /// A builder for this server with test-friendly timeouts. Tests that shorten the lease
     /// must also shorten the response timeout below the renew interval (lease / 3).
+    /// For a TLS server, the builder trusts its CA and has a client certificate.
     pub fn builder(&self) -> LockClientBuilder {
-        LockClient::builder(&self.url())
+        let builder = LockClient::builder(&self.url())
             .connect_timeout(Duration::from_secs(5))
-            .response_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(5));
+        #[cfg(feature = "tls")]
+        if let Some((certs, _)) = &self.tls {
+            return builder
+                .tls_root_ca(certs.ca.clone())
+                .tls_client_cert(certs.client_cert.clone(), certs.client_key.clone());
+        }
+        builder
     }
 
     /// A builder with watchdog lease `lease`, and the response timeout it allows: the
@@ -185,11 +235,16 @@ impl Server {
 
     /// Spawns on `self.port`; false if the server exited without answering (port taken).
     fn spawn(&mut self) -> bool {
+        let listen = match &self.tls {
+            Some((certs, auth_clients)) => certs.server_args(self.port, *auth_clients),
+            None => vec!["--port".into(), self.port.to_string()],
+        };
         let mut supervisor = Command::new("sh")
             .arg("-c")
             .arg(SUPERVISOR)
             .arg("redis-supervisor")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -227,8 +282,8 @@ impl Server {
 
     /// The `process_id` of the server answering on `self.port`, if any.
     fn answering_pid(&self) -> Option<u32> {
-        let mut conn = redis::Client::open(self.url())
-            .unwrap()
+        let mut conn = self
+            .redis_client()
             .get_connection_with_timeout(Duration::from_millis(200))
             .ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
