@@ -77,6 +77,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod bench_hooks;
 mod client;
 mod config;
 mod error;
