@@ -185,8 +185,14 @@ impl Notifier {
                 let woken = (self.settings.waker)(&hub.wake_channel, wait);
                 state = hub.state.lock();
                 if let Err(err) = woken {
+                    // The thread subscribes when it next wakes by itself (a probe is due
+                    // every ping interval); messages until then are missed, so the waiters
+                    // retry once it is confirmed.
                     log::debug!("waking the subscriber thread failed: {err}");
                     state.wake_asked = false;
+                    if let Some(entry) = state.channels.get_mut(channel) {
+                        entry.wake_all_on_confirm = true;
+                    }
                 }
             }
         }
