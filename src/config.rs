@@ -34,7 +34,7 @@ pub(crate) struct Config {
     pub max_wait: Option<Duration>,
     pub key_prefix: Vec<u8>,
     pub watchdog_stack_size: usize,
-    /// How often the subscriber connection is checked with a PING.
+    /// How often the subscriber connection is checked with a probe.
     pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
     #[cfg(feature = "tls")]
@@ -261,7 +261,7 @@ impl LockClientBuilder {
         self
     }
 
-    /// How often the subscriber connection that carries unlock messages is checked: a PING
+    /// How often the subscriber connection that carries unlock messages is checked: a probe
     /// on it that gets no answer within the response timeout (a half-open connection, a NAT
     /// that dropped its state) makes the client reconnect, subscribe again and wake every
     /// waiter. 10 ms to 600 s; defaults to 1 s. TCP keepalive is on as well.

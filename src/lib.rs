@@ -64,7 +64,7 @@
 //!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once. A release
 //!   or re-entry that finds it returns [`Error::Lost`].
 //! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub, one
-//!   subscriber connection per client, checked by PING), and at the latest when the
+//!   subscriber connection per client, checked every ping interval), and at the latest when the
 //!   holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
