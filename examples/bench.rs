@@ -129,6 +129,34 @@ fn main() -> Result<()> {
             ),
         ));
     }
+    let mut subscribe = subscribe_latencies(&plan, &client)?;
+    let (p50, p99) = (
+        percentile(&mut subscribe, 50),
+        percentile(&mut subscribe, 99),
+    );
+    #[allow(unused_mut)]
+    let mut measure = format!(
+        "register a waiter until SUBSCRIBE confirmed: p50 {} µs = {:.1} round trips; p99 {} µs = {:.1} round trips",
+        micros(p50),
+        rt(p50),
+        micros(p99),
+        rt(p99)
+    );
+    #[cfg(feature = "tls")]
+    {
+        let (tls_floor, mut samples) = subscribe_over_tls(&plan)?;
+        let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
+        let rt = |d: Duration| d.as_secs_f64() / tls_floor.as_secs_f64();
+        measure += &format!(
+            "; over TLS: p50 {} µs = {:.1} TLS round trips; p99 {} µs = {:.1} (TLS round trip: {} µs)",
+            micros(p50),
+            rt(p50),
+            micros(p99),
+            rt(p99),
+            micros(tls_floor)
+        );
+    }
+    rows.push(("subscribe", measure));
     let threads = contended_threads(&plan, &client, 4);
     let processes = contended_processes(&plan, &url, 4);
     let solo = contended_threads(&plan, &client, 1);
@@ -313,6 +341,34 @@ fn handoff_threads<K: Kind>(plan: &Plan, lock: Lock<K>) -> Result<Vec<Duration>>
     drop(go_tx);
     waiter.join().unwrap();
     Ok(samples)
+}
+
+/// Subscriptions to fresh channels while the subscriber is running: each waiter wakes the
+/// subscriber thread with a message and waits for the confirmation.
+fn subscribe_latencies(plan: &Plan, client: &LockClient) -> Result<Vec<Duration>> {
+    let mut samples = Vec::new();
+    for i in 0..plan.handoffs + 10 {
+        let channel = format!("redisson_lock__channel:{{bench:subscribe:{i}}}");
+        let took = redmutex::bench_hooks::subscribe_latency(client, channel.as_bytes())
+            .expect("subscriber thread");
+        if i >= 10 {
+            samples.push(took);
+        }
+    }
+    Ok(samples)
+}
+
+/// The round trip of a PING over TLS, and subscription latencies, on a throwaway TLS server.
+#[cfg(feature = "tls")]
+fn subscribe_over_tls(plan: &Plan) -> Result<(Duration, Vec<Duration>)> {
+    let certs = support::tls::Certs::generate();
+    let server = support::Server::start_tls(&certs, false);
+    let client = server.builder().build()?;
+    let mut raw = server.conn();
+    let floor = mean_of(plan.pairs, || {
+        let _: String = redis::cmd("PING").query(&mut raw).unwrap();
+    });
+    Ok((floor, subscribe_latencies(plan, &client)?))
 }
 
 /// The same across processes, timed with the wall clock both share.

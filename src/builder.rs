@@ -174,7 +174,7 @@ impl LockClientBuilder {
         self
     }
 
-    /// How often the subscriber connection that carries unlock messages is checked: a PING
+    /// How often the subscriber connection that carries unlock messages is checked: a probe
     /// on it that gets no answer within the response timeout (a half-open connection, a NAT
     /// that dropped its state) makes the client reconnect, subscribe again and wake every
     /// waiter. 10 ms to 600 s; defaults to 1 s. TCP keepalive is on as well.
@@ -223,6 +223,43 @@ impl LockClientBuilder {
             username: (!username.is_empty()).then(|| username.to_owned()),
             password: password.to_owned(),
         });
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (PEM, one or more certificates) for
+    /// `rediss://` servers, instead of the public root certificates. The system certificate
+    /// store is not read. Needs the `tls` feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls.root_ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this certificate chain and private key (both PEM) to `rediss://` servers
+    /// that ask for a client certificate (`tls-auth-clients yes`): mutual TLS. Needs the `tls`
+    /// feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.config.tls.client = Some((cert_pem.into(), key_pem.into()));
         self
     }
 

@@ -88,6 +88,11 @@ impl LockClient {
         Lock::new(self.target(name.as_ref()))
     }
 
+    /// The state behind the client, for the bench hooks.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     fn target(&self, name: &[u8]) -> Target {
         Target::new(self.shared.clone(), name)
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::lost::LockLost;
+use crate::tls::Certificates;
 
 /// Longest lock name accepted, in bytes (the key prefix is not counted).
 pub const MAX_NAME_LEN: usize = 1024;
@@ -34,7 +35,7 @@ pub(crate) struct Config {
     pub max_wait: Option<Duration>,
     pub key_prefix: Vec<u8>,
     pub watchdog_stack_size: usize,
-    /// How often the subscriber connection is checked with a PING.
+    /// How often the subscriber connection is checked with a probe.
     pub ping_interval: Duration,
     pub on_lock_lost: Option<LostCallback>,
     /// Replicas that must acknowledge each acquisition, and how long to wait for them.
@@ -43,6 +44,8 @@ pub(crate) struct Config {
     pub sentinel: Option<String>,
     /// What the primary found through Sentinel wants.
     pub primary_credentials: Option<Credentials>,
+    /// Certificates for `rediss://` servers.
+    pub tls: Certificates,
 }
 
 /// The user and password the primary wants. Never shown.
@@ -84,6 +87,7 @@ impl Default for Config {
             replica_acks: None,
             sentinel: None,
             primary_credentials: None,
+            tls: Certificates::default(),
         }
     }
 }

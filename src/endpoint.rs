@@ -2,6 +2,8 @@
 
 use redis::{Client, ConnectionInfo, RedisResult};
 
+use crate::tls::{self, Certificates};
+
 /// The server to connect to now.
 pub(crate) struct Endpoint {
     pub client: Client,
@@ -10,7 +12,8 @@ pub(crate) struct Endpoint {
 }
 
 /// Makes a `redis::Client`: every one the crate opens connections with (pools, sentinels,
-/// discovered primaries) comes from here, so that transport settings apply to all of them.
-pub(crate) fn client(info: ConnectionInfo) -> RedisResult<Client> {
-    Client::open(info)
+/// discovered primaries; the subscriber's derives from the pool's) comes from here, so
+/// that the TLS settings apply to all of them.
+pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> RedisResult<Client> {
+    tls::client(info, certificates)
 }

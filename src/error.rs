@@ -252,6 +252,17 @@ impl Error {
         }
     }
 
+    /// A TLS handshake failed or TLS broke the connection: a server certificate that the
+    /// trusted CAs do not vouch for, a client certificate the server refused or did not get.
+    /// Always false without the `tls` feature.
+    pub fn is_tls(&self) -> bool {
+        match self {
+            Error::Redis { source, .. } => crate::tls::is_tls_error(source),
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_tls()),
+            _ => false,
+        }
+    }
+
     /// Bad input from the caller: name, configuration, argument or URL. Nothing reached Redis.
     pub fn is_invalid_input(&self) -> bool {
         matches!(

@@ -20,6 +20,17 @@ pub(crate) fn channel(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock__channel", key)
 }
 
+/// Where a client's subscriber threads are woken and send probes to themselves: the lock
+/// channel of a key under the client's prefix, so that the rights a lock user needs cover it
+/// (`&redisson_lock__channel:*`). A random id per subscriber thread follows.
+pub(crate) fn wake_channel_prefix(key_prefix: &[u8]) -> Vec<u8> {
+    [
+        &channel(&[key_prefix, b"redmutex:notify"].concat())[..],
+        b":",
+    ]
+    .concat()
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)

@@ -64,7 +64,7 @@
 //!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once. A release
 //!   or re-entry that finds it returns [`Error::Lost`].
 //! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub, one
-//!   subscriber connection per client, checked by PING), and at the latest when the
+//!   subscriber connection per client, checked every ping interval), and at the latest when the
 //!   holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
@@ -82,8 +82,9 @@
 #![warn(missing_docs)]
 
 // Layers, each using only those above it: settings and names; topology and transport
-// (endpoint, sentinel, topology, node, pool, notify, pubsub) and quorum arithmetic; the shared state of a client and its watchdog;
-// the lock kinds; the lock machine (lock, acquire, guard); the client API.
+// (endpoint, sentinel, topology, node, pool, notify, subscriber) and quorum arithmetic;
+// the shared state of a client and its watchdog; the lock kinds; the lock machine (lock,
+// acquire, guard); the client API.
 mod config;
 mod error;
 mod layout;
@@ -92,14 +93,15 @@ mod owner;
 mod retry;
 mod scripts;
 mod stats;
+mod tls;
 
 mod endpoint;
 mod node;
 mod notify;
 mod pool;
-mod pubsub;
 mod quorum;
 mod sentinel;
+mod subscriber;
 mod topology;
 
 mod holding;
@@ -118,6 +120,8 @@ mod acquire;
 mod guard;
 mod lock;
 
+#[doc(hidden)]
+pub mod bench_hooks;
 mod builder;
 mod client;
 

@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::endpoint;
 use crate::error::redact;
 use crate::error::{Error, NodeError, Result};
-use crate::notify::{Notifier, Settings};
+use crate::notify::{Notifier, Settings, Waker};
 use crate::pool::{Conn, Manager};
 use crate::sentinel::Sentinel;
 use crate::topology::Topology;
@@ -54,10 +54,15 @@ impl Node {
             url: redact(url),
             source,
         };
+        crate::tls::check_url(url).map_err(invalid)?;
         let info = url.into_connection_info().map_err(invalid)?;
         let name = info.addr().to_string();
-        let client = endpoint::client(info).map_err(invalid)?;
-        Ok(Node::at(name, Topology::Fixed(client), config))
+        let client =
+            endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
+                setting: "tls certificates",
+                reason: source.to_string(),
+            })?;
+        Ok(Node::at(name, Topology::Fixed(Box::new(client)), config))
     }
 
     /// The primary that the sentinels at `sentinel_urls` name for `master`, followed across
@@ -74,12 +79,6 @@ impl Node {
 
     fn at(name: String, topology: Topology, config: &Config) -> Node {
         let topology = Arc::new(topology);
-        let notifier = Arc::new(Notifier::new(Settings {
-            topology: topology.clone(),
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-            ping_interval: config.ping_interval,
-        }));
         let unreachable = Arc::new(AtomicBool::new(false));
         let manager = || Manager {
             topology: topology.clone(),
@@ -103,6 +102,14 @@ impl Node {
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
             .build_unchecked(manager());
+        let notifier = Arc::new(Notifier::new(Settings {
+            topology: topology.clone(),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            ping_interval: config.ping_interval,
+            wake_prefix: layout::wake_channel_prefix(&config.key_prefix),
+            waker: waker(pool.clone()),
+        }));
         Node {
             name,
             pool,
@@ -310,6 +317,20 @@ impl Node {
 
 /// A reply, and the reply of the `WAIT` sent after it, if one was.
 type Acked<T> = (T, Option<i64>);
+
+/// Publishes a wake-up for the subscriber thread over a pooled connection.
+fn waker(pool: r2d2::Pool<Manager>) -> Waker {
+    Arc::new(move |channel: &[u8], wait: Duration| {
+        let mut conn = match pool.try_get() {
+            Some(conn) => conn,
+            None => pool
+                .get_timeout(wait.max(Duration::from_millis(1)))
+                .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?,
+        };
+        conn.run(|c| redis::cmd("PUBLISH").arg(channel).arg("w").query::<i64>(c))
+            .map(drop)
+    })
+}
 
 /// The nodes of one client and how many of them must agree.
 pub(crate) struct Nodes {

@@ -33,6 +33,7 @@ use crate::endpoint::{self, Endpoint};
 use crate::error::redact;
 use crate::error::{Error, NodeError, Result};
 use crate::retry::Backoff;
+use crate::tls::Certificates;
 
 /// The channel on which sentinels announce a new primary:
 /// `<master name> <old ip> <old port> <new ip> <new port>`.
@@ -48,6 +49,8 @@ pub(crate) struct Sentinel {
     /// credentials of its URL).
     sentinels: Vec<(String, ConnectionInfo)>,
     credentials: Option<Credentials>,
+    /// Certificates for `rediss://` sentinels and primaries.
+    tls: Certificates,
     connect_timeout: Duration,
     response_timeout: Duration,
     ping_interval: Duration,
@@ -86,22 +89,23 @@ impl Sentinel {
         if master.is_empty() || master.contains(char::is_whitespace) {
             return Err(bad("master_name", "must be non-empty, without spaces"));
         }
-        let sentinels =
-            urls.iter()
-                .map(|url| {
-                    let info = url.as_str().into_connection_info().map_err(|source| {
-                        Error::InvalidUrl {
-                            url: redact(url),
-                            source,
-                        }
-                    })?;
-                    Ok((info.addr().to_string(), info))
-                })
-                .collect::<Result<Vec<_>>>()?;
+        let sentinels = urls
+            .iter()
+            .map(|url| {
+                let invalid = |source| Error::InvalidUrl {
+                    url: redact(url),
+                    source,
+                };
+                crate::tls::check_url(url).map_err(invalid)?;
+                let info = url.as_str().into_connection_info().map_err(invalid)?;
+                Ok((info.addr().to_string(), info))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let sentinel = Arc::new(Sentinel {
             master: master.to_owned(),
             sentinels,
             credentials: config.primary_credentials.clone(),
+            tls: config.tls.clone(),
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             ping_interval: config.ping_interval,
@@ -258,8 +262,20 @@ impl Sentinel {
         Ok(endpoint)
     }
 
+    /// A client for the primary at `host:port`: over TLS when the sentinels are reached
+    /// over TLS (`rediss://`, with their `#insecure` if given), with the primary's
+    /// credentials.
     fn primary_client(&self, host: &str, port: u16) -> RedisResult<Client> {
-        let info = ConnectionAddr::Tcp(host.to_owned(), port).into_connection_info()?;
+        let addr = match self.sentinels.first().map(|(_, info)| info.addr()) {
+            Some(ConnectionAddr::TcpTls { insecure, .. }) => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        let info = addr.into_connection_info()?;
         let mut settings = info.redis_settings().clone();
         if let Some(credentials) = &self.credentials {
             if let Some(username) = &credentials.username {
@@ -267,7 +283,7 @@ impl Sentinel {
             }
             settings = settings.set_password(&credentials.password);
         }
-        endpoint::client(info.set_redis_settings(settings))
+        endpoint::client(info.set_redis_settings(settings), &self.tls)
     }
 
     /// Asks the sentinels in turn, starting with `first` (or the one watched last), for the
@@ -316,7 +332,7 @@ impl Sentinel {
 
     /// A connection to sentinel `i`, with the client's timeouts.
     fn connect(&self, i: usize) -> RedisResult<Connection> {
-        let client = endpoint::client(self.sentinels[i].1.clone())?;
+        let client = endpoint::client(self.sentinels[i].1.clone(), &self.tls)?;
         let conn = client.get_connection_with_timeout(self.connect_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;

@@ -5,10 +5,9 @@
 //! Each change of address starts a new *generation*. Connections remember the generation
 //! they were opened in; one from an older generation is never used again.
 
-use std::io;
 use std::sync::Arc;
 
-use redis::{Client, Connection, ConnectionInfo, RedisResult};
+use redis::{Client, Connection, RedisResult};
 
 use crate::endpoint::Endpoint;
 
@@ -18,7 +17,7 @@ use crate::sentinel::Sentinel;
 /// Where a node's server is.
 pub(crate) enum Topology {
     /// One address for the client's whole life.
-    Fixed(Client),
+    Fixed(Box<Client>),
     /// The primary the sentinels name, followed across failovers.
     Sentinel(Arc<Sentinel>),
 }
@@ -29,7 +28,7 @@ impl Topology {
     pub fn endpoint(&self) -> Result<Endpoint> {
         match self {
             Topology::Fixed(client) => Ok(Endpoint {
-                client: client.clone(),
+                client: (**client).clone(),
                 generation: 0,
             }),
             Topology::Sentinel(sentinel) => sentinel.endpoint(),
@@ -64,12 +63,6 @@ impl Topology {
         if let Topology::Sentinel(sentinel) = self {
             sentinel.demoted(generation);
         }
-    }
-
-    /// The address of the server now, for the subscriber connection.
-    pub fn info(&self) -> io::Result<ConnectionInfo> {
-        let endpoint = self.endpoint().map_err(io::Error::other)?;
-        Ok(endpoint.client.get_connection_info().clone())
     }
 
     /// Runs `listener` after every move of the server, until it returns false. A fixed

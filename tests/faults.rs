@@ -356,6 +356,37 @@ fn scripts_that_fail_halfway_a_refused_subscribe_falls_back_to_polling() {
 }
 
 #[test]
+fn a_subscribe_refused_for_the_lock_channel_alone_falls_back_to_polling() {
+    let server = Server::start();
+    let url = acl_user(&server, "locker", LOCK_USER);
+    let holder = server.builder().lease(LONG).build().unwrap().lock("l");
+    let client = LockClient::builder(&url).lease(LONG).build().unwrap();
+    // From now on the user may use the subscriber's own channels but no lock channel: the
+    // subscriber connects and works, and only the SUBSCRIBE of the lock's channel is refused.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg("resetchannels")
+        .arg("&redisson_lock__channel:{redmutex:notify}:*")
+        .query(&mut server.conn())
+        .unwrap();
+    let guard = holder.lock().unwrap();
+    let base = server.calls("evalsha");
+    let lock = client.lock("l");
+    // The guard's release is refused too (no PUBLISH on the lock channel); it is logged.
+    let waiting = thread::spawn(move || lock.try_lock_for(WAIT).map(|guard| guard.is_some()));
+    // Polling: attempts keep coming although nobody publishes. A waiter that took the
+    // SUBSCRIBE for confirmed would wait for a message, for the whole 60 s lease.
+    await_calls(&server, "evalsha", base + 4);
+    assert_eq!(numsub(&server, "redisson_lock__channel:{l}"), 0);
+    guard.unlock().unwrap();
+    assert!(
+        waiting.join().unwrap().unwrap(),
+        "the polling waiter got it"
+    );
+}
+
+#[test]
 fn wrong_type_a_string_key_is_a_foreign_lock_to_wait_for() {
     let server = Server::start();
     let client = server.client();

@@ -13,6 +13,7 @@
 mod peer;
 mod proxy;
 mod sentinel;
+pub mod tls;
 
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use peer::Peer;
@@ -23,6 +24,7 @@ pub use sentinel::{Deployment, MASTER, Options, info, role};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redmutex::{LockClient, LockClientBuilder};
@@ -42,6 +44,8 @@ pub struct Server {
     process: Option<Supervised>,
     port: u16,
     args: Args,
+    /// For a TLS-only server: its certificates, and whether it asks clients for theirs.
+    tls: Option<(Arc<tls::Certs>, bool)>,
 }
 
 /// What a server is started with besides its port and the test defaults.
@@ -78,8 +82,18 @@ impl Server {
         Server::start_with(Args::default())
     }
 
+    /// Starts a server that speaks TLS only, with `certs`; with `auth_clients`, it refuses
+    /// clients without a certificate signed by `certs.ca`.
+    pub fn start_tls(certs: &Arc<tls::Certs>, auth_clients: bool) -> Server {
+        Server::start_configured(Args::default(), Some((certs.clone(), auth_clients)))
+    }
+
     /// Starts a server with `args` on a free port and waits until it answers.
     pub fn start_with(args: Args) -> Server {
+        Server::start_configured(args, None)
+    }
+
+    fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
         require_redis_server();
         for _ in 0..5 {
             let port = free_port();
@@ -87,6 +101,7 @@ impl Server {
                 process: None,
                 port,
                 args: args.clone(),
+                tls: tls.clone(),
             };
             if server.spawn() {
                 return server;
@@ -100,9 +115,36 @@ impl Server {
     }
 
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match &self.args.password {
-            Some(password) => format!("redis://:{password}@127.0.0.1:{}/", self.port),
-            None => format!("redis://127.0.0.1:{}/", self.port),
+            Some(password) => format!("{scheme}://:{password}@127.0.0.1:{}/", self.port),
+            None => format!("{scheme}://127.0.0.1:{}/", self.port),
+        }
+    }
+
+    /// A `redis` client for this server, trusting its CA and with a client certificate
+    /// when it speaks TLS.
+    fn redis_client(&self) -> redis::Client {
+        match &self.tls {
+            None => redis::Client::open(self.url()).unwrap(),
+            #[cfg(feature = "tls")]
+            Some((certs, _)) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: Some(redis::ClientTlsConfig {
+                        client_cert: certs.client_cert.clone(),
+                        client_key: certs.client_key.clone(),
+                    }),
+                    root_cert: Some(certs.ca.clone()),
+                },
+            )
+            .unwrap(),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => panic!("a TLS server needs the tls feature"),
         }
     }
 
@@ -113,8 +155,8 @@ impl Server {
 
     /// A plain connection, to look at and tamper with what the locks store.
     pub fn conn(&self) -> redis::Connection {
-        let conn = redis::Client::open(self.url())
-            .unwrap()
+        let conn = self
+            .redis_client()
             .get_connection_with_timeout(Duration::from_secs(5))
             .unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(10)))
@@ -124,10 +166,18 @@ impl Server {
 
     /// A builder for this server with test-friendly timeouts. Tests that shorten the lease
     /// must also shorten the response timeout below the renew interval (lease / 3).
+    /// For a TLS server, the builder trusts its CA and has a client certificate.
     pub fn builder(&self) -> LockClientBuilder {
-        LockClient::builder(&self.url())
+        let builder = LockClient::builder(&self.url())
             .connect_timeout(Duration::from_secs(5))
-            .response_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(5));
+        #[cfg(feature = "tls")]
+        if let Some((certs, _)) = &self.tls {
+            return builder
+                .tls_root_ca(certs.ca.clone())
+                .tls_client_cert(certs.client_cert.clone(), certs.client_key.clone());
+        }
+        builder
     }
 
     /// A builder with watchdog lease `lease`, and the response timeout it allows: the
@@ -209,13 +259,23 @@ impl Server {
 
     /// Spawns on `self.port`; false if the server exited without answering (port taken).
     fn spawn(&mut self) -> bool {
+        let listen = match &self.tls {
+            Some((certs, auth_clients)) => certs.server_args(self.port, *auth_clients),
+            None => vec!["--port".into(), self.port.to_string()],
+        };
         let mut supervisor = Command::new("sh")
             .arg("-c")
             .arg(SUPERVISOR)
             .arg("redis-supervisor")
             .args(&self.args.leading)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            // A replica receives its primary's data as a file even without saving: it goes
+            // to the temporary directory, named after the port, never into the checkout.
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .args(["--dbfilename", &format!("redmutex-test-{}.rdb", self.port)])
             .args(&self.args.trailing)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -253,8 +313,8 @@ impl Server {
 
     /// The `process_id` of the server answering on `self.port`, if any.
     fn answering_pid(&self) -> Option<u32> {
-        let mut conn = redis::Client::open(self.url())
-            .unwrap()
+        let mut conn = self
+            .redis_client()
             .get_connection_with_timeout(Duration::from_millis(200))
             .ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
