@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use crate::config::check_lease;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::hub::Signal;
 use crate::kind::{Attempt, Kind};
 use crate::lock::Lock;
-use crate::notify::{Signal, Subscription};
+use crate::notify::Subscription;
 use crate::retry::Backoff;
 use crate::target::Target;
 

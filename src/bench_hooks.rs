@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::LockClient;
-use crate::notify::Signal;
+use crate::hub::Signal;
 
 /// Registers a waiter on `channel` with the first node's subscriber and returns how long it
 /// took until Redis confirmed the SUBSCRIBE (at most a response timeout); the registration

@@ -82,7 +82,7 @@
 #![warn(missing_docs)]
 
 // Layers, each using only those above it: settings and names; topology and transport
-// (endpoint, sentinel, topology, node, pool, notify, subscriber) and quorum arithmetic;
+// (endpoint, sentinel, topology, node, pool, hub, subscriber, notify) and quorum arithmetic;
 // the shared state of a client and its watchdog; the lock kinds; the lock machine (lock,
 // acquire, guard); the client API.
 mod config;
@@ -96,6 +96,7 @@ mod stats;
 mod tls;
 
 mod endpoint;
+mod hub;
 mod node;
 mod notify;
 mod pool;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use redis::io::tcp::{TcpSettings, socket2};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, Value};
 
-use crate::notify::{Hub, Settings, State, Sub};
+use crate::hub::{Hub, Settings, State, Sub};
 use crate::retry::Backoff;
 
 /// The subscriber connection's name in `CLIENT LIST`.
