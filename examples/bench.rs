@@ -183,6 +183,7 @@ fn main() -> Result<()> {
     }
     rows.push(("redlock", redlock(&plan)?));
     rows.push(("sentinel", sentinel(&plan)?));
+    rows.push(("replica acks", replica_acks(&plan)?));
 
     println!("| row | measure |");
     println!("|---|---|");
@@ -575,6 +576,62 @@ fn sentinel(plan: &Plan) -> Result<String> {
         micros(via),
         micros(direct),
         via.as_secs_f64() / direct.as_secs_f64()
+    ))
+}
+
+/// An acquisition that waits for one replica (`min_replica_acks(1, ..)`) against one that
+/// does not, both in round trips of a no-op script on the same primary, interleaved.
+fn replica_acks(plan: &Plan) -> Result<String> {
+    let primary = support::Server::start();
+    let replica = support::Server::start();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut replica.conn())
+        .expect("replicaof");
+    let mut raw = primary.conn();
+    let online = support::eventually(Duration::from_secs(30), || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut raw)
+            .unwrap();
+        info.contains("state=online")
+    });
+    assert!(online, "the replica never came online");
+    let acked = LockClient::builder(&primary.url())
+        .min_replica_acks(1, Duration::from_secs(1))
+        .build()?
+        .lock("bench:acked");
+    let plain = LockClient::open(&primary.url())?.lock("bench:plain");
+    let noop = Script::new("return nil");
+    let (mut floor, mut with, mut without) = (Vec::new(), Vec::new(), Vec::new());
+    let acquisition = |lock: &Lock| {
+        let mut took = Duration::ZERO;
+        for _ in 0..plan.pairs {
+            let started = Instant::now();
+            let guard = lock.lock().expect("acquire");
+            took += started.elapsed();
+            guard.unlock().expect("release");
+        }
+        took / plan.pairs
+    };
+    for _ in 0..plan.rounds {
+        floor.push(mean_of(plan.pairs, || {
+            let () = noop.invoke(&mut raw).expect("evalsha");
+        }));
+        without.push(acquisition(&plain));
+        with.push(acquisition(&acked));
+    }
+    let floor = percentile(&mut floor, 50).as_secs_f64();
+    let (with, without) = (
+        percentile(&mut with, 50).as_secs_f64(),
+        percentile(&mut without, 50).as_secs_f64(),
+    );
+    Ok(format!(
+        "acquisition with WAIT 1 (one replica): {:.1} round trips; without: {:.1} (round trip: {:.0} µs)",
+        with / floor,
+        without / floor,
+        floor * 1e6
     ))
 }
 

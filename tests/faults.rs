@@ -286,6 +286,7 @@ const LOCK_USER: &[&str] = &[
     "+pexpire",
     "+pttl",
     "+del",
+    "+rename",
     "+publish",
     "+subscribe",
     "+unsubscribe",

@@ -12,7 +12,7 @@
 --          0 when holds remain (lease refreshed), 1 when the key was deleted;
 --          1 again when the latch shows that an earlier attempt of this call deleted it;
 --          an error, with the lock left as it was, when the user may not publish on the
---             channel, write the latch, delete the key or set its expiry.
+--             channel, rename the key to the latch, or set the key's or the latch's expiry.
 -- The field is set to ARGV[4] - 1, not decremented, so running this twice (a retry after a
 -- lost reply) releases one hold, not two. The latch is only written when the key is deleted:
 -- a retry of any other release finds the field and sets the same count again.
@@ -35,16 +35,20 @@ if left > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
--- The last hold: what can fail comes first, PUBLISH (no write; its message reaches
--- subscribers only after the script, when the key is gone), then the latch (a key of this
--- call alone), and the DEL of the lock last; no permission needs checking up front here.
+-- The last hold: the key itself becomes the latch. RENAME frees the lock key and leaves the
+-- latch in one write, and PEXPIRE gives the latch its own life. What can fail comes first:
+-- the PEXPIRE right (checked, since it runs after the first write), PUBLISH (no write; its
+-- message reaches subscribers only after the script, when the key is gone), then RENAME.
 -- A refusal (ACL) is passed on as NOPERM.
+if check and not check('pexpire', KEYS[3], ARGV[5]) then
+    return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
+end
 local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[1])
 if sent then
-    sent, refused = pcall(redis.call, 'set', KEYS[3], '1', 'px', ARGV[5])
+    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('del', KEYS[1])
+redis.call('pexpire', KEYS[3], ARGV[5])
 return 1

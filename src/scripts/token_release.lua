@@ -5,13 +5,14 @@
 -- ARGV[1]  the owner's token
 -- ARGV[2]  message published on release ("0")
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
--- Reply    1 when the key was deleted, now or by an earlier attempt of this call (the latch
+-- Reply    1 when the key was released, now or by an earlier attempt of this call (the latch
 --          says so); nil when it holds something else or nothing (not ours; nothing changed);
 --          an error, with the lock left as it was, when the user may not publish on the
---          channel, write the latch or delete the key.
--- What can fail comes first: PUBLISH (no write; its message reaches subscribers only after
--- the script, when the key is gone), then the latch (a key of this call alone), and the
--- DEL of the lock last. So no permission needs checking up front on this, the hot path.
+--          channel, rename the key to the latch or set the latch's expiry.
+-- The key itself becomes the latch: RENAME frees the lock key and leaves the latch in one
+-- write, and PEXPIRE gives the latch its own life. What can fail comes first: the PEXPIRE
+-- right (checked, since it runs after the first write), PUBLISH (no write; its message
+-- reaches subscribers only after the script, when the key is gone), then RENAME.
 -- The latch is looked for only when the key is not ours: while it holds our token, this
 -- call cannot have deleted it before (tokens are never reused).
 local readable, value = pcall(redis.call, 'get', KEYS[1])
@@ -21,13 +22,16 @@ if not readable or value ~= ARGV[1] then
     end
     return nil
 end
+if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[3], ARGV[3]) then
+    return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
+end
 -- A refusal (ACL) is passed on as NOPERM.
 local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])
 if sent then
-    sent, refused = pcall(redis.call, 'set', KEYS[3], '1', 'px', ARGV[3])
+    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('del', KEYS[1])
+redis.call('pexpire', KEYS[3], ARGV[3])
 return 1
