@@ -488,7 +488,9 @@ fn redlock(plan: &Plan) -> Result<String> {
     let servers: Vec<_> = (0..5).map(|_| support::Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(support::Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let five = LockClient::redlock(&urls)?.lock("bench:redlock");
+    let redlock = LockClient::redlock(&urls)?;
+    let five = redlock.lock("bench:redlock");
+    let five_token = redlock.token_lock("bench:redlock-token");
     let one = LockClient::open(urls[0])?.lock("bench:redlock-single");
     let mut raw: Vec<redis::Connection> = urls
         .iter()
@@ -519,6 +521,7 @@ fn redlock(plan: &Plan) -> Result<String> {
         }
     };
     let (mut five_pairs, mut one_pairs, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    let mut token_pairs = Vec::new();
     for _ in 0..plan.rounds {
         one_pairs.push(mean_of(plan.pairs, || {
             one.lock().and_then(|g| g.unlock()).expect("one node");
@@ -527,19 +530,27 @@ fn redlock(plan: &Plan) -> Result<String> {
             five.lock().and_then(|g| g.unlock()).expect("five nodes");
         }));
         bare.push(mean_of(plan.pairs, &mut fan_out));
+        token_pairs.push(mean_of(plan.pairs, || {
+            five_token
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("five nodes, token lock");
+        }));
     }
-    let (five, one, bare) = (
+    let (five, one, bare, token) = (
         percentile(&mut five_pairs, 50),
         percentile(&mut one_pairs, 50),
         percentile(&mut bare, 50),
+        percentile(&mut token_pairs, 50),
     );
     Ok(format!(
-        "lock+unlock on 5 nodes: {} µs = {:.2} × a bare fan-out of two no-op scripts to the same 5 ({} µs), {:.2} × one node ({} µs)",
+        "lock+unlock on 5 nodes: {} µs = {:.2} × a bare fan-out of two no-op scripts to the same 5 ({} µs), {:.2} × one node ({} µs); token lock on 5 nodes: {:.2} × the bare fan-out",
         micros(five),
         five.as_secs_f64() / bare.as_secs_f64(),
         micros(bare),
         five.as_secs_f64() / one.as_secs_f64(),
         micros(one),
+        token.as_secs_f64() / bare.as_secs_f64(),
     ))
 }
 
