@@ -28,10 +28,15 @@ const NO_HANG: Duration = Duration::from_secs(90);
 fn builder(d: &Deployment, lease: Duration) -> LockClientBuilder {
     let urls = d.sentinel_urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    LockClient::sentinel(&urls, MASTER)
+    let builder = LockClient::sentinel(&urls, MASTER)
         .connect_timeout(Duration::from_secs(5))
         .lease(lease)
-        .response_timeout(response_timeout_for(lease).min(Duration::from_secs(5)))
+        .response_timeout(response_timeout_for(lease).min(Duration::from_secs(5)));
+    #[cfg(feature = "tls")]
+    if let Some(certs) = d.certs() {
+        return builder.tls_root_ca(certs.ca.clone());
+    }
+    builder
 }
 
 /// Lock scripts the server was sent since it started: EVALSHA and EVAL, run or refused.
@@ -300,6 +305,20 @@ fn sentinel_failover_moves_every_lock_to_the_new_primary() {
     });
 }
 
+/// Sentinels, primary and replica speaking TLS only: the client reaches the sentinels and,
+/// through them, every primary over TLS, and follows a failover as over plain TCP.
+#[test]
+#[serial]
+#[cfg(feature = "tls")]
+fn sentinels_and_primaries_over_tls_follow_a_failover() {
+    let mut d = Deployment::start(Options {
+        tls: Some(support::tls::Certs::generate()),
+        ..Options::default()
+    });
+    assert!(d.sentinel_urls()[0].starts_with("rediss://"));
+    survives_failover(&mut d, |d| (d.failover(), Some(0)));
+}
+
 #[test]
 #[serial]
 fn a_killed_primary_is_replaced_and_never_used_again() {
@@ -323,6 +342,7 @@ fn sentinels_and_primary_with_passwords() {
         quorum: 1,
         sentinel_password: Some("sentinel-pw-3141".into()),
         password: Some("primary-pw-2718".into()),
+        tls: None,
     });
     let port = d.sentinels[0].port();
     let good = format!("redis://:sentinel-pw-3141@127.0.0.1:{port}/");

@@ -93,7 +93,9 @@ impl Server {
         Server::start_configured(args, None)
     }
 
-    fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
+    /// Starts a server with `args`, over TLS only when `tls` gives certificates (and whether
+    /// it asks clients for theirs).
+    pub fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
         require_redis_server();
         for _ in 0..5 {
             let port = free_port();

@@ -3,9 +3,11 @@
 //! in a directory of their own that goes with the deployment.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use super::tls::Certs;
 use super::{Args, Server, eventually};
 
 /// The master name the sentinels monitor.
@@ -22,6 +24,9 @@ pub struct Options {
     pub sentinel_password: Option<String>,
     /// `requirepass` (and `masterauth`) of the primary and the replicas.
     pub password: Option<String>,
+    /// Every server and sentinel speaks TLS only, with these certificates, and replicates
+    /// and monitors over TLS.
+    pub tls: Option<Arc<Certs>>,
 }
 
 impl Default for Options {
@@ -33,6 +38,7 @@ impl Default for Options {
             quorum: 2,
             sentinel_password: None,
             password: None,
+            tls: None,
         }
     }
 }
@@ -69,14 +75,18 @@ impl Deployment {
         let data_args = |i: usize, trailing: Vec<String>| {
             let own = dir.join(format!("server-{i}"));
             std::fs::create_dir_all(&own).unwrap();
-            let own = vec!["--dir".into(), own.to_str().unwrap().into()];
+            let mut own = vec!["--dir".into(), own.to_str().unwrap().into()];
+            if options.tls.is_some() {
+                own.extend(["--tls-replication".into(), "yes".into()]);
+            }
             Args {
                 leading: Vec::new(),
                 trailing: [auth.clone(), own, trailing].concat(),
                 password: options.password.clone(),
             }
         };
-        let primary = Server::start_with(data_args(0, Vec::new()));
+        let tls = options.tls.clone().map(|certs| (certs, false));
+        let primary = Server::start_configured(data_args(0, Vec::new()), tls.clone());
         let mut servers = vec![primary];
         for i in 1..=options.replicas {
             let of = vec![
@@ -84,7 +94,7 @@ impl Deployment {
                 "127.0.0.1".into(),
                 servers[0].port().to_string(),
             ];
-            servers.push(Server::start_with(data_args(i, of)));
+            servers.push(Server::start_configured(data_args(i, of), tls.clone()));
         }
         for replica in &servers[1..] {
             assert!(
@@ -103,11 +113,13 @@ impl Deployment {
         for i in 0..options.sentinels {
             let conf = deployment.dir.join(format!("sentinel-{i}.conf"));
             std::fs::write(&conf, deployment.sentinel_conf()).unwrap();
-            deployment.sentinels.push(Server::start_with(Args {
+            let args = Args {
                 leading: vec![conf.to_str().unwrap().into(), "--sentinel".into()],
                 trailing: Vec::new(),
                 password: options.sentinel_password.clone(),
-            }));
+            };
+            let sentinel = Server::start_configured(args, tls.clone());
+            deployment.sentinels.push(sentinel);
         }
         for sentinel in &deployment.sentinels {
             assert!(
@@ -141,7 +153,15 @@ impl Deployment {
         if let Some(pw) = &o.sentinel_password {
             conf += &format!("requirepass {pw}\nsentinel sentinel-pass {pw}\n");
         }
+        if o.tls.is_some() {
+            conf += "tls-replication yes\n";
+        }
         conf
+    }
+
+    /// The certificates of a TLS deployment.
+    pub fn certs(&self) -> Option<&Arc<Certs>> {
+        self.options.tls.as_ref()
     }
 
     /// The sentinels' URLs, with their password when they have one.
