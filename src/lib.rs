@@ -3,7 +3,7 @@
 //!
 //! A lock is a Redis hash named after the lock, whose field `"<client-uuid>:<thread-id>"`
 //! counts the holds of its one owner: the layout Redisson uses, so Rust and Java services
-//! can share a lock. Releasing the last hold deletes the key and publishes `0` on
+//! can share a lock. Releasing the last hold frees the key and publishes `0` on
 //! `redisson_lock__channel:{<name>}` (on `redisson_lock__channel:<name>` when the name holds
 //! a hash tag, as Redisson names it).
 //!
@@ -64,8 +64,8 @@
 //!   [`on_lock_lost`](LockClientBuilder::on_lock_lost) callback is called once. A release
 //!   or re-entry that finds it returns [`Error::Lost`].
 //! - **Waiting.** A busy lock is retried when its unlock message arrives (pub/sub, one
-//!   subscriber connection per client, checked every ping interval), and at the latest when the
-//!   holder's lease would run out; never past the caller's deadline plus one response
+//!   subscriber connection per client, checked every ping interval), and at the latest when
+//!   the holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
 //! - **fork().** A client used in a forked child refuses every call with
@@ -77,6 +77,12 @@
 //!   follows it across failovers: once a sentinel announces a new primary, nothing is sent
 //!   to the old one, waiters are woken to retry on the new one, and watched holds are
 //!   renewed there at once or reported lost.
+//! - **Replicas.** [`min_replica_acks`](LockClientBuilder::min_replica_acks) makes every
+//!   acquisition wait (`WAIT`) until that many replicas have it, or gives it back with
+//!   [`Error::NotReplicated`].
+//! - **TLS.** With the `tls` feature, `rediss://` URLs connect over TLS (rustls), every
+//!   connection of the client included; certificates via
+//!   `LockClientBuilder::tls_root_ca` and `tls_client_cert`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
