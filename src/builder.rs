@@ -79,7 +79,7 @@ impl LockClient {
 /// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
 ///
 /// Every value is checked by [`build`](Self::build), which returns
-/// [`Error::InvalidConfig`] naming the setting.
+/// [`Error::InvalidConfig`](crate::Error::InvalidConfig) naming the setting.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -155,7 +155,7 @@ impl LockClientBuilder {
     }
 
     /// Bounds how long `lock()` and `lock_with_lease()` wait; past it they return
-    /// [`Error::Timeout`]. Defaults to no bound.
+    /// [`Error::Timeout`](crate::Error::Timeout). Defaults to no bound.
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.config.max_wait = Some(wait);
         self
@@ -266,10 +266,10 @@ impl LockClientBuilder {
     /// Checks the settings, opens a connection to each node to prove it answers, and returns
     /// the client.
     ///
-    /// Fails with [`Error::InvalidConfig`] or [`Error::InvalidUrl`] on bad input; with
-    /// [`Error::Redis`] when the one Redis cannot be reached within the connect timeout; with
-    /// [`Error::Permission`] when the Redis user may not run a command the locks need (Redis
-    /// 7 and later tell); and for Redlock with [`Error::NoQuorum`] when fewer than a quorum of
+    /// Fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidUrl`](crate::Error::InvalidUrl) on bad input; with
+    /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached within the connect timeout; with
+    /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
+    /// 7 and later tell); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
     /// nodes answer.
     pub fn build(self) -> Result<LockClient> {
         self.config.validate()?;

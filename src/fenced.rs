@@ -13,7 +13,7 @@ use crate::scripts;
 use crate::target::Target;
 
 /// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
-/// re-entries included, also takes a fencing token, [`LockGuard::token`], from a counter at
+/// re-entries included, also takes a fencing token, `guard.token()`, from a counter at
 /// `redisson_lock_token:{<key>}` — Redisson's `RFencedLock` layout, so a Java service draws
 /// from the same counter.
 ///
@@ -23,8 +23,6 @@ use crate::target::Target;
 /// paused past its lease: see the README. Fencing needs one counter, so a fenced lock on a
 /// Redlock client (several independent masters) refuses every call with
 /// [`Error::Unsupported`].
-///
-/// Its guards carry the token: [`LockGuard::token`](crate::LockGuard::token).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fenced;
 

@@ -24,8 +24,8 @@ use crate::target::Target;
 /// expires after the lease. Without one, a watchdog thread renews the lease while it is held.
 ///
 /// On a client over several nodes (Redlock) every call goes to all of them: acquisitions
-/// fail at once with [`Error::NoQuorum`] when too few nodes answer, and a quorum that grants
-/// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`]
+/// fail at once with [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes answer, and a quorum that grants
+/// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`](crate::Error::ValidityExhausted)
 /// when time runs out; introspection reports what a quorum agrees on.
 pub struct Lock<K: Kind = Reentrant> {
     pub(crate) target: Target,
