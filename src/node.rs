@@ -26,6 +26,7 @@ use crate::error::{Error, NodeError, Result};
 use crate::hub::{Settings, Waker};
 use crate::notify::Notifier;
 use crate::pool::{Conn, Manager};
+use crate::quorum::Tally;
 use crate::sentinel::Sentinel;
 use crate::topology::Topology;
 use crate::{layout, quorum, scripts};
@@ -363,6 +364,15 @@ impl Nodes {
 
     pub fn list(&self) -> &[Arc<Node>] {
         &self.list
+    }
+
+    /// A round's yes-or-no answers: `yes` of them said yes, `failed` nodes said nothing.
+    pub fn tally(&self, yes: usize, failed: &[NodeError]) -> Tally {
+        Tally {
+            yes,
+            failed: failed.len(),
+            of: self.list.len(),
+        }
     }
 
     /// N/2 + 1 of the configured N, reachable or not.

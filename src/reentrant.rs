@@ -13,7 +13,7 @@ use crate::holds::{HoldId, Release};
 use crate::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout;
 use crate::owner::{current_thread, field};
-use crate::quorum::{Grants, Outcome, Tally, Verdict, validity_end};
+use crate::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::scripts::{self, FRESH, Released};
 use crate::shared::Shared;
 use crate::target::Target;
@@ -327,11 +327,10 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
         let sent = Instant::now();
         (sent, nodes.split(nodes.run_all::<Released>(&cmd, None)))
     });
-    let tally = Tally {
-        yes: answers.iter().filter(|&&r| r != Released::NotOurs).count(),
-        failed: failed.len(),
-        of: nodes.list().len(),
-    };
+    let tally = nodes.tally(
+        answers.iter().filter(|&&r| r != Released::NotOurs).count(),
+        &failed,
+    );
     match tally.verdict() {
         Verdict::Yes => {
             if held > 1 {
@@ -346,8 +345,7 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
         // were deleted, and every guard of this holding is stale.
         Verdict::No => {
             shared.holds().forget(&id, holding, false);
-            shared.report_lost(target.name(), holding, None);
-            Err(target.lost())
+            Err(target.found_lost(holding))
         }
     }
 }

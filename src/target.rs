@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::config::MAX_NAME_LEN;
 use crate::error::{Error, Result};
+use crate::holding::Holding;
 use crate::layout;
 use crate::shared::Shared;
 
@@ -97,6 +98,12 @@ impl Target {
         Error::Lost {
             lock: self.name().to_owned(),
         }
+    }
+
+    /// Reports `holding` lost, found so by a call on this lock, and returns the error for it.
+    pub(crate) fn found_lost(&self, holding: &Holding) -> Error {
+        self.shared.report_lost(self.name(), holding, None);
+        self.lost()
     }
 
     /// The error for a bad `argument` of a call on this lock.

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::holding::Holding;
 use crate::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout;
-use crate::quorum::{Grants, Outcome, Tally, Verdict, validity_end};
+use crate::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::scripts::{self, Released, Renewed, millis};
 use crate::shared::Shared;
 use crate::target::Target;
@@ -109,20 +109,14 @@ impl Machinery for Token {
         let (answers, failed) = hold
             .holding
             .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
-        let tally = Tally {
-            yes: answers.iter().filter(|&&r| r == Released::Deleted).count(),
-            failed: failed.len(),
-            of: nodes.list().len(),
-        };
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r == Released::Deleted).count(),
+            &failed,
+        );
         match tally.verdict() {
             Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
             Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
-            Verdict::No => {
-                target
-                    .shared
-                    .report_lost(target.name(), &hold.holding, None);
-                Err(target.lost())
-            }
+            Verdict::No => Err(target.found_lost(&hold.holding)),
         }
     }
 }
@@ -147,11 +141,10 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
         let sent = Instant::now();
         (sent, nodes.split(nodes.run_all::<Renewed>(&cmd, None)))
     });
-    let tally = Tally {
-        yes: answers.iter().filter(|&&r| r == Renewed::Kept).count(),
-        failed: failed.len(),
-        of: nodes.list().len(),
-    };
+    let tally = nodes.tally(
+        answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+        &failed,
+    );
     match tally.verdict() {
         Verdict::Yes => {
             if let Some(until) = validity_end(sent, lease) {
@@ -160,12 +153,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
             Ok(())
         }
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
-        Verdict::No => {
-            target
-                .shared
-                .report_lost(target.name(), &hold.holding, None);
-            Err(target.lost())
-        }
+        Verdict::No => Err(target.found_lost(&hold.holding)),
     }
 }
 

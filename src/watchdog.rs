@@ -117,11 +117,10 @@ fn round(shared: &Shared, renewal: &dyn Renewal, lease: Duration) -> (Tally, Vec
         nodes.split(nodes.run_all::<Renewed>(&cmd, None))
     };
     let (answers, failed) = run(false);
-    let tally = Tally {
-        yes: answers.iter().filter(|&&r| r == Renewed::Kept).count(),
-        failed: failed.len(),
-        of: nodes.list().len(),
-    };
+    let tally = nodes.tally(
+        answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+        &failed,
+    );
     match tally.verdict() {
         Verdict::Yes => {
             shared.counters().renewed();
