@@ -24,6 +24,9 @@ const IDLE_EXIT: Duration = Duration::from_secs(60);
 /// How long the timer ticks with nothing scheduled before it sleeps until work arrives.
 const TIMER_DOZE: Duration = Duration::from_secs(1);
 
+/// How long work waits before another try when no thread could be started for it.
+const RESPAWN_AFTER: Duration = Duration::from_millis(100);
+
 /// Work for one thread: runs until it is stopped, or decides to end by itself.
 pub(crate) type Work = Box<dyn FnOnce(&Stop) + Send>;
 
@@ -207,16 +210,12 @@ impl Workers {
         let slots: Vec<_> = {
             let mut entries = self.schedule.entries.lock();
             entries.waiting.clear();
-            entries.slots.values().cloned().collect()
+            let slots = entries.slots.iter();
+            slots.map(|(&id, slot)| (id, slot.clone())).collect()
         };
-        for slot in slots {
+        for (id, slot) in slots {
             let mut state = slot.lock();
-            if let State::Waiting(work) = std::mem::replace(&mut *state, State::Stopped) {
-                match self.threads.run(work) {
-                    Ok((worker, tx)) => *state = State::Running { worker, tx },
-                    Err(err) => log::error!("no watchdog thread for a held lock: {err}"),
-                }
-            }
+            hand_over(&self.schedule, &self.threads, id, &mut state);
             if let State::Running { tx, .. } = &*state {
                 let _ = tx.send(Command::Now);
             }
@@ -251,7 +250,7 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
                 break;
             }
             let (_, id) = entry.remove_entry().0;
-            due.extend(entries.slots.get(&id).cloned());
+            due.extend(entries.slots.get(&id).map(|slot| (id, slot.clone())));
         }
         let next = entries.waiting.keys().next().map(|&(at, _)| at);
         if !due.is_empty() || next.is_some() {
@@ -270,21 +269,34 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
             continue;
         }
         drop(entries);
-        for slot in due {
-            let mut state = slot.lock();
-            if let State::Waiting(work) = std::mem::replace(&mut *state, State::Stopped) {
-                match threads.run(work) {
-                    Ok((worker, tx)) => *state = State::Running { worker, tx },
-                    Err(err) => log::error!("no watchdog thread for a held lock: {err}"),
-                }
-            }
+        for (id, slot) in due {
+            hand_over(&schedule, threads, id, &mut slot.lock());
+        }
+    }
+}
+
+/// Hands waiting work to a thread of its own. When no thread can be started, the work waits
+/// again and is tried once more a moment later: the hold's validity, not a failed start,
+/// decides when it is lost.
+fn hand_over(schedule: &Schedule, threads: &Threads, id: u64, state: &mut State) {
+    let State::Waiting(work) = std::mem::replace(state, State::Stopped) else {
+        return;
+    };
+    match threads.run(work) {
+        Ok((worker, tx)) => *state = State::Running { worker, tx },
+        Err((work, err)) => {
+            log::error!("no watchdog thread for a held lock, trying again: {err}");
+            *state = State::Waiting(work);
+            let again = Instant::now() + RESPAWN_AFTER;
+            schedule.entries.lock().waiting.insert((again, id), ());
         }
     }
 }
 
 impl Threads {
-    /// Runs `work` on a parked thread, or on a new one when none is parked.
-    fn run(&self, mut work: Work) -> std::io::Result<(u64, Sender<Command>)> {
+    /// Runs `work` on a parked thread, or on a new one when none is parked; gives the work
+    /// back when no thread can be started.
+    fn run(&self, mut work: Work) -> Result<(u64, Sender<Command>), (Work, std::io::Error)> {
         while let Some((worker, tx)) = self.parked.lock().pop() {
             match tx.send(Command::Start(work)) {
                 Ok(()) => return Ok((worker, tx)),
@@ -297,13 +309,18 @@ impl Threads {
         static NEXT_WORKER: AtomicU64 = AtomicU64::new(1);
         let worker = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = unbounded();
-        let _ = tx.send(Command::Start(work)); // the receiver is right here
         let parked = Arc::downgrade(&self.parked);
-        thread::Builder::new()
+        let spawned = thread::Builder::new()
             .name("redmutex-watchdog".into())
             .stack_size(self.stack_size)
-            .spawn(move || park_loop(worker, &rx, &parked))?;
-        Ok((worker, tx))
+            .spawn(move || park_loop(worker, &rx, &parked));
+        match spawned {
+            Ok(_) => {
+                let _ = tx.send(Command::Start(work)); // the thread waits for it
+                Ok((worker, tx))
+            }
+            Err(err) => Err((work, err)),
+        }
     }
 }
 
