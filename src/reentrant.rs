@@ -17,7 +17,7 @@ use crate::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::scripts::{self, FRESH, Released};
 use crate::shared::Shared;
 use crate::target::Target;
-use crate::watchdog::{self, Job, Renewal};
+use crate::watchdog::{self, Renewal};
 
 /// The reentrant kind, Redisson's `RLock` layout: the lock is a Redis hash whose field
 /// `"<client-uuid>:<thread-id>"` counts the holds of its one owner, so Java services using
@@ -226,16 +226,11 @@ fn acquired<K: Hashed>(
     let shared = &target.shared;
     let config = shared.config();
     let watch = |holding: &Arc<Holding>| {
-        let job = Job {
-            name: target.name().to_owned(),
-            holding: holding.clone(),
-            since: sent,
-            renewal: Box::new(Renew {
-                id: id.clone(),
-                field: field.clone(),
-            }),
-        };
-        watchdog::start(shared, job)
+        let renewal = Box::new(Renew {
+            id: id.clone(),
+            field: field.clone(),
+        });
+        watchdog::start(target, holding, sent, renewal)
     };
     match shared
         .holds()

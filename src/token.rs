@@ -16,7 +16,7 @@ use crate::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::scripts::{self, Released, Renewed, millis};
 use crate::shared::Shared;
 use crate::target::Target;
-use crate::watchdog::{self, Job, Renewal};
+use crate::watchdog::{self, Renewal};
 use crate::workers::Ticket;
 
 /// The token kind: the lock is a Redis string holding its owner's token, set with `SET key
@@ -167,16 +167,11 @@ fn acquired(
     let holding = Arc::new(Holding::new(valid_until));
     let mut ticket = None;
     if lease.is_none() {
-        let job = Job {
-            name: target.name().to_owned(),
-            holding: holding.clone(),
-            since: sent,
-            renewal: Box::new(Renew {
-                key: target.shared_key(),
-                token: token.clone(),
-            }),
-        };
-        match watchdog::start(&target.shared, job) {
+        let renewal = Box::new(Renew {
+            key: target.shared_key(),
+            token: token.clone(),
+        });
+        match watchdog::start(target, &holding, sent, renewal) {
             Ok(started) => ticket = Some(started),
             Err(source) => {
                 give_back(target, &token, None);

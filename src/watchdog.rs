@@ -10,16 +10,17 @@ use crate::quorum::{Tally, Verdict, validity_end};
 use crate::retry::Backoff;
 use crate::scripts::Renewed;
 use crate::shared::Shared;
+use crate::target::Target;
 use crate::workers::{Stop, Ticket};
 
 /// What one watchdog renews.
-pub(crate) struct Job {
-    pub name: String,
-    pub holding: Arc<Holding>,
+struct Job {
+    name: String,
+    holding: Arc<Holding>,
     /// When the acquire that began the holding was sent: the lease counts from there.
-    pub since: Instant,
+    since: Instant,
     /// How the holding's kind renews it.
-    pub renewal: Box<dyn Renewal>,
+    renewal: Box<dyn Renewal>,
 }
 
 /// What a lock kind tells the watchdog.
@@ -32,10 +33,23 @@ pub(crate) trait Renewal: Send + Sync {
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
 }
 
-/// Starts renewing `job` on a thread of the client's.
-pub(crate) fn start(shared: &Arc<Shared>, job: Job) -> std::io::Result<Ticket> {
+/// Starts renewing `holding` of the lock `target`, acquired by a command sent at `since`,
+/// the way `renewal` says, on a thread of the client's.
+pub(crate) fn start(
+    target: &Target,
+    holding: &Arc<Holding>,
+    since: Instant,
+    renewal: Box<dyn Renewal>,
+) -> std::io::Result<Ticket> {
+    let shared = &target.shared;
     let client = Arc::downgrade(shared);
-    let due = job.since + shared.config().renew_interval();
+    let due = since + shared.config().renew_interval();
+    let job = Job {
+        name: target.name().to_owned(),
+        holding: holding.clone(),
+        since,
+        renewal,
+    };
     shared
         .workers()
         .start(due, Box::new(move |stop| renew_loop(&client, &job, stop)))

@@ -9,7 +9,7 @@
 //! included, ends when its client goes away.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
@@ -67,7 +67,7 @@ struct Entries {
     /// Every ticket's work, waiting or running.
     slots: HashMap<u64, Arc<Slot>>,
     /// The waiting ones, by when they are to be handed over.
-    waiting: BTreeMap<(Instant, u64), ()>,
+    waiting: BTreeSet<(Instant, u64)>,
     next_id: u64,
     timer_running: bool,
     /// Whether the timer sleeps until notified (nothing scheduled for a while).
@@ -188,7 +188,7 @@ impl Workers {
         }
         let key = (due - schedule.lead, entries.next_id);
         entries.next_id += 1;
-        entries.waiting.insert(key, ());
+        entries.waiting.insert(key);
         entries.slots.insert(key.1, slot.clone());
         if entries.timer_dozing {
             entries.timer_dozing = false;
@@ -245,14 +245,13 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
         }
         let now = Instant::now();
         let mut due = Vec::new();
-        while let Some(entry) = entries.waiting.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let (_, id) = entry.remove_entry().0;
+        while let Some(&(at, id)) = entries.waiting.first()
+            && at <= now
+        {
+            entries.waiting.pop_first();
             due.extend(entries.slots.get(&id).map(|slot| (id, slot.clone())));
         }
-        let next = entries.waiting.keys().next().map(|&(at, _)| at);
+        let next = entries.waiting.first().map(|&(at, _)| at);
         if !due.is_empty() || next.is_some() {
             idle_since = now;
         }
@@ -288,7 +287,7 @@ fn hand_over(schedule: &Schedule, threads: &Threads, id: u64, state: &mut State)
             log::error!("no watchdog thread for a held lock, trying again: {err}");
             *state = State::Waiting(work);
             let again = Instant::now() + RESPAWN_AFTER;
-            schedule.entries.lock().waiting.insert((again, id), ());
+            schedule.entries.lock().waiting.insert((again, id));
         }
     }
 }
