@@ -81,12 +81,15 @@ fn main() -> Result<()> {
         ),
     ));
     let kinds = kinds(&plan, &url, &client)?;
+    let to_floor = |d: Duration| kinds.setnx_floor.as_secs_f64() / d.as_secs_f64();
     rows.push((
         "token lock",
         format!(
-            "uncontended lock+unlock: {} µs; ratio to one raw SET NX PX plus one no-op EVALSHA: {:.2}",
+            "uncontended lock+unlock: {} µs; ratio to one raw SET NX PX plus one no-op EVALSHA: {:.2} (its own SET NX PX and release script sent raw: {:.2}; a bare compare-and-delete script in place of the release, sent raw: {:.2})",
             micros(kinds.token),
-            kinds.setnx_floor.as_secs_f64() / kinds.token.as_secs_f64()
+            to_floor(kinds.token),
+            to_floor(kinds.token_raw),
+            to_floor(kinds.compare_delete),
         ),
     ));
     rows.push((
@@ -243,19 +246,35 @@ struct Uncontended {
     pair: Duration,
 }
 
-/// Interleaved: one raw SET NX PX plus one no-op EVALSHA, and lock+unlock pairs of the
-/// token, reentrant and fenced locks.
+/// Interleaved: one raw SET NX PX plus one no-op EVALSHA, lock+unlock pairs of the token,
+/// reentrant and fenced locks, and two floors of the token lock's pair: its own commands
+/// sent raw, and a bare compare-and-delete script in place of its release.
 fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
     let mut raw = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
+    let release = Script::new(include_str!("../src/scripts/token_release.lua"));
+    let compare_delete = Script::new(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
+    );
     let (token, reentrant, fenced) = (
         client.token_lock("bench:token"),
         client.lock("bench:reentrant"),
         client.fenced_lock("bench:fenced"),
     );
-    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut samples: [Vec<Duration>; 6] = Default::default();
+    let token_pair = |raw: &mut redis::Connection, release: &dyn Fn(&mut redis::Connection)| {
+        let _: Option<String> = redis::cmd("SET")
+            .arg("bench:token-raw")
+            .arg("0123456789abcdef0123456789abcdef")
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query(raw)
+            .expect("set");
+        release(raw);
+    };
     // A fresh key each time, so that every SET NX succeeds and writes, as an acquire does.
     let mut fresh = 0u64;
     for _ in 0..plan.rounds {
@@ -283,13 +302,49 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         samples[3].push(mean_of(plan.pairs, || {
             fenced.lock().and_then(|g| g.unlock()).expect("fenced");
         }));
+        samples[4].push(mean_of(plan.pairs, || {
+            fresh += 1;
+            token_pair(&mut raw, &|raw| {
+                let released: Option<i64> = release
+                    .key("bench:token-raw")
+                    .key("redisson_lock__channel:{bench:token-raw}")
+                    .key(format!(
+                        "redisson_unlock_latch:{{bench:token-raw}}:{fresh:032x}"
+                    ))
+                    .arg("0123456789abcdef0123456789abcdef")
+                    .arg(0)
+                    .arg(8_000)
+                    .invoke(raw)
+                    .expect("release");
+                assert_eq!(released, Some(1));
+            });
+        }));
+        samples[5].push(mean_of(plan.pairs, || {
+            token_pair(&mut raw, &|raw| {
+                let deleted: i64 = compare_delete
+                    .key("bench:token-raw")
+                    .arg("0123456789abcdef0123456789abcdef")
+                    .invoke(raw)
+                    .expect("compare and delete");
+                assert_eq!(deleted, 1);
+            });
+        }));
     }
-    let [setnx_floor, token, reentrant, fenced] = samples.map(|mut s| percentile(&mut s, 50));
+    let [
+        setnx_floor,
+        token,
+        reentrant,
+        fenced,
+        token_raw,
+        compare_delete,
+    ] = samples.map(|mut s| percentile(&mut s, 50));
     Ok(Kinds {
         setnx_floor,
         token,
         reentrant,
         fenced,
+        token_raw,
+        compare_delete,
     })
 }
 
@@ -298,6 +353,8 @@ struct Kinds {
     token: Duration,
     reentrant: Duration,
     fenced: Duration,
+    token_raw: Duration,
+    compare_delete: Duration,
 }
 
 fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
@@ -510,7 +567,7 @@ fn redlock(plan: &Plan) -> Result<String> {
         .arg(0)
         .get_packed_command();
     // Two rounds of one no-op script on every node, each sent to all before any is read.
-    let mut fan_out = || {
+    let fan_out = |raw: &mut [redis::Connection]| {
         for _ in 0..2 {
             for conn in raw.iter_mut() {
                 conn.send_packed_command(&packed).expect("send");
@@ -520,8 +577,52 @@ fn redlock(plan: &Plan) -> Result<String> {
             }
         }
     };
+    // The reentrant lock's own acquire and release scripts, fanned out the same way.
+    let (acquire, release) = (
+        Script::new(include_str!("../src/scripts/acquire.lua")),
+        Script::new(include_str!("../src/scripts/release.lua")),
+    );
+    for conn in raw.iter_mut() {
+        for script in [&acquire, &release] {
+            let _: String = script.prepare_invoke().load(conn).expect("load");
+        }
+    }
+    let mut call = 0u64;
+    let mut scripts_fan_out = |raw: &mut [redis::Connection]| {
+        call += 1;
+        let take = redis::cmd("EVALSHA")
+            .arg(acquire.get_hash())
+            .arg(1)
+            .arg("bench:redlock-raw")
+            .arg(30_000)
+            .arg("bench:1")
+            .arg(0)
+            .get_packed_command();
+        let give = redis::cmd("EVALSHA")
+            .arg(release.get_hash())
+            .arg(3)
+            .arg("bench:redlock-raw")
+            .arg("redisson_lock__channel:{bench:redlock-raw}")
+            .arg(format!(
+                "redisson_unlock_latch:{{bench:redlock-raw}}:{call:032x}"
+            ))
+            .arg(0)
+            .arg(30_000)
+            .arg("bench:1")
+            .arg(1)
+            .arg(8_000)
+            .get_packed_command();
+        for packed in [take, give] {
+            for conn in raw.iter_mut() {
+                conn.send_packed_command(&packed).expect("send");
+            }
+            for conn in raw.iter_mut() {
+                let _ = conn.recv_response().expect("reply");
+            }
+        }
+    };
     let (mut five_pairs, mut one_pairs, mut bare) = (Vec::new(), Vec::new(), Vec::new());
-    let mut token_pairs = Vec::new();
+    let (mut token_pairs, mut raw_pairs) = (Vec::new(), Vec::new());
     for _ in 0..plan.rounds {
         one_pairs.push(mean_of(plan.pairs, || {
             one.lock().and_then(|g| g.unlock()).expect("one node");
@@ -529,7 +630,8 @@ fn redlock(plan: &Plan) -> Result<String> {
         five_pairs.push(mean_of(plan.pairs, || {
             five.lock().and_then(|g| g.unlock()).expect("five nodes");
         }));
-        bare.push(mean_of(plan.pairs, &mut fan_out));
+        bare.push(mean_of(plan.pairs, || fan_out(&mut raw)));
+        raw_pairs.push(mean_of(plan.pairs, || scripts_fan_out(&mut raw)));
         token_pairs.push(mean_of(plan.pairs, || {
             five_token
                 .lock()
@@ -537,19 +639,21 @@ fn redlock(plan: &Plan) -> Result<String> {
                 .expect("five nodes, token lock");
         }));
     }
-    let (five, one, bare, token) = (
+    let (five, one, bare, token, scripts) = (
         percentile(&mut five_pairs, 50),
         percentile(&mut one_pairs, 50),
         percentile(&mut bare, 50),
         percentile(&mut token_pairs, 50),
+        percentile(&mut raw_pairs, 50),
     );
     Ok(format!(
-        "lock+unlock on 5 nodes: {} µs = {:.2} × a bare fan-out of two no-op scripts to the same 5 ({} µs), {:.2} × one node ({} µs); token lock on 5 nodes: {:.2} × the bare fan-out",
+        "lock+unlock on 5 nodes: {} µs = {:.2} × a bare fan-out of two no-op scripts to the same 5 ({} µs), {:.2} × one node ({} µs); its own two scripts fanned out raw: {:.2} × the bare fan-out; token lock on 5 nodes: {:.2} × the bare fan-out",
         micros(five),
         five.as_secs_f64() / bare.as_secs_f64(),
         micros(bare),
         five.as_secs_f64() / one.as_secs_f64(),
         micros(one),
+        scripts.as_secs_f64() / bare.as_secs_f64(),
         token.as_secs_f64() / bare.as_secs_f64(),
     ))
 }
