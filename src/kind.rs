@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::holding::Holding;
+use crate::quorum::Outcome;
 use crate::target::Target;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced) or
@@ -37,6 +38,34 @@ pub enum Attempt<H> {
     /// not confirmed on a quorum); retried after a pause within the deadline, and returned
     /// as the error when the deadline has passed.
     Retry(Error),
+}
+
+impl<H> Attempt<H> {
+    /// What an attempt comes to that was neither taken nor found busy: too few nodes
+    /// answered (an error), or a grant too slow or not confirmed (retried). `None` for the
+    /// other outcomes, which the kind decides.
+    pub(crate) fn unmet(
+        target: &Target,
+        outcome: Outcome,
+        failed: Vec<NodeError>,
+        elapsed: Duration,
+        lease: Duration,
+    ) -> Option<Result<Self>> {
+        let nodes = target.shared.nodes();
+        Some(match outcome {
+            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: target.name().to_owned(),
+                elapsed,
+                lease,
+            })),
+            // Earlier holds confirmed on too few nodes, but the failed ones may have them.
+            Outcome::Unconfirmed => Ok(Attempt::Retry(
+                nodes.no_quorum(failed).with_lock(target.name()),
+            )),
+            _ => return None,
+        })
+    }
 }
 
 pub(crate) mod sealed {

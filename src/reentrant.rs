@@ -187,30 +187,21 @@ pub(crate) fn take<K: Hashed>(
             limit,
         );
     }
-    match outcome {
-        Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
-        Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
-            lock: target.name().to_owned(),
-            elapsed,
-            lease: script_lease,
-        })),
-        // Earlier holds confirmed on too few nodes, but the failed ones may have them.
-        Outcome::Unconfirmed => Ok(Attempt::Retry(
-            nodes.no_quorum(failed).with_lock(target.name()),
-        )),
-        // Busy: the lock may free up when the earliest of the holder's leases runs out.
-        _ => Ok(Attempt::Busy(
-            answers
-                .iter()
-                .filter_map(|reply| match *reply {
-                    Grant::Busy(ttl) if ttl >= 0 => {
-                        Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
-                    }
-                    _ => None,
-                })
-                .min(),
-        )),
+    if let Some(unmet) = Attempt::unmet(target, outcome, failed, elapsed, script_lease) {
+        return unmet;
     }
+    // Busy: the lock may free up when the earliest of the holder's leases runs out.
+    Ok(Attempt::Busy(
+        answers
+            .iter()
+            .filter_map(|reply| match *reply {
+                Grant::Busy(ttl) if ttl >= 0 => {
+                    Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
+                }
+                _ => None,
+            })
+            .min(),
+    ))
 }
 
 /// Records a granted hold, starting the watchdog for the first watched one.

@@ -86,15 +86,8 @@ impl Machinery for Token {
         if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
             give_back(target, &token, limit);
         }
-        match outcome {
-            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
-            Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
-                lock: target.name().to_owned(),
-                elapsed,
-                lease: script_lease,
-            })),
-            _ => busy(target, limit),
-        }
+        Attempt::unmet(target, outcome, failed, elapsed, script_lease)
+            .unwrap_or_else(|| busy(target, limit))
     }
 
     fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
