@@ -308,23 +308,18 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
         });
     };
     let cmd = release_cmd(target, &owner(target), held, lease);
-    // Not while a renewal round is on its way: it could put back what this deletes.
-    let (sent, (answers, failed)) = holding.exclusively(|| {
-        let sent = Instant::now();
-        (sent, nodes.split(nodes.run_all::<Released>(&cmd, None)))
+    // Not while a renewal round is on its way: it could put back what this deletes. Where
+    // holds remain, they now expire `lease` after this release.
+    let (tally, failed) = holding.lease_round(lease, || {
+        let (answers, failed) = nodes.split(nodes.run_all::<Released>(&cmd, None));
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r != Released::NotOurs).count(),
+            &failed,
+        );
+        ((tally, failed), held > 1 && tally.verdict() == Verdict::Yes)
     });
-    let tally = nodes.tally(
-        answers.iter().filter(|&&r| r != Released::NotOurs).count(),
-        &failed,
-    );
     match tally.verdict() {
-        Verdict::Yes => {
-            if held > 1 {
-                // The remaining holds now expire `lease` after this release.
-                holding.set_valid_until(validity_end(sent, lease).unwrap_or(sent));
-            }
-            nodes.partial_release(tally.yes, failed, target.name())
-        }
+        Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
         // Too few answers to tell whether a quorum still has our holds.
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
         // Too many nodes no longer have our field for a quorum to: the holds expired or

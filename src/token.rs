@@ -130,21 +130,16 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
     }
     let nodes = target.shared.nodes();
     let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
-    let (sent, (answers, failed)) = hold.holding.exclusively(|| {
-        let sent = Instant::now();
-        (sent, nodes.split(nodes.run_all::<Renewed>(&cmd, None)))
+    let (tally, failed) = hold.holding.lease_round(lease, || {
+        let (answers, failed) = nodes.split(nodes.run_all::<Renewed>(&cmd, None));
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+            &failed,
+        );
+        ((tally, failed), tally.verdict() == Verdict::Yes)
     });
-    let tally = nodes.tally(
-        answers.iter().filter(|&&r| r == Renewed::Kept).count(),
-        &failed,
-    );
     match tally.verdict() {
-        Verdict::Yes => {
-            if let Some(until) = validity_end(sent, lease) {
-                hold.holding.set_valid_until(until);
-            }
-            Ok(())
-        }
+        Verdict::Yes => Ok(()),
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
         Verdict::No => Err(target.found_lost(&hold.holding)),
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::NodeError;
 use crate::holding::Holding;
-use crate::quorum::{Tally, Verdict, validity_end};
+use crate::quorum::{Tally, Verdict};
 use crate::retry::Backoff;
 use crate::scripts::Renewed;
 use crate::shared::Shared;
@@ -81,22 +81,20 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
         // A release runs exclusively too; once it has begun, a stop is queued. That is
         // checked before any verdict of loss, since a release removes the hold before this
         // thread hears of it.
-        let Some((sent, tally, failed)) = job.holding.exclusively(|| {
+        let sent = Instant::now();
+        let Some((tally, failed)) = job.holding.lease_round(lease, || {
             if stop.is_stopped() {
-                return None;
+                return (None, false);
             }
-            let sent = Instant::now();
             let (tally, failed) = round(&shared, &*job.renewal, lease);
-            Some((sent, tally, failed))
+            let taken = tally.verdict() == Verdict::Yes;
+            (Some((tally, failed)), taken)
         }) else {
             return;
         };
         let valid_until = job.holding.valid_until();
         match tally.verdict() {
             Verdict::Yes => {
-                if let Some(until) = validity_end(sent, lease) {
-                    job.holding.set_valid_until(until);
-                }
                 next = sent + interval;
                 backoff = fresh_backoff();
                 continue;
