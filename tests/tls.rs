@@ -102,17 +102,14 @@ fn mutual_tls_works_with_a_client_certificate_and_fails_without_one() {
         .build()
         .unwrap();
     lock_and_unlock(&client);
-    // The subscriber presents the certificate too.
-    let holder = client.lock("l").lock().unwrap();
-    let other = server.client();
-    assert!(
-        other
-            .lock("l")
-            .try_lock_for(Duration::from_millis(100))
-            .unwrap()
-            .is_none()
-    );
+    // The subscriber presents the certificate too: a waiter of this client subscribes
+    // (counted by the server) and takes the lock once it is free.
+    let holder = server.client().lock("l").lock().unwrap();
+    let waiter = client.lock("l");
+    let waiting = thread::spawn(move || waiter.try_lock_for(WAIT).map(|g| g.is_some()));
+    await_subscribers(&server, &channel("l"), 1);
     holder.unlock().unwrap();
+    assert!(waiting.join().unwrap().unwrap(), "the waiter never got in");
 
     let err = build_with_ca(&server.url(), &certs.ca).unwrap_err();
     assert!(matches!(err, Error::Redis { .. }), "{err:?}");
