@@ -229,15 +229,29 @@ impl Server {
 
     /// Calls of one command since the server started, from `INFO commandstats`.
     pub fn calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "calls")
+    }
+
+    /// How many times `command` was refused before it ran (ACL, wrong arguments), from
+    /// `INFO commandstats`.
+    pub fn rejected_calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "rejected_calls")
+    }
+
+    fn command_stat(&self, command: &str, stat: &str) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.conn())
             .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
+        let prefix = format!("cmdstat_{command}:");
         info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |calls| calls.parse().unwrap())
+            .find_map(|line| line.trim_end().strip_prefix(&prefix))
+            .and_then(|stats| {
+                stats
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(stat)?.strip_prefix('='))
+            })
+            .map_or(0, |n| n.parse().unwrap())
     }
 
     /// Subscribers of `channel` now, from `PUBSUB NUMSUB`.
