@@ -46,8 +46,6 @@ pub(crate) struct State {
     pub reading: bool,
     /// A wake-up message was sent since the thread last woke.
     pub wake_asked: bool,
-    /// There are requests the subscriber thread has not acted on yet.
-    pub dirty: bool,
     /// Whether a refused SUBSCRIBE was already logged as a warning.
     pub warned_refusal: bool,
     /// The server moved (a Sentinel failover): the thread is to connect to where it is now.

@@ -73,10 +73,7 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
         let opened = open(settings, &hub.wake_channel);
         let mut state = hub.state.lock();
         match opened {
-            Ok(conn) if !state.stopped => {
-                state.dirty = true;
-                return Some(conn);
-            }
+            Ok(conn) if !state.stopped => return Some(conn),
             Ok(_) => {}
             Err(err) => {
                 first = false;
@@ -165,6 +162,8 @@ struct Link<'a> {
     hub: &'a Hub,
     settings: &'a Settings,
     conn: Connection,
+    /// The connection's read timeout now.
+    read_timeout: Duration,
     /// Whether the last command sent about the wake channel subscribed it.
     wake_subscribed: bool,
     next_fence: u64,
@@ -181,6 +180,7 @@ impl<'a> Link<'a> {
             hub,
             settings,
             conn,
+            read_timeout: settings.response_timeout,
             wake_subscribed: false,
             next_fence: 0,
             fences: VecDeque::new(),
@@ -205,7 +205,6 @@ impl<'a> Link<'a> {
                     return io::Error::new(io::ErrorKind::ConnectionAborted, "the server moved")
                         .into();
                 }
-                state.dirty = false;
                 self.plan(&mut state, &mut out);
                 let now = Instant::now();
                 match self.fences.front() {
@@ -236,12 +235,19 @@ impl<'a> Link<'a> {
                 continue;
             }
             let due = self.fences.front().map_or(self.next_probe, |&(_, due)| due);
-            let wait = due.saturating_duration_since(Instant::now());
-            let read = self
-                .conn
-                .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-                .and_then(|()| self.conn.recv_response());
-            match read {
+            let wait = due
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            // The timeout is set again (a system call) only when it is off by more than a
+            // tenth: a read that returns early just comes round again.
+            let off = self.read_timeout / 10;
+            if wait + off < self.read_timeout || wait > self.read_timeout + off {
+                if let Err(err) = self.conn.set_read_timeout(Some(wait)) {
+                    return err;
+                }
+                self.read_timeout = wait;
+            }
+            match self.conn.recv_response() {
                 Ok(value) => self.on_value(value),
                 Err(err) if err.is_timeout() => {}
                 Err(err) => return err,
