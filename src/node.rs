@@ -110,7 +110,7 @@ impl Node {
             response_timeout: config.response_timeout,
             ping_interval: config.ping_interval,
             wake_prefix: layout::wake_channel_prefix(&config.key_prefix),
-            waker: waker(pool.clone()),
+            waker: waker(pool.clone(), topology.clone()),
         }));
         Node {
             name,
@@ -200,22 +200,9 @@ impl Node {
         }
     }
 
-    /// A pooled connection, opened where the server is now: any opened before it moved is
-    /// retired on the way. `wait` says how long to wait for one when none is idle.
+    /// A pooled connection, as [`checkout`] gives one.
     fn checkout(&self, wait: impl Fn() -> Duration) -> Result<Pooled> {
-        loop {
-            let mut conn = match self.pool.try_get() {
-                Some(conn) => conn,
-                None => self
-                    .pool
-                    .get_timeout(wait().max(Duration::from_millis(1)))
-                    .map_err(|source| self.pool_error(source))?,
-            };
-            if conn.generation == self.topology.generation() {
-                return Ok(conn);
-            }
-            conn.retire();
-        }
+        checkout(&self.pool, &self.topology, wait).map_err(|source| self.pool_error(source))
     }
 
     /// Refuses a reply from a server that is no longer the node's: one answered `READONLY`
@@ -320,15 +307,30 @@ impl Node {
 /// A reply, and the reply of the `WAIT` sent after it, if one was.
 type Acked<T> = (T, Option<i64>);
 
-/// Publishes a wake-up for the subscriber thread over a pooled connection.
-fn waker(pool: r2d2::Pool<Manager>) -> Waker {
-    Arc::new(move |channel: &[u8], wait: Duration| {
+/// A connection of `pool`, opened where the server is now: any opened before it moved is
+/// retired on the way. `wait` says how long to wait for one when none is idle.
+fn checkout(
+    pool: &r2d2::Pool<Manager>,
+    topology: &Topology,
+    wait: impl Fn() -> Duration,
+) -> std::result::Result<Pooled, r2d2::Error> {
+    loop {
         let mut conn = match pool.try_get() {
             Some(conn) => conn,
-            None => pool
-                .get_timeout(wait.max(Duration::from_millis(1)))
-                .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?,
+            None => pool.get_timeout(wait().max(Duration::from_millis(1)))?,
         };
+        if conn.generation == topology.generation() {
+            return Ok(conn);
+        }
+        conn.retire();
+    }
+}
+
+/// Publishes a wake-up for the subscriber thread over a pooled connection.
+fn waker(pool: r2d2::Pool<Manager>, topology: Arc<Topology>) -> Waker {
+    Arc::new(move |channel: &[u8], wait: Duration| {
+        let mut conn = checkout(&pool, &topology, || wait)
+            .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?;
         conn.run(|c| redis::cmd("PUBLISH").arg(channel).arg("w").query::<i64>(c))
             .map(drop)
     })

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::{
-    Client, Connection, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError,
-    RedisResult, ServerErrorKind, Value,
+    Client, Connection, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
+    ServerErrorKind, Value,
 };
 
 use crate::config::{Config, Credentials};
@@ -45,9 +45,9 @@ const MAX_SENTINELS: usize = 64;
 /// The primary of one master name.
 pub(crate) struct Sentinel {
     master: String,
-    /// Each sentinel's `host:port` (for errors and logs) and connection info (with the
-    /// credentials of its URL).
-    sentinels: Vec<(String, ConnectionInfo)>,
+    /// Each sentinel's `host:port` (for errors and logs) and client (with the credentials
+    /// of its URL and the certificates).
+    sentinels: Vec<(String, Client)>,
     credentials: Option<Credentials>,
     /// Certificates for `rediss://` sentinels and primaries.
     tls: Certificates,
@@ -98,7 +98,13 @@ impl Sentinel {
                 };
                 crate::tls::check_url(url).map_err(invalid)?;
                 let info = url.as_str().into_connection_info().map_err(invalid)?;
-                Ok((info.addr().to_string(), info))
+                let name = info.addr().to_string();
+                let client =
+                    endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
+                        setting: "tls certificates",
+                        reason: source.to_string(),
+                    })?;
+                Ok((name, client))
             })
             .collect::<Result<Vec<_>>>()?;
         let sentinel = Arc::new(Sentinel {
@@ -142,7 +148,7 @@ impl Sentinel {
         match self.known() {
             Some(endpoint) => Ok(endpoint),
             None => {
-                let (host, port) = self.ask(None)?;
+                let (host, port) = self.ask()?;
                 self.move_to(host, port)
             }
         }
@@ -206,7 +212,7 @@ impl Sentinel {
             "the primary of {:?} answered as a replica; asking the sentinels",
             self.master
         );
-        match self.ask(None) {
+        match self.ask() {
             Ok((host, port)) => {
                 let _ = self.move_to(host, port);
             }
@@ -266,7 +272,8 @@ impl Sentinel {
     /// over TLS (`rediss://`, with their `#insecure` if given), with the primary's
     /// credentials.
     fn primary_client(&self, host: &str, port: u16) -> RedisResult<Client> {
-        let addr = match self.sentinels.first().map(|(_, info)| info.addr()) {
+        let sentinel = self.sentinels.first();
+        let addr = match sentinel.map(|(_, client)| client.get_connection_info().addr()) {
             Some(ConnectionAddr::TcpTls { insecure, .. }) => ConnectionAddr::TcpTls {
                 host: host.to_owned(),
                 port,
@@ -286,11 +293,11 @@ impl Sentinel {
         endpoint::client(info.set_redis_settings(settings), &self.tls)
     }
 
-    /// Asks the sentinels in turn, starting with `first` (or the one watched last), for the
-    /// primary's address.
-    fn ask(&self, first: Option<usize>) -> Result<(String, u16)> {
+    /// Asks the sentinels in turn, starting with the one watched last, for the primary's
+    /// address.
+    fn ask(&self) -> Result<(String, u16)> {
         let n = self.sentinels.len();
-        let start = first.unwrap_or_else(|| self.watched.load(Ordering::Relaxed));
+        let start = self.watched.load(Ordering::Relaxed);
         let mut failed = Vec::new();
         for i in (0..n).map(|i| (start + i) % n) {
             let (name, _) = &self.sentinels[i];
@@ -332,8 +339,9 @@ impl Sentinel {
 
     /// A connection to sentinel `i`, with the client's timeouts.
     fn connect(&self, i: usize) -> RedisResult<Connection> {
-        let client = endpoint::client(self.sentinels[i].1.clone(), &self.tls)?;
-        let conn = client.get_connection_with_timeout(self.connect_timeout)?;
+        let conn = self.sentinels[i]
+            .1
+            .get_connection_with_timeout(self.connect_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         Ok(conn)

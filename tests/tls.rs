@@ -132,10 +132,24 @@ fn the_insecure_fragment_skips_verification() {
 
 #[test]
 fn certificates_for_a_url_without_tls_are_refused() {
+    let ca = Certs::generate().ca.clone();
     let err = LockClient::builder("redis://127.0.0.1:1/")
-        .tls_root_ca(Certs::generate().ca.clone())
+        .tls_root_ca(ca.clone())
         .build()
         .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("rediss://"), "{err}");
+    // Sentinels too: refused as settings before any sentinel is asked, not as sentinels
+    // that all failed.
+    let err = LockClient::sentinel(&["redis://127.0.0.1:1/"], "m")
+        .tls_root_ca(ca)
+        .build()
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("rediss://"), "{err}");
+    let err = LockClient::sentinel(&["rediss://127.0.0.1:1/"], "m")
+        .tls_root_ca(b"not a certificate".to_vec())
+        .build()
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
 }
