@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::{Connection, ConnectionLike, ErrorKind, RedisError, ServerErrorKind};
 
+use crate::endpoint;
 use crate::topology::Topology;
 
 /// A pooled connection that remembers whether an I/O error left it unusable, and the
@@ -62,11 +63,11 @@ impl Manager {
             .topology
             .endpoint()
             .map_err(|err| RedisError::from(std::io::Error::other(err.to_string())))?;
-        let mut inner = endpoint
-            .client
-            .get_connection_with_timeout(self.connect_timeout)?;
-        inner.set_read_timeout(Some(self.response_timeout))?;
-        inner.set_write_timeout(Some(self.response_timeout))?;
+        let mut inner = endpoint::connect(
+            &endpoint.client,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
         self.topology.verify(&mut inner, endpoint.generation)?;
         Ok(Conn {
             inner,

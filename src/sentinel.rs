@@ -339,12 +339,8 @@ impl Sentinel {
 
     /// A connection to sentinel `i`, with the client's timeouts.
     fn connect(&self, i: usize) -> RedisResult<Connection> {
-        let conn = self.sentinels[i]
-            .1
-            .get_connection_with_timeout(self.connect_timeout)?;
-        conn.set_read_timeout(Some(self.response_timeout))?;
-        conn.set_write_timeout(Some(self.response_timeout))?;
-        Ok(conn)
+        let client = &self.sentinels[i].1;
+        endpoint::connect(client, self.connect_timeout, self.response_timeout)
     }
 
     /// Handles a `+switch-master` announcement.

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use redis::io::tcp::{TcpSettings, socket2};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, Value};
 
+use crate::endpoint;
 use crate::hub::{Hub, Settings, State, Sub};
 use crate::retry::Backoff;
 
@@ -99,10 +100,11 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
 fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
     let endpoint =
         (settings.topology.endpoint()).map_err(|err| io::Error::other(err.to_string()))?;
-    let mut conn = subscriber_client(&endpoint.client)?
-        .get_connection_with_timeout(settings.connect_timeout)?;
-    conn.set_read_timeout(Some(settings.response_timeout))?;
-    conn.set_write_timeout(Some(settings.response_timeout))?;
+    let mut conn = endpoint::connect(
+        &subscriber_client(&endpoint.client)?,
+        settings.connect_timeout,
+        settings.response_timeout,
+    )?;
     let mut setup = redis::pipe();
     setup.cmd("CLIENT").arg("SETNAME").arg(CLIENT_NAME);
     setup.cmd("SUBSCRIBE").arg(wake);
