@@ -113,10 +113,11 @@ impl Holds {
             .filter(|hold| Arc::ptr_eq(&hold.holding, holding))?;
         let held = hold.count;
         hold.count -= 1;
+        let mut stopped = None;
         if watched {
             hold.watched -= 1;
             if hold.watched == 0 {
-                hold.watchdog = None;
+                stopped = hold.watchdog.take();
             }
         }
         let lease = match hold.watched {
@@ -126,6 +127,8 @@ impl Holds {
         if hold.count == 0 {
             table.remove(id);
         }
+        drop(table);
+        drop(stopped); // stops the renewals, outside the table's lock
         Some(Release { held, lease })
     }
 
@@ -137,7 +140,7 @@ impl Holds {
     /// Removes whatever holding `id` has; returns it.
     pub fn remove(&self, id: &HoldId) -> Option<Arc<Holding>> {
         let removed = self.table.lock().remove(id);
-        removed.map(|hold| hold.holding.clone())
+        removed.map(|hold| hold.holding)
     }
 
     /// Removes `holding` if it is still the current one of `id` and, with `watched`, if its
