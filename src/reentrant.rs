@@ -255,19 +255,8 @@ fn give_back(
     holding: Option<&Holding>,
     limit: Option<Instant>,
 ) {
-    let nodes = target.shared.nodes();
-    let cmd = release_cmd(target, field, held, lease);
     let sent = Instant::now();
-    let results = nodes.run_all::<Released>(&cmd, limit);
-    for (node, result) in nodes.list().iter().zip(results) {
-        if let Err(err) = result {
-            log::warn!(
-                "giving back lock {:?} on {} failed: {err}",
-                target.name(),
-                node.name
-            );
-        }
-    }
+    target.give_back(&release_cmd(target, field, held, lease), limit);
     if let Some(holding) = holding {
         holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
     }

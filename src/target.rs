@@ -1,11 +1,15 @@
 //! What every call on one lock works on: the client's shared state and the lock's names.
 
 use std::sync::Arc;
+use std::time::Instant;
+
+use redis::Cmd;
 
 use crate::config::MAX_NAME_LEN;
 use crate::error::{Error, Result};
 use crate::holding::Holding;
 use crate::layout;
+use crate::scripts::Released;
 use crate::shared::Shared;
 
 /// One lock of one client.
@@ -104,6 +108,23 @@ impl Target {
     pub(crate) fn found_lost(&self, holding: &Holding) -> Error {
         self.shared.report_lost(self.name(), holding, None);
         self.lost()
+    }
+
+    /// Runs `release`, a release script that gives back what a failed attempt may have
+    /// taken, on every node until `limit`; failures are only logged, the lease cleans up
+    /// after them.
+    pub(crate) fn give_back(&self, release: &Cmd, limit: Option<Instant>) {
+        let nodes = self.shared.nodes();
+        let results = nodes.run_all::<Released>(release, limit);
+        for (node, result) in nodes.list().iter().zip(results) {
+            if let Err(err) = result {
+                log::warn!(
+                    "giving back lock {:?} on {} failed: {err}",
+                    self.name(),
+                    node.name
+                );
+            }
+        }
     }
 
     /// The error for a bad `argument` of a call on this lock.

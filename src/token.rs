@@ -84,7 +84,7 @@ impl Machinery for Token {
             return acquired(target, lease, token, sent, valid_until);
         }
         if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
-            give_back(target, &token, limit);
+            target.give_back(&release_cmd(target, &token), limit);
         }
         Attempt::unmet(target, outcome, failed, elapsed, script_lease)
             .unwrap_or_else(|| busy(target, limit))
@@ -98,7 +98,7 @@ impl Machinery for Token {
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
         let nodes = target.shared.nodes();
-        let cmd = release_cmd(target, &hold.held.token)?;
+        let cmd = release_cmd(target, &hold.held.token);
         let (answers, failed) = hold
             .holding
             .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
@@ -162,7 +162,7 @@ fn acquired(
         match watchdog::start(target, &holding, sent, renewal) {
             Ok(started) => ticket = Some(started),
             Err(source) => {
-                give_back(target, &token, None);
+                target.give_back(&release_cmd(target, &token), None);
                 return Err(Error::Watchdog {
                     lock: target.name().to_owned(),
                     source,
@@ -178,28 +178,6 @@ fn acquired(
             watchdog: Mutex::new(ticket),
         },
     }))
-}
-
-/// Deletes the key wherever it holds `token`, as after a failed attempt; failures are only
-/// logged, the lease cleans up after them.
-fn give_back(target: &Target, token: &str, limit: Option<Instant>) {
-    let nodes = target.shared.nodes();
-    let Ok(cmd) = release_cmd(target, token) else {
-        return;
-    };
-    for (node, result) in nodes
-        .list()
-        .iter()
-        .zip(nodes.run_all::<Released>(&cmd, limit))
-    {
-        if let Err(err) = result {
-            log::warn!(
-                "giving back lock {:?} on {} failed: {err}",
-                target.name(),
-                node.name
-            );
-        }
-    }
 }
 
 /// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string, or
@@ -225,17 +203,12 @@ fn busy(target: &Target, limit: Option<Instant>) -> Result<Attempt<TokenHeld>> {
     Ok(Attempt::Busy(ttl))
 }
 
-fn release_cmd(target: &Target, token: &str) -> Result<Cmd> {
-    let key = target.key()?;
-    let latch = layout::unlock_latch(key, &layout::random_id());
+/// The release script for `token`, with a latch of its own (see the reentrant kind's).
+fn release_cmd(target: &Target, token: &str) -> Cmd {
+    let key = target.shared_key();
+    let latch = layout::unlock_latch(&key, &layout::random_id());
     let latch_ttl = target.shared.config().latch_ttl();
-    Ok(scripts::token_release(
-        key,
-        target.channel(),
-        &latch,
-        token,
-        latch_ttl,
-    ))
+    scripts::token_release(&key, target.channel(), &latch, token, latch_ttl)
 }
 
 /// What the watchdog renews for a token hold.
