@@ -37,13 +37,6 @@ fn acked_client(primary: &Server, replicas: u32, timeout: Duration) -> LockClien
         .unwrap()
 }
 
-fn exists(server: &Server, key: &str) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query(&mut server.conn())
-        .unwrap()
-}
-
 fn acknowledged<K: MakeLock>(primary: &Server, replica: &Server) {
     let client = acked_client(primary, 1, Duration::from_secs(1));
     let lock = K::make(&client, &format!("acked-{}", K::NAME));
@@ -52,7 +45,7 @@ fn acknowledged<K: MakeLock>(primary: &Server, replica: &Server) {
     assert_eq!(primary.calls("wait"), waits + 1, "{}: no WAIT", K::NAME);
     // WAIT returned: the replica has the key, whatever the replication lag.
     assert!(
-        exists(replica, lock.name()),
+        replica.exists(lock.name()),
         "{}: not on the replica",
         K::NAME
     );
@@ -89,7 +82,7 @@ fn refused<K: MakeLock>(primary: &Server, replicas: u32) {
         K::NAME
     );
     assert!(err.to_string().contains("replicas"), "{err}");
-    assert!(!exists(primary, lock.name()), "{}: not given back", K::NAME);
+    assert!(!primary.exists(lock.name()), "{}: not given back", K::NAME);
 }
 
 #[test]

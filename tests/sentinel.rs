@@ -52,14 +52,6 @@ fn script_calls(server: &Server) -> u64 {
         .sum()
 }
 
-fn exists(server: &Server, key: &str) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query::<i64>(&mut server.conn())
-        .unwrap()
-        == 1
-}
-
 /// Names of the locks reported lost, in order.
 type Lost = Arc<Mutex<Vec<String>>>;
 
@@ -78,8 +70,8 @@ fn reporting(b: LockClientBuilder) -> (LockClientBuilder, Lost) {
 fn holds_across_failover(client: &LockClient, replica: &Server) -> (LockGuard, LockGuard) {
     let kept = client.lock("kept").lock().unwrap();
     let doomed = client.lock("doomed").lock().unwrap();
-    assert!(eventually(NO_HANG, || exists(replica, "kept")
-        && exists(replica, "doomed")));
+    assert!(eventually(NO_HANG, || replica.exists("kept")
+        && replica.exists("doomed")));
     let mut conn = replica.conn();
     for (command, args) in [
         ("CONFIG", &["SET", "replica-read-only", "no"][..]),
@@ -179,7 +171,7 @@ fn check_after_failover(
         let name = format!("after-{i}");
         let guard = client.lock(&name).lock().unwrap();
         assert!(
-            exists(new, &name),
+            new.exists(&name),
             "{name} granted but not on the new primary"
         );
         guard.unlock().unwrap();
@@ -216,7 +208,7 @@ fn a_lock_through_sentinel_lives_its_whole_life() {
     assert!(eventually(NO_HANG, || client.stats().renewals >= renewals + 2));
     assert!(!guard.is_lost());
     guard.unlock().unwrap();
-    assert!(!exists(primary, "life"));
+    assert!(!primary.exists("life"));
 
     // A waiter is woken by the unlock message. With long leases and retries, neither a
     // renewal nor a retry of the waiter can run meanwhile, so every script is counted.
@@ -241,7 +233,7 @@ fn a_lock_through_sentinel_lives_its_whole_life() {
     thread.join().unwrap();
     // Our unlock, then the waiter's one attempt and its unlock: woken, not polling.
     assert_eq!(script_calls(primary), base + 3);
-    assert!(!exists(primary, "life"));
+    assert!(!primary.exists("life"));
     assert_eq!(client.stats().locks_lost + calm.stats().locks_lost, 0);
 }
 
@@ -258,7 +250,7 @@ fn survives_failover(
     let (kept, doomed) = holds_across_failover(&client, replica);
     // A lock held by another client, its key on the replica too, and a waiter for it.
     let holder = other.lock("busy").lock().unwrap();
-    assert!(eventually(NO_HANG, || exists(replica, "busy")));
+    assert!(eventually(NO_HANG, || replica.exists("busy")));
     let (tx, waited) = crossbeam_channel::unbounded();
     let waiter = client.lock("busy");
     let waiter = std::thread::spawn(move || {
@@ -432,7 +424,7 @@ fn a_client_that_missed_the_switch_is_refused_by_the_old_primary_and_follows() {
     loop {
         match lock.try_lock_for(Duration::from_secs(1)) {
             Ok(Some(guard)) => {
-                assert!(exists(new, "ro"), "granted, but not by the new primary");
+                assert!(new.exists("ro"), "granted, but not by the new primary");
                 guard.unlock().unwrap();
                 break;
             }

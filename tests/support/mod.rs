@@ -227,6 +227,14 @@ impl Server {
         self.signal("-CONT");
     }
 
+    /// Whether `key` exists.
+    pub fn exists(&self, key: &str) -> bool {
+        redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut self.conn())
+            .unwrap()
+    }
+
     /// Calls of one command since the server started, from `INFO commandstats`.
     pub fn calls(&self, command: &str) -> u64 {
         self.command_stat(command, "calls")
