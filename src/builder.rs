@@ -66,7 +66,7 @@ impl LockClient {
 /// |---|---|
 /// | [`pool_size`](Self::pool_size) | 8 connections |
 /// | [`connect_timeout`](Self::connect_timeout) | 2 s |
-/// | [`response_timeout`](Self::response_timeout) | 2 s |
+/// | [`response_timeout`](Self::response_timeout) | 2 s, or half the renew interval when that is less |
 /// | [`lease`](Self::lease) (watchdog lease) | 30 s |
 /// | [`renew_interval`](Self::renew_interval) | lease / 3 |
 /// | [`retry_base`](Self::retry_base) / [`retry_cap`](Self::retry_cap) | 5 ms / 200 ms |
@@ -120,22 +120,33 @@ impl LockClientBuilder {
     }
 
     /// Read and write timeout of every connection, and for a Redlock client the time one
-    /// round on all nodes may take. It must be below the renew interval (a renewal that hangs
-    /// longer would let the lease run out unnoticed), and should be small against the lease.
-    /// A call with a deadline returns at most this long after it. Defaults to 2 s.
+    /// round on all nodes may take. A call with a deadline returns at most this long after
+    /// it.
+    ///
+    /// Defaults to the smaller of 2 s and half the [renew interval](Self::renew_interval),
+    /// so that any lease builds with this left unset: 2 s for leases of 12 s and more (the
+    /// default lease of 30 s is renewed every 10 s), 166 ms for a 1 s lease. A value set here
+    /// is used as given: above zero, at most 600 s, and below the renew interval (a renewal
+    /// that hangs longer would let the lease run out unnoticed); keep it small against the
+    /// lease.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
+        self.config.response_timeout_set = true;
         self
     }
 
     /// Lease of holds taken without an explicit one; the watchdog keeps renewing it while
     /// the lock is held. [`MIN_LEASE`](crate::MIN_LEASE) to [`MAX_LEASE`](crate::MAX_LEASE). Defaults to 30 s.
+    /// Every lease in that range builds with the other settings left at their defaults: the
+    /// renew interval and, unless set, the [response timeout](Self::response_timeout) follow
+    /// it.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
-    /// How often the watchdog renews; must be below the lease. Defaults to a third of the lease.
+    /// How often the watchdog renews: at least 1 ms and below the lease. Defaults to a third
+    /// of the lease. Unless set, the [response timeout](Self::response_timeout) follows it.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.config.renew_interval = Some(interval);
         self
@@ -271,7 +282,8 @@ impl LockClientBuilder {
     /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
     /// 7 and later tell); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
     /// nodes answer.
-    pub fn build(self) -> Result<LockClient> {
+    pub fn build(mut self) -> Result<LockClient> {
+        self.config.derive_defaults();
         self.config.validate()?;
         LockClient::connect(&self.urls, self.config)
     }

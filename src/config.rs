@@ -27,6 +27,9 @@ pub(crate) struct Config {
     pub pool_size: u32,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// Whether the user chose `response_timeout`; if not, it is derived from the renew
+    /// interval by [`Config::derive_defaults`].
+    pub response_timeout_set: bool,
     pub lease: Duration,
     /// `None`: a third of the lease.
     pub renew_interval: Option<Duration>,
@@ -74,7 +77,8 @@ impl Default for Config {
         Config {
             pool_size: 8,
             connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(2),
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            response_timeout_set: false,
             lease: Duration::from_secs(30),
             renew_interval: None,
             retry_base: Duration::from_millis(5),
@@ -92,7 +96,18 @@ impl Default for Config {
     }
 }
 
+/// The response timeout when neither it nor a short lease says otherwise.
+const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Config {
+    /// Sets what the user left unset and depends on another setting: the response timeout
+    /// is the smaller of 2 s and half the renew interval, so that every lease builds.
+    pub fn derive_defaults(&mut self) {
+        if !self.response_timeout_set {
+            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(self.renew_interval() / 2);
+        }
+    }
+
     /// How often the watchdog renews the lease.
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval.unwrap_or(self.lease / 3)

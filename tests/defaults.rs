@@ -1,0 +1,88 @@
+//! Defaults that work together: every lease the builder accepts builds and holds with every
+//! other setting left at its default, and a setting the user chose is still checked as given.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redmutex::{Error, LockClient};
+use support::Server;
+
+/// Each lease is taken with no other setting, held past three leases (so only renewals can
+/// have kept it) while a rival with every default finds it busy, then released.
+#[test]
+fn every_lease_builds_and_holds_with_the_other_settings_left_alone() {
+    let server = Server::start();
+    let leases = [50, 300, 1_000, 2_000, 5_000, 30_000].map(Duration::from_millis);
+    std::thread::scope(|scope| {
+        for lease in leases {
+            let server = &server;
+            scope.spawn(move || hold_past_three_leases(server, lease));
+        }
+    });
+}
+
+fn hold_past_three_leases(server: &Server, lease: Duration) {
+    let name = format!("defaults:{}", lease.as_millis());
+    let client = LockClient::builder(&server.url())
+        .lease(lease)
+        .build()
+        .unwrap_or_else(|err| panic!("lease {lease:?} alone does not build: {err}"));
+    let rival = LockClient::open(&server.url()).unwrap().lock(&name);
+    let lock = client.lock(&name);
+    let guard = lock.lock().unwrap();
+    let taken = Instant::now();
+    // Three renewals to a lease: nine of them, and three leases gone by, leave nothing of
+    // the acquisition's own lease.
+    while taken.elapsed() <= 3 * lease || client.stats().renewals < 9 {
+        assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
+        assert!(
+            rival.try_lock().unwrap().is_none(),
+            "lease {lease:?}: a rival got the lock while it was held"
+        );
+        std::thread::sleep(lease / 10);
+    }
+    assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
+    guard
+        .unlock()
+        .unwrap_or_else(|err| panic!("lease {lease:?}: release failed: {err}"));
+    assert!(!server.exists(&name), "lease {lease:?}: key left behind");
+    assert_eq!(client.stats().locks_lost, 0, "lease {lease:?}");
+}
+
+#[test]
+fn a_renew_interval_alone_builds_across_its_range() {
+    let server = Server::start();
+    for millis in [1, 10, 300, 2_000, 9_999, 29_999] {
+        let interval = Duration::from_millis(millis);
+        LockClient::builder(&server.url())
+            .renew_interval(interval)
+            .build()
+            .unwrap_or_else(|err| panic!("renew interval {interval:?} alone: {err}"));
+    }
+}
+
+#[test]
+fn a_response_timeout_set_by_the_user_is_checked_as_given() {
+    let server = Server::start();
+    let err = LockClient::builder(&server.url())
+        .lease(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "response_timeout",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    LockClient::builder(&server.url())
+        .lease(Duration::from_secs(5))
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+}
