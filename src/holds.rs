@@ -61,41 +61,69 @@ impl Holds {
     /// `lease` or (`None`) watched; `watch` starts the watchdog for the first watched hold.
     /// When it fails, nothing is recorded, and the holding is returned with the error for
     /// the caller to give back.
+    ///
+    /// `watch` runs outside the table's lock: starting a watchdog may start a thread, and
+    /// every acquire and release of the client goes through this table.
     pub fn add(
         &self,
         id: &HoldId,
         lease: Option<Duration>,
         default_lease: Duration,
         valid_until: Instant,
-        watch: impl FnOnce(&Arc<Holding>) -> std::io::Result<Ticket>,
+        watch: impl Fn(&Arc<Holding>) -> std::io::Result<Ticket>,
     ) -> Result<Arc<Holding>, (Arc<Holding>, std::io::Error)> {
-        let mut table = self.table.lock();
-        let hold = table.entry(id.clone()).or_insert_with(|| Hold {
-            count: 0,
-            watched: 0,
-            lease: default_lease,
-            watchdog: None,
-            holding: Arc::new(Holding::new(valid_until)),
-        });
-        let holding = hold.holding.clone();
-        if lease.is_none() && hold.watchdog.is_none() {
-            match watch(&holding) {
-                Ok(ticket) => hold.watchdog = Some(ticket),
-                Err(err) => {
-                    if hold.count == 0 {
-                        table.remove(id);
+        // A watchdog started for the holding it was started for.
+        let mut started: Option<(Arc<Holding>, Ticket)> = None;
+        loop {
+            let mut table = self.table.lock();
+            let hold = table.entry(id.clone()).or_insert_with(|| Hold {
+                count: 0,
+                watched: 0,
+                lease: default_lease,
+                watchdog: None,
+                holding: Arc::new(Holding::new(valid_until)),
+            });
+            let holding = hold.holding.clone();
+            if lease.is_none() && hold.watchdog.is_none() {
+                match started.take() {
+                    Some((of, ticket)) if Arc::ptr_eq(&of, &holding) => {
+                        hold.watchdog = Some(ticket);
                     }
-                    return Err((holding, err));
+                    // None yet, or one for a holding that ended meanwhile (its loss found).
+                    stale => {
+                        drop(table);
+                        drop(stale);
+                        match watch(&holding) {
+                            Ok(ticket) => started = Some((holding, ticket)),
+                            Err(err) => {
+                                self.forget_unheld(id, &holding);
+                                return Err((holding, err));
+                            }
+                        }
+                        continue;
+                    }
                 }
             }
+            hold.count += 1;
+            match lease {
+                Some(lease) => hold.lease = lease,
+                None => hold.watched += 1,
+            }
+            holding.set_valid_until(valid_until);
+            drop(table);
+            return Ok(holding);
         }
-        hold.count += 1;
-        match lease {
-            Some(lease) => hold.lease = lease,
-            None => hold.watched += 1,
+    }
+
+    /// Removes `holding` if it is the current one of `id` and has no holds yet.
+    fn forget_unheld(&self, id: &HoldId, holding: &Arc<Holding>) {
+        let mut table = self.table.lock();
+        if table
+            .get(id)
+            .is_some_and(|hold| hold.count == 0 && Arc::ptr_eq(&hold.holding, holding))
+        {
+            table.remove(id);
         }
-        holding.set_valid_until(valid_until);
-        Ok(holding)
     }
 
     /// Takes one hold of `holding` off the table, stopping the watchdog with the last
@@ -154,5 +182,47 @@ impl Holds {
         drop(table);
         drop(removed); // stops the renewals, outside the table's lock
         current
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::Workers;
+
+    #[test]
+    fn the_watchdog_starts_outside_the_table_lock() {
+        let holds = Holds::default();
+        let workers = Workers::new(64 * 1024, Duration::from_secs(60));
+        let id: HoldId = (Arc::from(&b"lock"[..]), 1);
+        let valid_until = Instant::now() + Duration::from_secs(10);
+        let watch = |_: &Arc<Holding>| {
+            assert!(
+                holds.table.try_lock().is_some(),
+                "the watchdog was started under the table's lock"
+            );
+            workers.start(valid_until, Box::new(|_| {}))
+        };
+        let lease = Duration::from_secs(30);
+        let first = holds
+            .add(&id, None, lease, valid_until, watch)
+            .ok()
+            .unwrap();
+        let again = holds
+            .add(&id, None, lease, valid_until, watch)
+            .ok()
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(holds.state(&id), (2, true));
+
+        // A watchdog that cannot start leaves no trace of a first hold.
+        let other: HoldId = (Arc::from(&b"other"[..]), 1);
+        let refused = |_: &Arc<Holding>| Err(std::io::Error::other("no threads"));
+        assert!(
+            holds
+                .add(&other, None, lease, valid_until, refused)
+                .is_err()
+        );
+        assert_eq!(holds.state(&other), (0, false));
     }
 }

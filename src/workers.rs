@@ -174,18 +174,10 @@ impl Workers {
     /// Schedules `work`, whose first step is due at `due`, to run on a thread of its own.
     /// Fails only when the timer thread cannot be started.
     pub fn start(&self, due: Instant, work: Work) -> std::io::Result<Ticket> {
+        self.start_timer()?;
         let slot = Arc::new(Mutex::new(State::Waiting(work)));
         let schedule = &self.schedule;
         let mut entries = schedule.entries.lock();
-        if !entries.timer_running {
-            let timer = Arc::downgrade(schedule);
-            let threads = self.threads.clone();
-            thread::Builder::new()
-                .name("redmutex-timer".into())
-                .stack_size(self.threads.stack_size)
-                .spawn(move || timer_loop(&timer, &threads))?;
-            entries.timer_running = true;
-        }
         let key = (due - schedule.lead, entries.next_id);
         entries.next_id += 1;
         entries.waiting.insert(key);
@@ -200,6 +192,27 @@ impl Workers {
             schedule: Arc::downgrade(schedule),
             parked: Arc::downgrade(&self.threads.parked),
         })
+    }
+
+    /// Starts the timer thread unless it runs, outside the schedule's lock, which every
+    /// release of a watched hold takes. Work scheduled by others meanwhile waits for it; if
+    /// it cannot start, their work waits for the next start to try again.
+    fn start_timer(&self) -> std::io::Result<()> {
+        let schedule = &self.schedule;
+        if std::mem::replace(&mut schedule.entries.lock().timer_running, true) {
+            return Ok(());
+        }
+        let timer = Arc::downgrade(schedule);
+        let threads = self.threads.clone();
+        let spawned = thread::Builder::new()
+            .name("redmutex-timer".into())
+            .stack_size(self.threads.stack_size)
+            .spawn(move || timer_loop(&timer, &threads));
+        if let Err(err) = spawned {
+            schedule.entries.lock().timer_running = false;
+            return Err(err);
+        }
+        Ok(())
     }
 }
 
