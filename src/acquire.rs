@@ -109,6 +109,10 @@ impl<K: Kind> Lock<K> {
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
         let mut waiting = Waiting::new();
+        // Waiters poll at least every retry cap, notifications or not, where a lock can be
+        // freed without a message: by a library that publishes none, or on Redlock, where
+        // a failed attempt gives back what it took without waking anyone.
+        let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         loop {
             let ttl = match K::attempt(target, lease, limit)? {
                 Attempt::Acquired(hold) => {
@@ -143,7 +147,7 @@ impl<K: Kind> Lock<K> {
                 }
             }
             let pause = backoff.next_delay(None);
-            let bound = match (waiting.notifications && !K::POLLS, ttl) {
+            let bound = match (waiting.notifications && !polls, ttl) {
                 (true, Some(ttl)) => ttl + pause,
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };

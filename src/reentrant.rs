@@ -256,15 +256,16 @@ fn give_back(
     limit: Option<Instant>,
 ) {
     let sent = Instant::now();
-    target.give_back(&release_cmd(target, field, held, lease), limit);
+    target.give_back(|wake| release_cmd(target, field, held, lease, wake), limit);
     if let Some(holding) = holding {
         holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
     }
 }
 
 /// The release script for one call, with a latch of its own: a retry of this command
-/// after a lost reply reports the first attempt's release instead of "not ours".
-fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration) -> Cmd {
+/// after a lost reply reports the first attempt's release instead of "not ours". The last
+/// hold's release publishes the unlock message if it is to `wake` a waiter.
+fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
     let key = target.shared_key();
     let latch = layout::unlock_latch(&key, &layout::random_id());
     let latch_ttl = target.shared.config().latch_ttl();
@@ -276,6 +277,7 @@ fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration) -> Cmd 
         field,
         held,
         latch_ttl,
+        wake,
     )
 }
 
@@ -296,7 +298,7 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
             false => target.not_held(),
         });
     };
-    let cmd = release_cmd(target, &owner(target), held, lease);
+    let cmd = release_cmd(target, &owner(target), held, lease, true);
     // Not while a renewal round is on its way: it could put back what this deletes. Where
     // holds remain, they now expire `lease` after this release.
     let (tally, failed) = holding.lease_round(lease, || {

@@ -12,6 +12,12 @@ use redis::{Cmd, Connection, FromRedisValue, ParsingError, RedisResult, Script, 
 /// The message Redisson publishes on a lock's channel when its last hold goes.
 const UNLOCK_MESSAGE: &str = "0";
 
+/// The message a release publishes: Redisson's, or none (empty) when it gives back what a
+/// failed attempt took, which woke nobody when it was taken.
+fn unlock_message(wake: bool) -> &'static str {
+    if wake { UNLOCK_MESSAGE } else { "" }
+}
+
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
 static FENCED_ACQUIRE: LazyLock<Script> =
@@ -98,8 +104,9 @@ pub(crate) fn fenced_acquire(
 }
 
 /// Give back one of `field`'s `held` holds, leaving `lease` on the ones that remain; the
-/// last one publishes on `channel` and leaves `latch` for `latch_ttl`. Replies
-/// [`Released`].
+/// last one publishes on `channel` if it is to `wake` a waiter, and leaves `latch` for
+/// `latch_ttl`. Replies [`Released`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn release(
     key: &[u8],
     channel: &[u8],
@@ -108,9 +115,10 @@ pub(crate) fn release(
     field: &str,
     held: u32,
     latch_ttl: Duration,
+    wake: bool,
 ) -> Cmd {
     let mut cmd = evalsha(&RELEASE, &[key, channel, latch]);
-    cmd.arg(UNLOCK_MESSAGE)
+    cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
         .arg(held)
@@ -145,17 +153,20 @@ pub(crate) fn token_probe(key: &[u8]) -> Cmd {
     evalsha(&TOKEN_PROBE, &[key])
 }
 
-/// Release a token lock if the key holds `token`, publishing on `channel` and leaving
-/// `latch`. Replies [`Released`]: deleted or not ours.
+/// Release a token lock if the key holds `token`, publishing on `channel` if it is to
+/// `wake` a waiter, and leaving `latch`. Replies [`Released`]: deleted or not ours.
 pub(crate) fn token_release(
     key: &[u8],
     channel: &[u8],
     latch: &[u8],
     token: &str,
     latch_ttl: Duration,
+    wake: bool,
 ) -> Cmd {
     let mut cmd = evalsha(&TOKEN_RELEASE, &[key, channel, latch]);
-    cmd.arg(token).arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
+    cmd.arg(token)
+        .arg(unlock_message(wake))
+        .arg(millis(latch_ttl));
     cmd
 }
 

@@ -110,12 +110,19 @@ impl Target {
         self.lost()
     }
 
-    /// Runs `release`, a release script that gives back what a failed attempt may have
-    /// taken, on every node until `limit`; failures are only logged, the lease cleans up
-    /// after them.
-    pub(crate) fn give_back(&self, release: &Cmd, limit: Option<Instant>) {
+    /// Runs the release script that `release` builds, giving back what a failed attempt
+    /// may have taken, on every node until `limit`; failures are only logged, the lease
+    /// cleans up after them.
+    ///
+    /// On one node it wakes a waiter (`release(true)`): that node's waiters wait for a
+    /// message, and may have found the lock busy because of this attempt. On several it
+    /// wakes nobody: a failed Redlock attempt would otherwise wake every waiter on each
+    /// node it was granted on, while whoever made it fail still holds the lock. Redlock's
+    /// waiters poll instead (see `acquire`).
+    pub(crate) fn give_back(&self, release: impl FnOnce(bool) -> Cmd, limit: Option<Instant>) {
         let nodes = self.shared.nodes();
-        let results = nodes.run_all::<Released>(release, limit);
+        let release = release(nodes.list().len() == 1);
+        let results = nodes.run_all::<Released>(&release, limit);
         for (node, result) in nodes.list().iter().zip(results) {
             if let Err(err) = result {
                 log::warn!(

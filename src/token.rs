@@ -84,7 +84,7 @@ impl Machinery for Token {
             return acquired(target, lease, token, sent, valid_until);
         }
         if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
-            target.give_back(&release_cmd(target, &token), limit);
+            target.give_back(|wake| release_cmd(target, &token, wake), limit);
         }
         Attempt::unmet(target, outcome, failed, elapsed, script_lease)
             .unwrap_or_else(|| busy(target, limit))
@@ -98,7 +98,7 @@ impl Machinery for Token {
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
         let nodes = target.shared.nodes();
-        let cmd = release_cmd(target, &hold.held.token);
+        let cmd = release_cmd(target, &hold.held.token, true);
         let (answers, failed) = hold
             .holding
             .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
@@ -162,7 +162,7 @@ fn acquired(
         match watchdog::start(target, &holding, sent, renewal) {
             Ok(started) => ticket = Some(started),
             Err(source) => {
-                target.give_back(&release_cmd(target, &token), None);
+                target.give_back(|wake| release_cmd(target, &token, wake), None);
                 return Err(Error::Watchdog {
                     lock: target.name().to_owned(),
                     source,
@@ -203,12 +203,13 @@ fn busy(target: &Target, limit: Option<Instant>) -> Result<Attempt<TokenHeld>> {
     Ok(Attempt::Busy(ttl))
 }
 
-/// The release script for `token`, with a latch of its own (see the reentrant kind's).
-fn release_cmd(target: &Target, token: &str) -> Cmd {
+/// The release script for `token`, with a latch of its own (see the reentrant kind's),
+/// publishing the unlock message if it is to `wake` a waiter.
+fn release_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
     let key = target.shared_key();
     let latch = layout::unlock_latch(&key, &layout::random_id());
     let latch_ttl = target.shared.config().latch_ttl();
-    scripts::token_release(&key, target.channel(), &latch, token, latch_ttl)
+    scripts::token_release(&key, target.channel(), &latch, token, latch_ttl, wake)
 }
 
 /// What the watchdog renews for a token hold.

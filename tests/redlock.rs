@@ -517,3 +517,86 @@ fn a_renewal_never_puts_back_what_a_release_deleted() {
     }
     assert_eq!(left_behind, 0, "keys put back after their release");
 }
+
+/// Holds `key` on nodes 1 to 3 for another owner, the way kind `string` or `hash` stores
+/// it, for a minute: a Redlock attempt then gets nodes 0 and 4 only, and must give them back.
+fn held_elsewhere_on_a_majority(five: &Five, key: &str, string: bool) {
+    for server in &five.servers[1..4] {
+        let mut conn = server.conn();
+        let mut cmd = match string {
+            true => redis::cmd("SET"),
+            false => redis::cmd("HSET"),
+        };
+        match string {
+            true => cmd.arg(key).arg("another token"),
+            false => cmd.arg(key).arg("another:1").arg(1),
+        };
+        let _: () = cmd.query(&mut conn).unwrap();
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(60_000)
+            .query(&mut conn)
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_failed_attempt_gives_back_without_waking_anyone() {
+    let five = Five::start();
+    let client = five.client();
+    for (kind, string) in [("reentrant", false), ("token", true)] {
+        let name = format!("split:{kind}");
+        held_elsewhere_on_a_majority(&five, &name, string);
+        // A listener on node 0, where the attempt is granted and given back.
+        let mut listener = five.servers[0].conn();
+        let mut pubsub = listener.as_pubsub();
+        pubsub.subscribe(channel(&name)).unwrap();
+
+        let taken = match string {
+            true => client.token_lock(&name).try_lock().unwrap().is_some(),
+            false => client.lock(&name).try_lock().unwrap().is_some(),
+        };
+        assert!(!taken, "{kind}: taken on a minority");
+        assert!(!five.exists(0, &name), "{kind}: not given back on node 0");
+        assert!(!five.exists(4, &name), "{kind}: not given back on node 4");
+
+        // A message of our own marks the end: anything before it came from the give-back.
+        let _: () = redis::cmd("PUBLISH")
+            .arg(channel(&name))
+            .arg("marker")
+            .query(&mut five.servers[0].conn())
+            .unwrap();
+        let first: String = pubsub.get_message().unwrap().get_payload().unwrap();
+        assert_eq!(first, "marker", "{kind}: the give-back published");
+    }
+}
+
+#[test]
+fn a_waiter_gets_in_after_a_lock_freed_without_a_message() {
+    let five = Five::start();
+    let name = "freed:silently";
+    held_elsewhere_on_a_majority(&five, name, false);
+    let waiter = five.client().lock(name);
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(Duration::from_secs(120)).unwrap();
+        let _ = taken.send(guard.is_some());
+    });
+    for server in &five.servers {
+        await_subscribers(server, &channel(name), 1);
+    }
+    // Freed as a failed attempt's give-back frees it: no message, a minute of lease left.
+    for server in &five.servers {
+        let _: () = redis::cmd("DEL")
+            .arg(name)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    // Half the lease it would otherwise sleep on, and a hundred times the retry cap.
+    let woken = got.recv_timeout(Duration::from_secs(30));
+    assert_eq!(
+        woken,
+        Ok(true),
+        "the waiter slept on a lease that was no longer there"
+    );
+}

@@ -2,7 +2,8 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  unlock channel (see layout.rs)
 -- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
--- ARGV[1]  message published when the last hold goes ("0", as Redisson sends)
+-- ARGV[1]  message published when the last hold goes ("0", as Redisson sends); empty: none,
+--             for giving back what a failed attempt took
 -- ARGV[2]  lease in milliseconds for the holds that remain
 -- ARGV[3]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[4]  holds the owner has before this release (at least 1)
@@ -43,7 +44,10 @@ end
 if check and not check('pexpire', KEYS[3], ARGV[5]) then
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
-local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[1])
+local sent, refused = true, nil
+if ARGV[1] ~= '' then
+    sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[1])
+end
 if sent then
     sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
 end

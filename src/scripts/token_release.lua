@@ -3,7 +3,8 @@
 -- KEYS[2]  unlock channel (see layout.rs)
 -- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- ARGV[1]  the owner's token
--- ARGV[2]  message published on release ("0")
+-- ARGV[2]  message published on release ("0"); empty: none, for giving back what a failed
+--             attempt took
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- Reply    1 when the key was released, now or by an earlier attempt of this call (the latch
 --          says so); nil when it holds something else or nothing (not ours; nothing changed);
@@ -26,7 +27,10 @@ if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[3], ARGV[3]) 
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
 -- A refusal (ACL) is passed on as NOPERM.
-local sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])
+local sent, refused = true, nil
+if ARGV[2] ~= '' then
+    sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])
+end
 if sent then
     sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
 end
