@@ -148,9 +148,12 @@ pub(crate) fn check(key: &[u8], channel: &[u8], latch: &[u8]) -> Cmd {
     evalsha(&CHECK, &[key, channel, latch])
 }
 
-/// Why a token lock's key is taken. Replies `{type, pttl}`.
-pub(crate) fn token_probe(key: &[u8]) -> Cmd {
-    evalsha(&TOKEN_PROBE, &[key])
+/// Why a token lock's key is taken, and whether it holds `token`. Replies
+/// `{type, pttl, mine}`.
+pub(crate) fn token_probe(key: &[u8], token: &str) -> Cmd {
+    let mut cmd = evalsha(&TOKEN_PROBE, &[key]);
+    cmd.arg(token);
+    cmd
 }
 
 /// Release a token lock if the key holds `token`, publishing on `channel` if it is to

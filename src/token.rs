@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use redis::{Cmd, Value};
 
 use crate::config::check_lease;
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::holding::Holding;
 use crate::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout;
@@ -65,29 +65,39 @@ impl Machinery for Token {
             .arg(millis(script_lease));
         let sent = Instant::now();
         let granted = |reply: &Value| *reply == Value::Okay;
-        let (answers, failed) = nodes.split(nodes.acquire::<Value>(&cmd, limit, granted));
-        let elapsed = sent.elapsed();
-        let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
-        let grants = Grants {
-            kept: answers
-                .iter()
-                .filter(|&reply| *reply == Value::Okay)
-                .count(),
-            fresh: 0,
-            failed: failed.len(),
-            of: nodes.list().len(),
-            reentry: false,
-            valid: valid_until.is_some(),
+        let replies = nodes.acquire::<Value>(&cmd, limit, granted);
+        let set: Vec<bool> = replies
+            .iter()
+            .map(|r| matches!(r, Ok(Value::Okay)))
+            .collect();
+        let (_, failed) = nodes.split(replies);
+        let kept = set.iter().filter(|&&set| set).count();
+        let mut round = Round {
+            grants: grants(set.len(), kept, failed.len(), sent, script_lease),
+            failed,
+            probe: Vec::new(),
+            wrong_kind: None,
         };
-        let outcome = grants.outcome();
+        if round.grants.outcome() != Outcome::Taken {
+            round = probe(target, &token, &set, sent, script_lease, limit)?;
+        }
+        let outcome = round.grants.outcome();
+        let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
             return acquired(target, lease, token, sent, valid_until);
         }
-        if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
+        if round.grants.needs_undo(!round.failed.is_empty()) {
             target.give_back(|wake| release_cmd(target, &token, wake), limit);
         }
-        Attempt::unmet(target, outcome, failed, elapsed, script_lease)
-            .unwrap_or_else(|| busy(target, limit))
+        if let Some(found) = round.wrong_kind {
+            return Err(Error::WrongKind {
+                lock: target.name().to_owned(),
+                found,
+            });
+        }
+        let elapsed = sent.elapsed();
+        Attempt::unmet(target, outcome, round.failed, elapsed, script_lease)
+            .unwrap_or_else(|| Ok(busy(&round.probe)))
     }
 
     fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
@@ -180,27 +190,72 @@ fn acquired(
     }))
 }
 
-/// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string, or
-/// another kind of lock.
-fn busy(target: &Target, limit: Option<Instant>) -> Result<Attempt<TokenHeld>> {
-    let nodes = target.shared.nodes();
-    let cmd = scripts::token_probe(target.key()?);
-    let (answers, _) = nodes.split(nodes.run_all::<(String, i64)>(&cmd, limit));
-    if let Some((found, _)) = answers
-        .iter()
-        .find(|(kind, _)| kind != "string" && kind != "none")
-    {
-        return Err(Error::WrongKind {
-            lock: target.name().to_owned(),
-            found: layout::kind_of(found),
-        });
+/// One attempt's answers: its grants, the nodes that gave no answer, and the probe's
+/// answers when it ran.
+struct Round {
+    grants: Grants,
+    failed: Vec<NodeError>,
+    /// `(type, pttl, mine)` of each node that answered the probe.
+    probe: Vec<(String, i64, i64)>,
+    /// What the key holds on a node where it is another kind of lock.
+    wrong_kind: Option<&'static str>,
+}
+
+fn grants(of: usize, kept: usize, failed: usize, sent: Instant, lease: Duration) -> Grants {
+    Grants {
+        kept,
+        fresh: 0,
+        failed,
+        of,
+        reentry: false,
+        valid: validity_end(sent, lease).is_some_and(|end| end > Instant::now()),
     }
-    let ttl = answers
+}
+
+/// Asks every node why the key is taken, and whether it holds `token`: a SET sent again
+/// after its connection dropped (the reply lost, the command run) finds the key its first
+/// try set and replies nil. A node that `set` the key or holds the token granted the
+/// attempt; one that did neither and does not answer the probe is in doubt.
+fn probe(
+    target: &Target,
+    token: &str,
+    set: &[bool],
+    sent: Instant,
+    lease: Duration,
+    limit: Option<Instant>,
+) -> Result<Round> {
+    let nodes = target.shared.nodes();
+    let cmd = scripts::token_probe(target.key()?, token);
+    let probed = nodes.run_all::<(String, i64, i64)>(&cmd, limit);
+    let kept = set.iter().zip(&probed);
+    let kept = kept.filter(|(set, probed)| **set || matches!(probed, Ok((.., 1))));
+    let kept = kept.count();
+    let answers = set.iter().zip(probed).map(|(set, probed)| match probed {
+        Err(_) if *set => Ok(None),
+        probed => probed.map(Some),
+    });
+    let (answers, failed) = nodes.split(answers.collect());
+    let probe: Vec<(String, i64, i64)> = answers.into_iter().flatten().collect();
+    let wrong_kind = probe
         .iter()
-        .filter_map(|&(_, ttl)| u64::try_from(ttl).ok())
+        .find(|(kind, ..)| kind != "string" && kind != "none")
+        .map(|(found, ..)| layout::kind_of(found));
+    Ok(Round {
+        grants: grants(set.len(), kept, failed.len(), sent, lease),
+        failed,
+        probe,
+        wrong_kind,
+    })
+}
+
+/// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string.
+fn busy(probe: &[(String, i64, i64)]) -> Attempt<TokenHeld> {
+    let ttl = probe
+        .iter()
+        .filter_map(|&(_, ttl, _)| u64::try_from(ttl).ok())
         .map(Duration::from_millis)
         .min();
-    Ok(Attempt::Busy(ttl))
+    Attempt::Busy(ttl)
 }
 
 /// The release script for `token`, with a latch of its own (see the reentrant kind's),

@@ -553,3 +553,28 @@ fn errors_say_why() {
     let not_held = Error::NotHeld { lock: "l".into() }.to_string();
     assert_ne!(lost, not_held);
 }
+
+/// The part of a `SET key token NX PX lease` command that no other command has.
+const SET_NX: &[u8] = b"\r\nNX\r\n";
+
+#[test]
+fn a_token_acquire_whose_reply_was_lost_takes_the_lock() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::open(&proxy.url()).unwrap();
+    let lock = client.token_lock("t");
+    for round in 0..3 {
+        // The SET runs, its reply is lost with its connection, and the client sends it again.
+        proxy.cut_on_reply_to(SET_NX);
+        let guard = lock.try_lock().unwrap();
+        assert!(proxy.trap_sprung(), "round {round}: the reply was not lost");
+        let guard = guard.unwrap_or_else(|| panic!("round {round}: blocked by our own token"));
+        let value: String = redis::cmd("GET")
+            .arg("t")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(value, guard.token(), "round {round}");
+        guard.unlock().unwrap();
+        assert!(!server.exists("t"), "round {round}: left behind");
+    }
+}

@@ -600,3 +600,32 @@ fn a_waiter_gets_in_after_a_lock_freed_without_a_message() {
         "the waiter slept on a lease that was no longer there"
     );
 }
+
+#[test]
+fn a_token_acquire_whose_replies_were_lost_takes_the_lock() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let proxies: Vec<support::Proxy> = servers
+        .iter()
+        .map(|server| support::Proxy::start(server.port()))
+        .collect();
+    let urls: Vec<String> = proxies.iter().map(support::Proxy::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let client = LockClient::redlock(&urls).unwrap();
+    let lock = client.token_lock("t");
+    // Every node runs the SET and loses its reply; each retry finds the key taken.
+    for proxy in &proxies {
+        proxy.cut_on_reply_to(b"\r\nNX\r\n");
+    }
+    let guard = lock.try_lock().unwrap();
+    assert!(proxies.iter().all(support::Proxy::trap_sprung));
+    let guard = guard.expect("blocked by our own token");
+    for server in &servers {
+        let value: String = redis::cmd("GET")
+            .arg("t")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(value, guard.token());
+    }
+    guard.unlock().unwrap();
+    assert!(servers.iter().all(|server| !server.exists("t")));
+}
