@@ -148,11 +148,11 @@ pub(crate) fn check(key: &[u8], channel: &[u8], latch: &[u8]) -> Cmd {
     evalsha(&CHECK, &[key, channel, latch])
 }
 
-/// Why a token lock's key is taken, and whether it holds `token`. Replies
-/// `{type, pttl, mine}`.
-pub(crate) fn token_probe(key: &[u8], token: &str) -> Cmd {
+/// Why a token lock's key is taken, and whether it holds `token` (then its `lease` is set
+/// again). Replies `{type, pttl, mine}`.
+pub(crate) fn token_probe(key: &[u8], token: &str, lease: Duration) -> Cmd {
     let mut cmd = evalsha(&TOKEN_PROBE, &[key]);
-    cmd.arg(token);
+    cmd.arg(token).arg(millis(lease));
     cmd
 }
 

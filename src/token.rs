@@ -66,21 +66,21 @@ impl Machinery for Token {
         let sent = Instant::now();
         let granted = |reply: &Value| *reply == Value::Okay;
         let replies = nodes.acquire::<Value>(&cmd, limit, granted);
-        let set: Vec<bool> = replies
+        let kept = replies
             .iter()
-            .map(|r| matches!(r, Ok(Value::Okay)))
-            .collect();
-        let (_, failed) = nodes.split(replies);
-        let kept = set.iter().filter(|&&set| set).count();
-        let mut round = Round {
-            grants: grants(set.len(), kept, failed.len(), sent, script_lease),
-            failed,
-            probe: Vec::new(),
-            wrong_kind: None,
+            .filter(|r| matches!(r, Ok(Value::Okay)))
+            .count();
+        let failed = replies.iter().filter(|r| r.is_err()).count();
+        let first = grants(replies.len(), kept, failed, sent, script_lease);
+        let round = match first.outcome() {
+            Outcome::Taken => Round {
+                grants: first,
+                failed: Vec::new(),
+                probe: Vec::new(),
+                wrong_kind: None,
+            },
+            _ => probe(target, &token, replies, sent, script_lease, limit)?,
         };
-        if round.grants.outcome() != Outcome::Taken {
-            round = probe(target, &token, &set, sent, script_lease, limit)?;
-        }
         let outcome = round.grants.outcome();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
@@ -196,7 +196,7 @@ struct Round {
     grants: Grants,
     failed: Vec<NodeError>,
     /// `(type, pttl, mine)` of each node that answered the probe.
-    probe: Vec<(String, i64, i64)>,
+    probe: Vec<Probe>,
     /// What the key holds on a node where it is another kind of lock.
     wrong_kind: Option<&'static str>,
 }
@@ -214,42 +214,55 @@ fn grants(of: usize, kept: usize, failed: usize, sent: Instant, lease: Duration)
 
 /// Asks every node why the key is taken, and whether it holds `token`: a SET sent again
 /// after its connection dropped (the reply lost, the command run) finds the key its first
-/// try set and replies nil. A node that `set` the key or holds the token granted the
-/// attempt; one that did neither and does not answer the probe is in doubt.
+/// try set and replies nil. A node whose SET `replies` granted the attempt, or whose key
+/// holds the token (acknowledged by the replicas, when they must acknowledge), granted it;
+/// one whose replicas did not acknowledge it, or that answers neither command, failed.
 fn probe(
     target: &Target,
     token: &str,
-    set: &[bool],
+    replies: Vec<Result<Value>>,
     sent: Instant,
     lease: Duration,
     limit: Option<Instant>,
 ) -> Result<Round> {
     let nodes = target.shared.nodes();
-    let cmd = scripts::token_probe(target.key()?, token);
-    let probed = nodes.run_all::<(String, i64, i64)>(&cmd, limit);
-    let kept = set.iter().zip(&probed);
-    let kept = kept.filter(|(set, probed)| **set || matches!(probed, Ok((.., 1))));
-    let kept = kept.count();
-    let answers = set.iter().zip(probed).map(|(set, probed)| match probed {
-        Err(_) if *set => Ok(None),
-        probed => probed.map(Some),
-    });
-    let (answers, failed) = nodes.split(answers.collect());
-    let probe: Vec<(String, i64, i64)> = answers.into_iter().flatten().collect();
+    let cmd = scripts::token_probe(target.key()?, token, lease);
+    let probed = nodes.acquire::<Probe>(&cmd, limit, |(.., mine)| *mine == 1);
+    let mut kept = 0;
+    let results = replies
+        .into_iter()
+        .zip(probed)
+        .map(|(reply, probed)| match (reply, probed) {
+            (Ok(Value::Okay), probed) => {
+                kept += 1;
+                Ok(probed.ok())
+            }
+            (Err(err), _) if err.is_not_replicated() => Err(err),
+            (_, Ok(answer)) => {
+                kept += usize::from(answer.2 == 1);
+                Ok(Some(answer))
+            }
+            (_, Err(err)) => Err(err),
+        });
+    let (answers, failed) = nodes.split(results.collect());
+    let probe: Vec<Probe> = answers.into_iter().flatten().collect();
     let wrong_kind = probe
         .iter()
         .find(|(kind, ..)| kind != "string" && kind != "none")
         .map(|(found, ..)| layout::kind_of(found));
     Ok(Round {
-        grants: grants(set.len(), kept, failed.len(), sent, lease),
+        grants: grants(nodes.list().len(), kept, failed.len(), sent, lease),
         failed,
         probe,
         wrong_kind,
     })
 }
 
+/// A node's answer to the probe: the key's type, its PTTL, and 1 if it holds the token.
+type Probe = (String, i64, i64);
+
 /// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string.
-fn busy(probe: &[(String, i64, i64)]) -> Attempt<TokenHeld> {
+fn busy(probe: &[Probe]) -> Attempt<TokenHeld> {
     let ttl = probe
         .iter()
         .filter_map(|&(_, ttl, _)| u64::try_from(ttl).ok())
