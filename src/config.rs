@@ -123,17 +123,7 @@ impl Config {
         if self.pool_size == 0 || self.pool_size > MAX_POOL_SIZE {
             return bad("pool_size", format!("must be 1..={MAX_POOL_SIZE}"));
         }
-        for (setting, value) in [
-            ("connect_timeout", self.connect_timeout),
-            ("response_timeout", self.response_timeout),
-        ] {
-            if value.is_zero() || value > MAX_TIMEOUT {
-                return bad(
-                    setting,
-                    format!("must be above zero and at most {MAX_TIMEOUT:?}"),
-                );
-            }
-        }
+        // The lease and the renew interval first: the response timeout may follow them.
         check_lease(self.lease).or_else(|reason| bad("lease", reason))?;
         let renew = self.renew_interval();
         if renew < Duration::from_millis(1) || renew >= self.lease {
@@ -144,6 +134,17 @@ impl Config {
                     self.lease
                 ),
             );
+        }
+        for (setting, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return bad(
+                    setting,
+                    format!("must be above zero and at most {MAX_TIMEOUT:?}"),
+                );
+            }
         }
         // A renewal that hangs for a response timeout as long as the renew interval would let
         // the lease run out before the watchdog sees an error.

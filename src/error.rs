@@ -220,9 +220,14 @@ impl Error {
         matches!(self, Error::Unsupported { .. })
     }
 
-    /// The key holds another kind of lock than the handle's.
+    /// The key holds another kind of lock than the handle's: on a single node, or on
+    /// enough Redlock nodes that no quorum could be had.
     pub fn is_wrong_kind(&self) -> bool {
-        matches!(self, Error::WrongKind { .. })
+        match self {
+            Error::WrongKind { .. } => true,
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_wrong_kind()),
+            _ => false,
+        }
     }
 
     /// The Redis user lacks a permission the locks need: found when the client was built, or
@@ -284,12 +289,17 @@ impl Error {
         matches!(self, Error::ValidityExhausted { .. })
     }
 
-    /// Redis could not be reached or the connection broke; retrying later may succeed.
+    /// Redis could not be reached or the connection broke; retrying later may succeed. On
+    /// several nodes (Redlock, sentinels): when any node failed so, not when every node
+    /// answered with a refusal (`NOPERM`, a key of another kind).
     pub fn is_connection(&self) -> bool {
         match self {
-            Error::Pool { .. } | Error::NoQuorum { .. } | Error::NoPrimary { .. } => true,
+            Error::Pool { .. } => true,
             Error::Redis { source, .. } => {
                 source.is_io_error() || source.is_connection_dropped() || source.is_timeout()
+            }
+            Error::NoQuorum { failed, .. } | Error::NoPrimary { failed, .. } => {
+                failed.iter().any(|f| f.error.is_connection())
             }
             _ => false,
         }
@@ -351,16 +361,21 @@ impl fmt::Display for Error {
         };
         match self {
             Error::Redis { lock, node, source } => {
-                write!(f, "redis command failed on {node}{}: {source}", about(lock))?;
+                write!(
+                    f,
+                    "redis command failed on {node}{}: {}",
+                    about(lock),
+                    cause(source)
+                )?;
                 if is_auth(source) {
                     write!(f, "{CREDENTIALS}")?;
                 }
                 Ok(())
             }
-            Error::Pool { lock, node, source } => {
+            Error::Pool { lock, node, .. } => {
                 write!(
                     f,
-                    "no connection to {node} available{}: {source}",
+                    "no connection to {node} available{} within the connect timeout",
                     about(lock)
                 )?;
                 if self.is_auth() {
@@ -411,6 +426,7 @@ impl fmt::Display for Error {
                 argument,
                 reason,
             } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
+            // The parse error is the cause itself: shown here, and not again as `source()`.
             Error::InvalidUrl { url, source } => write!(f, "invalid redis URL {url:?}: {source}"),
             Error::NoQuorum {
                 lock,
@@ -450,11 +466,8 @@ impl fmt::Display for Error {
                 "no sentinel named the primary of {master:?}; asked: {}",
                 causes(failed)
             ),
-            Error::Watchdog { lock, source } => {
-                write!(
-                    f,
-                    "could not start the watchdog for lock {lock:?}: {source}"
-                )
+            Error::Watchdog { lock, .. } => {
+                write!(f, "could not start the watchdog thread for lock {lock:?}")
             }
         }
     }
@@ -469,13 +482,33 @@ fn is_auth(source: &redis::RedisError) -> bool {
         || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
-/// `node (cause), ...` for the nodes that failed.
+/// What went wrong, in a few words: the error code Redis replied with, or how the
+/// connection failed. The `redis` crate's own message is the error's `source()`.
+fn cause(source: &redis::RedisError) -> String {
+    if let Some(code) = source.code() {
+        format!("the server replied {code}")
+    } else if source.kind() == redis::ErrorKind::AuthenticationFailed {
+        "authentication failed".into()
+    } else if source.is_timeout() {
+        "no reply within the response timeout".into()
+    } else if source.is_connection_refusal() {
+        "connection refused".into()
+    } else if source.is_connection_dropped() {
+        "the connection dropped".into()
+    } else if source.is_io_error() {
+        "input/output error".into()
+    } else {
+        format!("{:?}", source.kind())
+    }
+}
+
+/// `node: cause; ...` for the nodes that failed. Each node's error is listed here, so an
+/// error with several causes has no `source()`.
 fn causes(failed: &[NodeError]) -> String {
     let causes: Vec<_> = failed
         .iter()
         .map(|f| match &f.error {
-            Error::Redis { source, .. } => format!("{} ({source})", f.node),
-            Error::Pool { source, .. } => format!("{} ({source})", f.node),
+            Error::Redis { source, .. } => format!("{} ({})", f.node, cause(source)),
             other => format!("{} ({other})", f.node),
         })
         .collect();
@@ -485,12 +518,9 @@ fn causes(failed: &[NodeError]) -> String {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis { source, .. } | Error::InvalidUrl { source, .. } => Some(source),
+            Error::Redis { source, .. } => Some(source),
             Error::Pool { source, .. } => Some(source),
             Error::Watchdog { source, .. } => Some(source),
-            Error::NoQuorum { failed, .. }
-            | Error::PartialRelease { failed, .. }
-            | Error::NoPrimary { failed, .. } => failed.first().map(|f| &f.error as _),
             _ => None,
         }
     }
