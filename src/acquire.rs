@@ -92,8 +92,8 @@ impl<K: Kind> Lock<K> {
     /// again at once (an unlock before the subscription would otherwise go unseen); then
     /// wait for an unlock message, at most until the holder's lease runs out (plus a
     /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
-    /// cannot connect, or may not subscribe) the wait is the backoff alone, at most the
-    /// retry cap. Every round with Redis ends within a response timeout of `deadline`.
+    /// cannot connect, may not subscribe, or its subscription was not confirmed before the
+    /// attempt) the wait is the backoff alone, at most the retry cap. Every round with Redis ends within a response timeout of `deadline`.
     fn acquire(
         &self,
         lease: Option<Duration>,
@@ -114,6 +114,9 @@ impl<K: Kind> Lock<K> {
         // a failed attempt gives back what it took without waking anyone.
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         loop {
+            // Whether an unlock after this attempt is sure to wake us: only then may the
+            // wait below last until the holder's lease runs out.
+            let notified = waiting.confirmed() && !polls;
             let ttl = match K::attempt(target, lease, limit)? {
                 Attempt::Acquired(hold) => {
                     waiting.woken = false;
@@ -147,7 +150,7 @@ impl<K: Kind> Lock<K> {
                 }
             }
             let pause = backoff.next_delay(None);
-            let bound = match (waiting.notifications && !polls, ttl) {
+            let bound = match (notified, ttl) {
                 (true, Some(ttl)) => ttl + pause,
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
@@ -178,6 +181,11 @@ impl Waiting {
             notifications: true,
             woken: false,
         }
+    }
+
+    /// Whether a subscription is confirmed, so that an unlock wakes this waiter.
+    fn confirmed(&self) -> bool {
+        self.subscriptions.iter().any(Subscription::is_confirmed)
     }
 
     fn needs_subscription(&self) -> bool {

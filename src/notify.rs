@@ -173,6 +173,15 @@ impl Subscription {
         !self.hub.state.lock().stopped
     }
 
+    /// Whether Redis has confirmed the subscription, so that an unlock from now on wakes
+    /// this waiter. Until then (a subscriber that cannot connect, or whose SUBSCRIBE goes
+    /// unanswered) messages may be missed.
+    pub fn is_confirmed(&self) -> bool {
+        let state = self.hub.state.lock();
+        !state.stopped
+            && (state.channels.get(&self.channel)).is_some_and(|entry| entry.sub == Sub::Live)
+    }
+
     /// Hands a wake-up this waiter will not use to the next waiter of the channel.
     pub fn pass_on(&self) {
         self.hub

@@ -228,3 +228,38 @@ fn connections(server: &Server) -> usize {
         .unwrap();
     list.lines().filter(|line| !line.is_empty()).count()
 }
+
+#[test]
+#[serial]
+fn a_waiter_whose_subscription_is_never_confirmed_polls() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let waiter = redmutex::LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+        .lock("l");
+    let holder = server.builder().lease(LONG).build().unwrap().lock("l");
+    warm_up(&server);
+    // From here on every SUBSCRIBE reaches Redis and none is ever answered: the subscriber
+    // cannot even open its connection, which subscribes a channel of its own to check its
+    // rights. (After the build, whose script loading names SUBSCRIBE too.)
+    proxy.silence_after(b"SUBSCRIBE");
+    let base = server.calls("evalsha");
+    let guard = holder.lock().unwrap();
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(2 * LONG).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    // The lock, the waiter's attempt, and its attempt after the unconfirmed subscription.
+    await_calls(&server, base + 3);
+    guard.unlock().unwrap();
+    // Half the holder's lease, which the waiter would sleep on if it counted on a message.
+    assert_eq!(
+        got.recv_timeout(LONG / 2),
+        Ok(true),
+        "the waiter slept on a subscription that was never confirmed"
+    );
+}

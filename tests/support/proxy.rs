@@ -3,7 +3,7 @@
 //! Each accepted connection gets a connection to the target and two pump threads, one per
 //! direction, which read a chunk, decide under one mutex what to do with it, then write it.
 //! Faults: pause (chunks held, not dropped), silence server→client on the connections open
-//! now, delay every reply, drop the reply to one command and close its connection, drop one
+//! now or on those that send a given command, delay every reply, drop the reply to one command and close its connection, drop one
 //! command and refuse new connections, close everything.
 
 use std::collections::HashMap;
@@ -35,6 +35,8 @@ struct State {
     trap_sprung: bool,
     /// New connections are closed as soon as they are accepted.
     refusing: bool,
+    /// A connection that sends a chunk containing this is silenced from then on.
+    silence_after: Option<Vec<u8>>,
     next_id: u64,
     /// The connections open now; a connection is closed once it is no longer here.
     conns: HashMap<u64, Conn>,
@@ -113,6 +115,13 @@ impl Proxy {
         for conn in self.shared.state().conns.values_mut() {
             conn.silenced = true;
         }
+    }
+
+    /// From now on, every connection, new ones too, that sends a chunk containing `needle`
+    /// stops hearing from the server from that chunk on, while what it sends still reaches
+    /// it: with `SUBSCRIBE`, subscriptions are made and never confirmed.
+    pub fn silence_after(&self, needle: &[u8]) {
+        self.shared.state().silence_after = Some(needle.to_vec());
     }
 
     /// Delays every server→client chunk by `delay`; `Duration::ZERO` turns it off.
@@ -252,6 +261,9 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
         };
         match direction {
             Direction::ToServer => {
+                if let Some(needle) = &state.silence_after {
+                    conn.silenced |= contains(chunk, needle);
+                }
                 match state.trap.take_if(|(needle, _)| contains(chunk, needle)) {
                     Some((_, Trap::CutReply)) => conn.doomed = true,
                     Some((_, Trap::DropRequestThenRefuse)) => {
