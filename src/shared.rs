@@ -2,6 +2,7 @@
 //! its reentrant holds, its watchdog threads and its counters.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -62,12 +63,16 @@ impl Shared {
         &self.counters
     }
 
+    /// Whether this process is a fork of the one the client was built in.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Refuses to act for a client built in another process (this one is a fork of it).
     pub fn check_process(&self) -> Result<()> {
-        if std::process::id() == self.pid {
-            Ok(())
-        } else {
-            Err(Error::Forked { parent: self.pid })
+        match self.forked() {
+            false => Ok(()),
+            true => Err(Error::Forked { parent: self.pid }),
         }
     }
 
@@ -92,6 +97,20 @@ impl Shared {
             if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
                 log::error!("the on_lock_lost callback panicked for lock {name:?}");
             }
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// In a forked child, leaks the nodes, the holds and the watchdog threads' state instead
+    /// of dropping them: their mutexes may have been held by a thread of the parent at the
+    /// fork, and no thread of the child will ever release them, so dropping them (which
+    /// locks them) could hang the child on its way out. The sockets are the parent's too.
+    fn drop(&mut self) {
+        if self.forked() {
+            let nodes = std::mem::replace(&mut self.nodes, Nodes::new(Vec::new(), &self.config));
+            let workers = std::mem::replace(&mut self.workers, Workers::new(0, Duration::ZERO));
+            std::mem::forget((nodes, workers, std::mem::take(&mut self.holds)));
         }
     }
 }

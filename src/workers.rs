@@ -46,6 +46,8 @@ type Parked = Mutex<Vec<(u64, Sender<Command>)>>;
 pub(crate) struct Workers {
     threads: Arc<Threads>,
     schedule: Arc<Schedule>,
+    /// The process they run in.
+    pid: u32,
 }
 
 struct Threads {
@@ -92,6 +94,9 @@ pub(crate) struct Ticket {
     key: (Instant, u64),
     schedule: Weak<Schedule>,
     parked: Weak<Parked>,
+    /// The process it was made in. In a fork of it, a watchdog thread of the parent may
+    /// have held the slot's or the schedule's lock at the fork: the ticket is then leaked.
+    pid: u32,
 }
 
 /// What running work sees of its ticket.
@@ -134,6 +139,10 @@ impl Stop<'_> {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            std::mem::forget(self.slot.clone());
+            return;
+        }
         let state = std::mem::replace(&mut *self.slot.lock(), State::Stopped);
         match state {
             State::Waiting(work) => drop(work),
@@ -168,6 +177,7 @@ impl Workers {
                 wake: Condvar::new(),
                 lead: interval / 2,
             }),
+            pid: std::process::id(),
         }
     }
 
@@ -191,6 +201,7 @@ impl Workers {
             key,
             schedule: Arc::downgrade(schedule),
             parked: Arc::downgrade(&self.threads.parked),
+            pid: self.pid,
         })
     }
 

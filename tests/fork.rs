@@ -55,3 +55,67 @@ fn fork_a_child_is_refused_and_the_parents_hold_is_left_alone() {
     assert!(!other, "the child took nothing");
     guard.unlock().unwrap();
 }
+
+/// Forks while the client's threads are busy: watchdogs renewing short leases, the
+/// subscriber probing every 10 ms, another client's thread waiting. Each child drops its
+/// guards and the client, as a return from `main` would, and must then be able to exit.
+#[test]
+#[cfg(unix)]
+fn fork_a_child_that_drops_the_client_exits_every_time() {
+    use std::time::{Duration, Instant};
+
+    let server = Server::start();
+    let lease = Duration::from_millis(60);
+    let client = server
+        .builder()
+        .lease(lease)
+        .response_timeout(Duration::from_millis(15))
+        .ping_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let guards: Vec<_> = (0..8)
+        .map(|i| client.lock(format!("renewed:{i}")).lock().unwrap())
+        .collect();
+    let token_guard = client.token_lock("renewed:token").lock().unwrap();
+    // A wait of this client's, so that its subscriber runs, and a waiter of another client.
+    let other = server.client();
+    let busy = other.lock("busy");
+    let held = busy.lock().unwrap();
+    assert!(client.lock("busy").try_lock_for(lease).unwrap().is_none());
+    let waiter = std::thread::spawn(move || other.lock("renewed:0").lock().map(drop));
+
+    for round in 0..200 {
+        // SAFETY: the child runs only this crate's destructors (which must not block) and
+        // then leaves with `_exit`, running no other process-wide cleanup.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            drop(token_guard);
+            drop(guards);
+            drop(client);
+            unsafe { libc::_exit(0) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        let exited = loop {
+            // SAFETY: polls the child forked above.
+            match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+                0 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                0 => break false,
+                done => break done == pid,
+            }
+        };
+        if !exited {
+            // SAFETY: the child forked above, hung.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!("round {round}: the child hung on its way out");
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
+    assert!(guards.iter().all(|guard| !guard.is_lost()));
+    assert!(!token_guard.is_lost());
+    drop(held);
+    drop((guards, token_guard));
+    waiter.join().unwrap().unwrap();
+}
