@@ -17,11 +17,17 @@ pub(crate) struct Certificates {
 /// Refuses a `rediss://` URL when the crate was built without TLS, with an error that says
 /// how to get it (the `redis` crate's own says nothing about this crate's feature).
 pub(crate) fn check_url(url: &str) -> RedisResult<()> {
+    check_url_built(url, cfg!(feature = "tls"))
+}
+
+/// [`check_url`] for a crate built with TLS (`built_in`) or without, so that both are tested
+/// in one build.
+fn check_url_built(url: &str, built_in: bool) -> RedisResult<()> {
     let scheme = url.split("://").next().unwrap_or_default();
     let tls = ["rediss", "valkeys"]
         .iter()
         .any(|s| s.eq_ignore_ascii_case(scheme));
-    if tls && cfg!(not(feature = "tls")) {
+    if tls && !built_in {
         return Err(RedisError::from((
             ErrorKind::InvalidClientConfig,
             "TLS is not built in",
@@ -139,17 +145,19 @@ mod tests {
 
     #[test]
     fn plain_urls_pass_and_tls_urls_need_the_feature() {
-        assert!(check_url("redis://127.0.0.1:1/").is_ok());
-        assert!(check_url("unix:///tmp/r.sock").is_ok());
-        for url in [
-            "rediss://127.0.0.1:1/",
-            "REDISS://h/",
-            "valkeys://h:1/#insecure",
-        ] {
-            let checked = check_url(url);
-            assert_eq!(checked.is_ok(), cfg!(feature = "tls"), "{url}");
-            if let Err(err) = checked {
-                assert!(err.to_string().contains("`tls` feature"), "{err}");
+        for built_in in [false, true] {
+            assert!(check_url_built("redis://127.0.0.1:1/", built_in).is_ok());
+            assert!(check_url_built("unix:///tmp/r.sock", built_in).is_ok());
+            for url in [
+                "rediss://127.0.0.1:1/",
+                "REDISS://h/",
+                "valkeys://h:1/#insecure",
+            ] {
+                let checked = check_url_built(url, built_in);
+                assert_eq!(checked.is_ok(), built_in, "{url}");
+                if let Err(err) = checked {
+                    assert!(err.to_string().contains("`tls` feature"), "{err}");
+                }
             }
         }
     }

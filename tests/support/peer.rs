@@ -15,10 +15,12 @@
 //! `extend` adds to the time left; node-redlock's sets the time to live to `ADDITIONAL_MS`.
 //!
 //! The drivers exit when their stdin closes, so they die with the test process even when it
-//! is killed. They need `tests/peers/.venv` and `tests/peers/node_modules`, which `.ci/run`
-//! installs.
+//! is killed. They need `tests/peers/.venv` and `tests/peers/node_modules`, which the first
+//! peer of each kind installs (`tests/peers/install`), under a file lock so that test
+//! binaries running at once install once.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -50,13 +52,14 @@ impl Peer {
     /// redis-py's `Lock`, with a client connected to `url`.
     pub fn python(url: &str) -> Peer {
         let dir = peers_dir();
-        let python = dir.join(".venv/bin/python");
-        require(
-            &python,
-            "the Python virtualenv tests/peers/.venv with redis-py",
-            "tests/peers/install",
+        install(
+            "python",
+            &[(
+                "python3",
+                "Python 3 with venv (Debian: python3 python3-venv)",
+            )],
         );
-        let mut command = Command::new(python);
+        let mut command = Command::new(dir.join(".venv/bin/python"));
         command.arg(dir.join("redis_py_lock.py")).arg(url);
         Peer::spawn("redis-py", command)
     }
@@ -64,13 +67,13 @@ impl Peer {
     /// node-redlock over ioredis, with one client connected to `url`.
     pub fn node(url: &str) -> Peer {
         let dir = peers_dir();
-        for package in ["redlock", "ioredis"] {
-            require(
-                &dir.join("node_modules").join(package).join("package.json"),
-                &format!("the npm package {package} in tests/peers/node_modules"),
-                "tests/peers/install",
-            );
-        }
+        install(
+            "node",
+            &[
+                ("node", "Node.js (Debian: nodejs)"),
+                ("npm", "npm (Debian: npm)"),
+            ],
+        );
         let mut command = Command::new("node");
         command.arg(dir.join("redlock_driver.mjs")).arg(url);
         Peer::spawn("node-redlock", command)
@@ -203,21 +206,45 @@ fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
 }
 
-/// Panics, saying what is missing and how it gets installed, unless `path` exists.
-fn require(path: &Path, what: &str, install: &str) {
-    if path.exists() {
+/// Installs the `part` ("python" or "node") of the peer libraries unless it is there
+/// already, once per test process, under an exclusive lock on `tests/peers/.install.lock`
+/// (test binaries may run at once). Panics with one line naming what to install when a
+/// command of `tools` is missing, and with the end of the install's log when it fails.
+fn install(part: &'static str, tools: &[(&str, &str)]) {
+    static DONE: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if done.contains(&part) {
         return;
     }
-    if std::env::var_os("REDMUTEX_CI").is_some() {
+    for (tool, what) in tools {
+        let found = Command::new(tool).arg("--version").output();
+        if !found.is_ok_and(|out| out.status.success()) {
+            panic!("`{tool}` not found: the interoperability tests need {what} on the PATH");
+        }
+    }
+    let dir = peers_dir();
+    let lock = std::fs::File::create(dir.join(".install.lock")).unwrap();
+    // SAFETY: flock on a file this function keeps open; the lock goes when it is closed.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let log_path = dir.join(format!(".install-{part}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let status = Command::new(dir.join("install"))
+        .arg(part)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .status()
+        .expect("run tests/peers/install");
+    drop(lock);
+    if !status.success() {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
         panic!(
-            "{what} is missing ({} not found), though `.ci/run` installs it before the \
-             tests: its install step did not run or failed",
-            path.display()
+            "installing the {part} peer libraries failed ({status}); the end of {}:\n{}",
+            log_path.display(),
+            tail.join("\n")
         );
     }
-    panic!(
-        "{what} is missing ({} not found). `.ci/run` installs it; to install it by hand, \
-         run from the repository root: {install}",
-        path.display()
-    );
+    done.push(part);
 }

@@ -1,11 +1,15 @@
-//! Certificates for TLS servers, made by the `openssl` command-line tool in a directory of
-//! their own: a CA, a server certificate for 127.0.0.1 and localhost signed by it, a client
-//! certificate signed by it, and a second CA that vouches for nothing here.
+//! Certificates for TLS servers, made in-process with `rcgen` and written to a directory of
+//! their own for redis-server: a CA, a server certificate for 127.0.0.1 and localhost signed
+//! by it, a client certificate signed by it, and a second CA that vouches for nothing here.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
 
 pub struct Certs {
     dir: PathBuf,
@@ -28,20 +32,25 @@ impl Certs {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        ca(&dir, "ca");
-        ca(&dir, "other-ca");
-        signed(
-            &dir,
+        let other_ca = ca("other-ca");
+        let ca = ca("ca");
+        let (server_cert, server_key) = signed(
+            &ca,
             "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
         );
-        signed(&dir, "client", "extendedKeyUsage=clientAuth\n");
-        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        let (client_cert, client_key) =
+            signed(&ca, "client", &[], ExtendedKeyUsagePurpose::ClientAuth);
+        let write = |name: &str, pem: &str| std::fs::write(dir.join(name), pem).unwrap();
+        write("ca.crt", &ca.pem());
+        write("server.crt", &server_cert);
+        write("server.key", &server_key);
         Arc::new(Certs {
-            ca: read("ca.crt"),
-            other_ca: read("other-ca.crt"),
-            client_cert: read("client.crt"),
-            client_key: read("client.key"),
+            ca: ca.pem().into_bytes(),
+            other_ca: other_ca.pem().into_bytes(),
+            client_cert: client_cert.into_bytes(),
+            client_key: client_key.into_bytes(),
             dir,
         })
     }
@@ -75,81 +84,35 @@ impl Drop for Certs {
     }
 }
 
-/// A self-signed CA: `<name>.crt` and `<name>.key`.
-fn ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=redmutex test {name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-        ],
-    );
+/// A self-signed CA named `name`.
+fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    named(&mut params, name);
+    CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 
-/// A key and a certificate signed by `ca.crt`, with the X.509 v3 extensions `extensions`.
-fn signed(dir: &Path, name: &str, extensions: &str) {
-    std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            &format!("/CN=redmutex test {name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.crt"),
-        ],
-    );
+/// A certificate for `names` (IP addresses or host names) and its key, both PEM, signed by
+/// `ca`, for `usage`.
+fn signed(
+    ca: &CertifiedIssuer<'static, KeyPair>,
+    name: &str,
+    names: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+) -> (String, String) {
+    let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+    let mut params = CertificateParams::new(names).unwrap();
+    params.extended_key_usages = vec![usage];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    named(&mut params, name);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, ca).unwrap();
+    (cert.pem(), key.serialize_pem())
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl command-line tool makes the test certificates; install openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn named(params: &mut CertificateParams, name: &str) {
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("redmutex test {name}"));
 }
