@@ -1,8 +1,15 @@
 //! A primary managed by Redis Sentinel, followed across failovers.
 //!
-//! The primary's address comes from the sentinels (`SENTINEL GET-MASTER-ADDR-BY-NAME`, each
-//! asked in turn within the connect and response timeouts), and every connection opened to
-//! it must say `ROLE` master: a replica is refused. A thread stays subscribed to
+//! The primary's address comes from the sentinels (`SENTINEL MASTER`, asked in turn within
+//! the connect and response timeouts until a majority of them answered), and every
+//! connection opened to it must say `ROLE` master: a replica is refused.
+//!
+//! Moves only go forward. Each sentinel reports the configuration epoch under which it
+//! names the primary; a failover makes a new configuration with a higher epoch. A sentinel
+//! that missed the failover (partitioned, paused) still names the old primary under the old
+//! epoch, and that primary may still say master until it is reconfigured: the client never
+//! moves to an address named under an epoch lower than, or equal to, the one it follows.
+//! Asked afresh, the sentinels' answer is the one named under the highest epoch. A thread stays subscribed to
 //! `+switch-master` on one sentinel, moving to the next when that one stops answering
 //! (PING every ping interval), and asks again where the primary is after each subscription,
 //! since a switch may have been announced meanwhile.
@@ -72,7 +79,17 @@ type Listener = Box<dyn Fn() -> bool + Send + Sync>;
 struct Primary {
     host: String,
     port: u16,
+    /// The configuration epoch it was named under.
+    epoch: u64,
     client: Client,
+}
+
+/// A primary as one sentinel names it.
+struct Named {
+    host: String,
+    port: u16,
+    /// The sentinel's `config-epoch` for the master name.
+    epoch: u64,
 }
 
 impl Sentinel {
@@ -148,8 +165,8 @@ impl Sentinel {
         match self.known() {
             Some(endpoint) => Ok(endpoint),
             None => {
-                let (host, port) = self.ask()?;
-                self.move_to(host, port)
+                let named = self.ask()?;
+                self.move_to(named)
             }
         }
     }
@@ -213,8 +230,8 @@ impl Sentinel {
             self.master
         );
         match self.ask() {
-            Ok((host, port)) => {
-                let _ = self.move_to(host, port);
+            Ok(named) => {
+                let _ = self.move_to(named);
             }
             Err(err) => log::warn!("{err}"),
         }
@@ -224,18 +241,32 @@ impl Sentinel {
         self.listeners.lock().push(listener);
     }
 
-    /// Makes `host:port` the primary; when that is a move, starts a new generation and runs
-    /// the listeners. The caller holds `moving`.
-    fn move_to(&self, host: String, port: u16) -> Result<Endpoint> {
+    /// Makes the `named` primary the current one, unless it is the current one or was named
+    /// under an older configuration epoch than the current one; when that is a move, starts
+    /// a new generation and runs the listeners. The caller holds `moving`.
+    fn move_to(&self, named: Named) -> Result<Endpoint> {
+        let Named { host, port, epoch } = named;
         let mut current = self.current.lock();
-        if let Some(primary) = current
-            .as_ref()
-            .filter(|p| p.host == host && p.port == port)
-        {
-            return Ok(Endpoint {
-                client: primary.client.clone(),
-                generation: self.generation(),
-            });
+        if let Some(primary) = current.as_mut() {
+            let same = primary.host == host && primary.port == port;
+            if same {
+                primary.epoch = primary.epoch.max(epoch);
+            } else if epoch <= primary.epoch {
+                log::warn!(
+                    "a sentinel names {host}:{port} the primary of {:?} under configuration \
+                     epoch {epoch}, not newer than the {} of {}:{}; staying",
+                    self.master,
+                    primary.epoch,
+                    primary.host,
+                    primary.port
+                );
+            }
+            if same || epoch <= primary.epoch {
+                return Ok(Endpoint {
+                    client: primary.client.clone(),
+                    generation: self.generation(),
+                });
+            }
         }
         let client = self
             .primary_client(&host, port)
@@ -249,7 +280,12 @@ impl Sentinel {
             client: client.clone(),
             generation,
         };
-        let old = current.replace(Primary { host, port, client });
+        let old = current.replace(Primary {
+            host,
+            port,
+            epoch,
+            client,
+        });
         let new = current.as_ref().map(|p| format!("{}:{}", p.host, p.port));
         drop(current);
         let new = new.unwrap_or_default();
@@ -293,16 +329,22 @@ impl Sentinel {
         endpoint::client(info.set_redis_settings(settings), &self.tls)
     }
 
-    /// Asks the sentinels in turn, starting with the one watched last, for the primary's
-    /// address.
-    fn ask(&self) -> Result<(String, u16)> {
+    /// Asks the sentinels in turn, starting with the one watched last, until a majority of
+    /// them answered (or all were asked), for the primary's address: the one named under the
+    /// highest configuration epoch. A sentinel that missed a failover is then outvoted by
+    /// any that saw it.
+    fn ask(&self) -> Result<Named> {
         let n = self.sentinels.len();
         let start = self.watched.load(Ordering::Relaxed);
         let mut failed = Vec::new();
+        let mut answers: Vec<Named> = Vec::new();
         for i in (0..n).map(|i| (start + i) % n) {
+            if answers.len() > n / 2 {
+                break;
+            }
             let (name, _) = &self.sentinels[i];
             match self.ask_one(i) {
-                Ok(addr) => return Ok(addr),
+                Ok(named) => answers.push(named),
                 Err(source) => {
                     log::debug!("sentinel {name} did not name the primary: {source}");
                     failed.push(NodeError {
@@ -316,25 +358,42 @@ impl Sentinel {
                 }
             }
         }
-        Err(Error::NoPrimary {
-            master: self.master.clone(),
-            failed,
-        })
+        answers
+            .into_iter()
+            .max_by_key(|named| named.epoch)
+            .ok_or_else(|| Error::NoPrimary {
+                master: self.master.clone(),
+                failed,
+            })
     }
 
-    fn ask_one(&self, i: usize) -> RedisResult<(String, u16)> {
+    /// What sentinel `i` names the primary, and under which configuration epoch.
+    fn ask_one(&self, i: usize) -> RedisResult<Named> {
         let mut conn = self.connect(i)?;
-        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
+        let fields: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
             .arg(&self.master)
             .query(&mut conn)?;
-        addr.ok_or_else(|| {
-            RedisError::from((
-                ErrorKind::MasterNameNotFoundBySentinel,
-                "unknown master name",
-                format!("this sentinel monitors no master named {:?}", self.master),
-            ))
-        })
+        let field = |name: &str| {
+            let at = fields.iter().step_by(2).position(|field| field == name)?;
+            fields.get(2 * at + 1)
+        };
+        let number = |name: &str| field(name).and_then(|value| value.parse().ok());
+        match (field("ip"), number("port"), number("config-epoch")) {
+            (Some(host), Some(port), Some(epoch)) => Ok(Named {
+                host: host.clone(),
+                port: u16::try_from(port).unwrap_or_default(),
+                epoch,
+            }),
+            _ => Err(RedisError::from((
+                ErrorKind::Parse,
+                "unexpected reply",
+                format!(
+                    "SENTINEL MASTER {:?} gave no ip, port and config-epoch",
+                    self.master
+                ),
+            ))),
+        }
     }
 
     /// A connection to sentinel `i`, with the client's timeouts.
@@ -343,28 +402,17 @@ impl Sentinel {
         endpoint::connect(client, self.connect_timeout, self.response_timeout)
     }
 
-    /// Handles a `+switch-master` announcement.
-    fn announced(&self, payload: &[u8]) {
+    /// Handles a `+switch-master` announcement of sentinel `i`: asks it where the primary is
+    /// now, and under which configuration epoch (the announcement does not say).
+    fn announced(&self, i: usize, payload: &[u8]) {
         let text = String::from_utf8_lossy(payload);
-        let parts: Vec<&str> = text.split_whitespace().collect();
-        let [name, _, _, host, port] = parts[..] else {
-            log::debug!("unexpected {SWITCH_MASTER} payload: {text}");
-            return;
-        };
-        let Ok(port) = port.parse() else {
-            log::debug!("unexpected {SWITCH_MASTER} payload: {text}");
-            return;
-        };
-        if name == self.master {
-            let _moving = self.moving.lock();
-            if let Err(err) = self.move_to(host.to_owned(), port) {
-                log::warn!("{err}");
-            }
+        if text.split_whitespace().next() == Some(self.master.as_str()) {
+            self.catch_up(i);
         }
     }
 
-    /// After subscribing on sentinel `i`: asks it where the primary is, in case a switch was
-    /// announced while no sentinel was watched.
+    /// After subscribing on sentinel `i`, and after it announced a switch: asks it where the
+    /// primary is, in case a switch was announced while no sentinel was watched.
     fn catch_up(&self, i: usize) {
         self.watched.store(i, Ordering::Relaxed);
         let _moving = self.moving.lock();
@@ -372,8 +420,8 @@ impl Sentinel {
             return; // nobody asked yet; the first connect asks
         }
         match self.ask_one(i) {
-            Ok((host, port)) => {
-                if let Err(err) = self.move_to(host, port) {
+            Ok(named) => {
+                if let Err(err) = self.move_to(named) {
                     log::warn!("{err}");
                 }
             }
@@ -434,7 +482,7 @@ fn watch_one(weak: &Weak<Sentinel>, i: usize) -> RedisResult<bool> {
         }
         match pubsub.get_message() {
             Ok(message) => match weak.upgrade() {
-                Some(sentinel) => sentinel.announced(message.get_payload_bytes()),
+                Some(sentinel) => sentinel.announced(i, message.get_payload_bytes()),
                 None => return Ok(false),
             },
             Err(err) if err.is_timeout() => {

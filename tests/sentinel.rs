@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use redmutex::{LockClient, LockClientBuilder, LockGuard};
 use serial_test::serial;
 use support::{
-    Deployment, MASTER, Options, SHORT_LEASE, Server, await_subscribers, channel, eventually, hash,
-    info, response_timeout_for,
+    Deployment, MASTER, Options, SHORT_LEASE, Server, StaleSentinel, await_subscribers, channel,
+    eventually, hash, info, response_timeout_for, role,
 };
 
 const LONG: Duration = Duration::from_secs(600);
@@ -438,4 +438,57 @@ fn a_client_that_missed_the_switch_is_refused_by_the_old_primary_and_follows() {
         "the old primary was never asked, so it was not what moved the client"
     );
     drop(frozen);
+}
+
+#[test]
+#[serial]
+fn a_sentinel_that_missed_the_failover_never_moves_the_client_back() {
+    let d = Deployment::start(Options::default());
+    let old = &d.servers[0];
+    // Named under the first configuration's epoch, 0, for ever.
+    let stale = StaleSentinel::start(old.port(), 0);
+    let mut urls = d.sentinel_urls();
+    urls.push(stale.url());
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let client = LockClient::sentinel(&urls, MASTER)
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(2))
+        .lease(LONG)
+        .ping_interval(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let held = client.lock("held").lock().unwrap();
+    let new = &d.servers[d.failover()];
+    // The client follows the real sentinels' announcement: the hold is renewed there.
+    assert!(eventually(NO_HANG, || new.exists("held")));
+    // The old primary answers as a master again, as it does until Sentinel reconfigures it.
+    redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query::<()>(&mut old.conn())
+        .unwrap();
+    // Close the client's subscription on each real sentinel until it watches the stale one,
+    // which it asks where the primary is before it pings there.
+    let asked = stale.asked();
+    assert!(
+        eventually(NO_HANG, || {
+            for sentinel in &d.sentinels {
+                let _ = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query::<i64>(&mut sentinel.conn());
+            }
+            stale.asked() > asked && stale.pinged() > 0
+        }),
+        "the client never watched the stale sentinel"
+    );
+    assert_eq!(role(old), "master", "reconfigured too soon to tell");
+    let scripts = script_calls(old);
+    let after = client.lock("after").lock().unwrap();
+    assert!(new.exists("after"), "not taken on the new primary");
+    assert!(!old.exists("after"), "taken on the demoted primary");
+    after.unlock().unwrap();
+    held.unlock().unwrap();
+    assert_eq!(script_calls(old), scripts, "the demoted primary was used");
 }

@@ -20,7 +20,7 @@ pub use peer::Peer;
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use proxy::Proxy;
 #[allow(unused_imports)] // Used by some of the test binaries only.
-pub use sentinel::{Deployment, MASTER, Options, info, role};
+pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};

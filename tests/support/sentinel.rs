@@ -254,3 +254,125 @@ pub fn role(server: &Server) -> String {
         _ => String::new(),
     }
 }
+
+/// A sentinel that missed a failover: whatever happens, it names the primary on `port` under
+/// configuration epoch `epoch` (`SENTINEL MASTER`, `SENTINEL GET-MASTER-ADDR-BY-NAME`). It
+/// also takes subscriptions, which it never publishes on, and answers PING, and counts what
+/// it was asked. Its threads end with the test process.
+pub struct StaleSentinel {
+    port: u16,
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    asked: AtomicU32,
+    /// PINGs on a subscribed connection: the client's watch loop is under way there.
+    pinged: AtomicU32,
+}
+
+impl StaleSentinel {
+    pub fn start(primary_port: u16, epoch: u64) -> StaleSentinel {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counts = Arc::new(Counts::default());
+        let shared = counts.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let counts = shared.clone();
+                std::thread::spawn(move || serve(stream, primary_port, epoch, &counts));
+            }
+        });
+        StaleSentinel { port, counts }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// How many times it was asked where the primary is.
+    pub fn asked(&self) -> u32 {
+        self.counts.asked.load(Ordering::SeqCst)
+    }
+
+    /// How many PINGs it got on subscribed connections.
+    pub fn pinged(&self) -> u32 {
+        self.counts.pinged.load(Ordering::SeqCst)
+    }
+}
+
+/// Answers one connection's commands (RESP arrays of bulk strings) until it closes.
+fn serve(stream: std::net::TcpStream, primary_port: u16, epoch: u64, counts: &Counts) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+    let array = |items: &[String]| {
+        let body: String = items.iter().map(|item| bulk(item)).collect();
+        format!("*{}\r\n{body}", items.len())
+    };
+    let mut out = stream.try_clone().unwrap();
+    let mut input = BufReader::new(stream);
+    let mut line = String::new();
+    let mut subscribed = false;
+    loop {
+        line.clear();
+        if input.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Some(n) = line
+            .trim_end()
+            .strip_prefix('*')
+            .and_then(|n| n.parse().ok())
+        else {
+            return;
+        };
+        let mut args: Vec<String> = Vec::with_capacity(n);
+        for _ in 0..n {
+            line.clear();
+            input.read_line(&mut line).unwrap_or(0);
+            let len: usize = line.trim_end()[1..].parse().unwrap_or(0);
+            let mut arg = vec![0; len + 2];
+            if input.read_exact(&mut arg).is_err() {
+                return;
+            }
+            args.push(String::from_utf8_lossy(&arg[..len]).into_owned());
+        }
+        let upper: Vec<String> = args.iter().map(|arg| arg.to_uppercase()).collect();
+        let words: Vec<&str> = upper.iter().map(String::as_str).collect();
+        let primary = (String::from("127.0.0.1"), primary_port.to_string());
+        let reply = match words[..] {
+            ["SENTINEL", "MASTER", _] => {
+                counts.asked.fetch_add(1, Ordering::SeqCst);
+                let fields = [
+                    "name",
+                    MASTER,
+                    "ip",
+                    &primary.0,
+                    "port",
+                    &primary.1,
+                    "flags",
+                    "master",
+                    "config-epoch",
+                    &epoch.to_string(),
+                ];
+                array(&fields.map(String::from))
+            }
+            ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", _] => {
+                counts.asked.fetch_add(1, Ordering::SeqCst);
+                array(&[primary.0.clone(), primary.1.clone()])
+            }
+            ["SUBSCRIBE", ..] => {
+                subscribed = true;
+                format!("*3\r\n{}{}:1\r\n", bulk("subscribe"), bulk(&args[1]))
+            }
+            ["PING"] if subscribed => {
+                counts.pinged.fetch_add(1, Ordering::SeqCst);
+                array(&["pong".into(), String::new()])
+            }
+            ["PING"] => "+PONG\r\n".into(),
+            _ => "+OK\r\n".into(),
+        };
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
