@@ -204,8 +204,8 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
-    let acquire = Script::new(include_str!("../src/scripts/acquire.lua"));
-    let release = Script::new(include_str!("../src/scripts/release.lua"));
+    let acquire = Script::new(include_str!("../src/transport/scripts/acquire.lua"));
+    let release = Script::new(include_str!("../src/transport/scripts/release.lua"));
     let (mut floor, mut scripts, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let mut call = 0u64;
     for _ in 0..plan.rounds {
@@ -254,7 +254,7 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
-    let release = Script::new(include_str!("../src/scripts/token_release.lua"));
+    let release = Script::new(include_str!("../src/transport/scripts/token_release.lua"));
     let compare_delete = Script::new(
         "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
     );
@@ -579,8 +579,8 @@ fn redlock(plan: &Plan) -> Result<String> {
     };
     // The reentrant lock's own acquire and release scripts, fanned out the same way.
     let (acquire, release) = (
-        Script::new(include_str!("../src/scripts/acquire.lua")),
-        Script::new(include_str!("../src/scripts/release.lua")),
+        Script::new(include_str!("../src/transport/scripts/acquire.lua")),
+        Script::new(include_str!("../src/transport/scripts/release.lua")),
     );
     for conn in raw.iter_mut() {
         for script in [&acquire, &release] {

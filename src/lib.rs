@@ -87,63 +87,50 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// Layers, each using only those above it: settings and names; topology and transport
-// (endpoint, sentinel, topology, node, pool, hub, subscriber, notify) and quorum arithmetic;
-// the shared state of a client and its watchdog; the lock kinds; the lock machine (lock,
-// acquire, guard); the client API.
-mod config;
-mod error;
-mod layout;
-mod lost;
-mod owner;
-mod retry;
-mod scripts;
-mod stats;
-mod tls;
+// The layers, each a folder using only the folders below it, top first (`tests/layers.rs`
+// checks; a blank line between them keeps rustfmt from sorting them).
 
-mod endpoint;
-mod hub;
-mod node;
-mod notify;
-mod pool;
-mod quorum;
-mod sentinel;
-mod subscriber;
-mod topology;
-
-mod holding;
-mod holds;
-mod shared;
-mod target;
-mod watchdog;
-mod workers;
-
-mod fenced;
-mod kind;
-mod reentrant;
-mod token;
-
-mod acquire;
-mod guard;
-mod lock;
-
-#[doc(hidden)]
-pub mod bench_hooks;
-mod builder;
+/// Entry points, builder, client.
 mod client;
 
-pub use builder::LockClientBuilder;
-pub use client::LockClient;
-pub use config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
-pub use error::{Error, NodeError, Result};
-pub use fenced::Fenced;
-pub use guard::LockGuard;
-pub use kind::Kind;
-pub use lock::Lock;
-pub use lost::LockLost;
-pub use reentrant::Reentrant;
-pub use stats::Stats;
-pub use token::Token;
+/// The generic lock machine: handle, acquisition quartet, waiting, guards.
+mod lock;
+
+/// One file of protocol per kind, and the seam they implement.
+mod kinds;
+
+/// A client's shared state, its holds, their validity and the watchdog.
+mod lease;
+
+/// Pools, commands on every node, scripts.
+mod transport;
+
+/// Unlock notifications.
+mod notify;
+
+/// Redisson's names and the owner identity.
+mod layout;
+
+/// Where a node's server is; quorum arithmetic.
+mod topology;
+
+/// Settings, errors, backoff, counters, TLS settings.
+mod base;
+
+pub use base::config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
+pub use base::error::{Error, NodeError, Result};
+pub use base::lost::LockLost;
+pub use base::stats::Stats;
+#[doc(hidden)]
+pub use client::bench_hooks;
+pub use client::builder::LockClientBuilder;
+pub use client::lock_client::LockClient;
+pub use kinds::fenced::Fenced;
+pub use kinds::kind::Kind;
+pub use kinds::reentrant::Reentrant;
+pub use kinds::token::Token;
+pub use lock::guard::LockGuard;
+pub use lock::handle::Lock;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}

@@ -26,7 +26,7 @@ fn sha(script: &str) -> String {
 }
 
 fn acquire_sha() -> String {
-    sha(include_str!("../src/scripts/acquire.lua"))
+    sha(include_str!("../src/transport/scripts/acquire.lua"))
 }
 
 /// Waits for `lock` in a thread, with no deadline of its own (a waiter with a deadline makes
@@ -139,7 +139,9 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
         let mut guards = guards.into_iter();
         let last = guards.next().unwrap();
         for inner in guards {
-            proxy.cut_on_reply_to(sha(include_str!("../src/scripts/release.lua")).as_bytes());
+            proxy.cut_on_reply_to(
+                sha(include_str!("../src/transport/scripts/release.lua")).as_bytes(),
+            );
             inner.unlock().unwrap();
             assert!(proxy.trap_sprung());
             assert_eq!(
@@ -148,7 +150,7 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
                 "one hold given back, not two"
             );
         }
-        proxy.cut_on_reply_to(sha(include_str!("../src/scripts/release.lua")).as_bytes());
+        proxy.cut_on_reply_to(sha(include_str!("../src/transport/scripts/release.lua")).as_bytes());
         let result = last.unlock();
         assert!(proxy.trap_sprung(), "the reply to the release was lost");
         result.unwrap();
@@ -159,7 +161,8 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
     // force_unlock: the first attempt deleted the key; its retry says so.
     let holder = server.client().lock("l");
     let _held = holder.lock().unwrap();
-    proxy.cut_on_reply_to(sha(include_str!("../src/scripts/force_unlock.lua")).as_bytes());
+    proxy
+        .cut_on_reply_to(sha(include_str!("../src/transport/scripts/force_unlock.lua")).as_bytes());
     assert!(lock.force_unlock().unwrap(), "there was a lock to delete");
     assert!(proxy.trap_sprung());
     assert!(!lock.is_locked().unwrap());

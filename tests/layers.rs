@@ -1,45 +1,71 @@
-//! The library's modules form layers: no module reaches, through the modules it uses, back
-//! to itself. Read from the sources, so that a new import cycle fails here.
+//! The library's folders are layers, declared in `src/lib.rs` from the top down: a module
+//! uses modules of its own folder and of the folders below it, never of one above. Within a
+//! folder, modules import each other in no circle. Read from the sources, so that an import
+//! against the order fails here.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-/// Each module of `src/` and the modules of the crate it names.
-fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
-    let sources: BTreeMap<String, String> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|entry| {
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+
+/// The layers in the order `src/lib.rs` declares them, top first.
+fn declared_layers() -> Vec<String> {
+    let lib = std::fs::read_to_string(Path::new(SRC).join("lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|line| line.trim().strip_prefix("mod "))
+        .map(|rest| rest.split(';').next().unwrap().trim().to_owned())
+        .collect()
+}
+
+/// Each module as `folder::module` (`folder` for a folder's `mod.rs`), with its code
+/// without comments.
+fn modules() -> BTreeMap<String, String> {
+    fn walk(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            let name = path.file_name()?.to_str()?.strip_suffix(".rs")?.to_owned();
-            (name != "lib").then(|| (name, std::fs::read_to_string(&path).unwrap()))
-        })
-        .collect();
-    let modules: BTreeSet<&str> = sources.keys().map(String::as_str).collect();
-    sources
+            let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            if path.is_dir() {
+                walk(&path, &format!("{prefix}{name}::"), out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let module = match name.as_str() {
+                    "mod" => prefix.trim_end_matches("::").to_owned(),
+                    _ => format!("{prefix}{name}"),
+                };
+                let code: Vec<String> = std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .filter(|line| !line.trim_start().starts_with("//"))
+                    .map(str::to_owned)
+                    .collect();
+                out.insert(module, code.join("\n"));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(Path::new(SRC), "", &mut out);
+    out.remove("lib");
+    out
+}
+
+/// The modules of the crate each module names (`crate::folder::module`).
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules();
+    modules
         .iter()
-        .map(|(name, source)| {
-            let code: String = source
-                .lines()
-                .filter(|line| !line.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
+        .map(|(name, code)| {
             let mut used = BTreeSet::new();
             for (at, _) in code.match_indices("crate::") {
-                let rest = &code[at + "crate::".len()..];
-                let words: Vec<&str> = match rest.strip_prefix('{') {
-                    Some(group) => group[..group.find('}').unwrap_or(0)]
-                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                        .collect(),
-                    None => vec![
-                        rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                            .next()
-                            .unwrap_or(""),
-                    ],
+                let path: String = code[at + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let mut parts = path.split("::");
+                let (Some(folder), Some(module)) = (parts.next(), parts.next()) else {
+                    continue;
                 };
-                for word in words {
-                    if modules.contains(word) && word != name {
-                        used.insert(word.to_owned());
-                    }
+                let module = format!("{folder}::{module}");
+                if modules.contains_key(&module) && module != *name {
+                    used.insert(module);
                 }
             }
             (name.clone(), used)
@@ -48,9 +74,44 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 #[test]
+fn every_module_lives_in_a_declared_layer() {
+    let layers = declared_layers();
+    assert!(layers.len() >= 6, "layers declared in lib.rs: {layers:?}");
+    let modules = modules();
+    assert!(modules.len() > 30, "read {} modules", modules.len());
+    for module in modules.keys() {
+        let folder = module.split("::").next().unwrap();
+        assert!(
+            layers.iter().any(|layer| layer == folder),
+            "{module} is in no layer that lib.rs declares"
+        );
+    }
+}
+
+#[test]
+fn a_module_uses_only_its_own_layer_and_those_below() {
+    let layers = declared_layers();
+    let rank = |module: &str| {
+        let folder = module.split("::").next().unwrap();
+        layers.iter().position(|layer| layer == folder).unwrap()
+    };
+    let mut wrong = Vec::new();
+    for (module, used) in imports() {
+        for target in used {
+            if rank(&target) < rank(&module) {
+                wrong.push(format!("{module} uses {target}, a layer above it"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{wrong:#?}\nlayers, top first: {layers:?}"
+    );
+}
+
+#[test]
 fn modules_import_each_other_in_no_circle() {
     let graph = imports();
-    assert!(graph.len() > 20, "read {} modules", graph.len());
     // Depth-first search for a path back to where it started.
     fn visit<'a>(
         graph: &'a BTreeMap<String, BTreeSet<String>>,

@@ -10,7 +10,7 @@ use support::{Server, hash};
 const FIELD: &str = "6f1c2a9e-2222-4d4d-9999-abcdefabcdef:7";
 
 fn acquire(redis: &mut redis::Connection, held: u32) -> Option<i64> {
-    Script::new(include_str!("../src/scripts/acquire.lua"))
+    Script::new(include_str!("../src/transport/scripts/acquire.lua"))
         .key("k")
         .arg(30_000)
         .arg(FIELD)
@@ -21,7 +21,7 @@ fn acquire(redis: &mut redis::Connection, held: u32) -> Option<i64> {
 
 /// One release call; a retry of the same call passes the same `call` (its latch).
 fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> {
-    Script::new(include_str!("../src/scripts/release.lua"))
+    Script::new(include_str!("../src/transport/scripts/release.lua"))
         .key("k")
         .key("redisson_lock__channel:{k}")
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
@@ -35,7 +35,7 @@ fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> 
 }
 
 fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
-    Script::new(include_str!("../src/scripts/force_unlock.lua"))
+    Script::new(include_str!("../src/transport/scripts/force_unlock.lua"))
         .key("k")
         .key("redisson_lock__channel:{k}")
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
@@ -46,7 +46,7 @@ fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
 }
 
 fn renew(redis: &mut redis::Connection) -> i64 {
-    Script::new(include_str!("../src/scripts/renew.lua"))
+    Script::new(include_str!("../src/transport/scripts/renew.lua"))
         .key("k")
         .arg(30_000)
         .arg(FIELD)

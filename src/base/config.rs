@@ -1,0 +1,221 @@
+//! Client settings, their defaults and their limits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::base::error::{Error, Result};
+use crate::base::lost::LockLost;
+use crate::base::tls::Certificates;
+
+/// Longest lock name accepted, in bytes (the key prefix is not counted).
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// Longest lease accepted, by the builder and by the `*_with_lease` calls: 7 days.
+pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+const MAX_POOL_SIZE: u32 = 1024;
+const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+const MAX_PREFIX_LEN: usize = 256;
+const MIN_STACK: usize = 64 * 1024;
+const MAX_REPLICAS: u32 = 64;
+
+pub(crate) type LostCallback = Arc<dyn Fn(&LockLost) + Send + Sync>;
+
+/// The settings of a [`LockClient`](crate::LockClient). All defaults live in the `Default` impl below.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub pool_size: u32,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    /// Whether the user chose `response_timeout`; if not, it is derived from the renew
+    /// interval by [`Config::derive_defaults`].
+    pub response_timeout_set: bool,
+    pub lease: Duration,
+    /// `None`: a third of the lease.
+    pub renew_interval: Option<Duration>,
+    pub retry_base: Duration,
+    pub retry_cap: Duration,
+    pub max_wait: Option<Duration>,
+    pub key_prefix: Vec<u8>,
+    pub watchdog_stack_size: usize,
+    /// How often the subscriber connection is checked with a probe.
+    pub ping_interval: Duration,
+    pub on_lock_lost: Option<LostCallback>,
+    /// Replicas that must acknowledge each acquisition, and how long to wait for them.
+    pub replica_acks: Option<ReplicaAcks>,
+    /// The master name, for a client whose URLs are those of sentinels.
+    pub sentinel: Option<String>,
+    /// What the primary found through Sentinel wants.
+    pub primary_credentials: Option<Credentials>,
+    /// Certificates for `rediss://` servers.
+    pub tls: Certificates,
+}
+
+/// The user and password the primary wants. Never shown.
+#[derive(Clone)]
+pub(crate) struct Credentials {
+    /// `None`: the password alone (`requirepass`).
+    pub username: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(***)")
+    }
+}
+
+/// `WAIT replicas timeout` after every acquisition.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicaAcks {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            response_timeout_set: false,
+            lease: Duration::from_secs(30),
+            renew_interval: None,
+            retry_base: Duration::from_millis(5),
+            retry_cap: Duration::from_millis(200),
+            max_wait: None,
+            key_prefix: Vec::new(),
+            watchdog_stack_size: 128 * 1024,
+            ping_interval: Duration::from_secs(1),
+            on_lock_lost: None,
+            replica_acks: None,
+            sentinel: None,
+            primary_credentials: None,
+            tls: Certificates::default(),
+        }
+    }
+}
+
+/// The response timeout when neither it nor a short lease says otherwise.
+const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Config {
+    /// Sets what the user left unset and depends on another setting: the response timeout
+    /// is the smaller of 2 s and half the renew interval, so that every lease builds.
+    pub fn derive_defaults(&mut self) {
+        if !self.response_timeout_set {
+            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(self.renew_interval() / 2);
+        }
+    }
+
+    /// How often the watchdog renews the lease.
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.lease / 3)
+    }
+
+    /// How long a release leaves its latch behind: longer than every retry of one call.
+    pub fn latch_ttl(&self) -> Duration {
+        2 * (self.connect_timeout + self.response_timeout)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let bad = |setting, reason: String| Err(Error::InvalidConfig { setting, reason });
+        if self.pool_size == 0 || self.pool_size > MAX_POOL_SIZE {
+            return bad("pool_size", format!("must be 1..={MAX_POOL_SIZE}"));
+        }
+        // The lease and the renew interval first: the response timeout may follow them.
+        check_lease(self.lease).or_else(|reason| bad("lease", reason))?;
+        let renew = self.renew_interval();
+        if renew < Duration::from_millis(1) || renew >= self.lease {
+            return bad(
+                "renew_interval",
+                format!(
+                    "must be at least 1 ms and below the lease ({:?})",
+                    self.lease
+                ),
+            );
+        }
+        for (setting, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return bad(
+                    setting,
+                    format!("must be above zero and at most {MAX_TIMEOUT:?}"),
+                );
+            }
+        }
+        // A renewal that hangs for a response timeout as long as the renew interval would let
+        // the lease run out before the watchdog sees an error.
+        if self.response_timeout >= renew {
+            return bad(
+                "response_timeout",
+                format!(
+                    "must be below the renew interval ({renew:?}); keep it small against the lease"
+                ),
+            );
+        }
+        if self.ping_interval < Duration::from_millis(10) || self.ping_interval > MAX_TIMEOUT {
+            return bad("ping_interval", format!("must be 10 ms..={MAX_TIMEOUT:?}"));
+        }
+        if self.retry_base < Duration::from_micros(100) || self.retry_base > MAX_TIMEOUT {
+            return bad("retry_base", format!("must be 100 µs..={MAX_TIMEOUT:?}"));
+        }
+        if self.retry_cap < self.retry_base || self.retry_cap > MAX_TIMEOUT {
+            return bad("retry_cap", format!("must be retry_base..={MAX_TIMEOUT:?}"));
+        }
+        if self.max_wait.is_some_and(|wait| wait > MAX_LEASE) {
+            return bad("max_wait", format!("must be at most {MAX_LEASE:?}"));
+        }
+        if self.key_prefix.len() > MAX_PREFIX_LEN {
+            return bad(
+                "key_prefix",
+                format!("must be at most {MAX_PREFIX_LEN} bytes"),
+            );
+        }
+        if let Some(acks) = self.replica_acks {
+            if acks.replicas == 0 || acks.replicas > MAX_REPLICAS {
+                return bad(
+                    "min_replica_acks",
+                    format!("replicas must be 1..={MAX_REPLICAS}"),
+                );
+            }
+            // The acknowledgement is part of the acquisition's reply, which must come within
+            // the response timeout; WAIT with 0 would wait for ever.
+            if acks.timeout < Duration::from_millis(1) || acks.timeout >= self.response_timeout {
+                return bad(
+                    "min_replica_acks",
+                    format!(
+                        "the timeout must be at least 1 ms and below the response timeout ({:?})",
+                        self.response_timeout
+                    ),
+                );
+            }
+        }
+        if self.primary_credentials.is_some() && self.sentinel.is_none() {
+            return bad(
+                "primary_credentials",
+                "only for a Sentinel client; put credentials in the URL".into(),
+            );
+        }
+        if self.watchdog_stack_size < MIN_STACK {
+            return bad(
+                "watchdog_stack_size",
+                format!("must be at least {MIN_STACK} bytes"),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Shortest lease accepted: below it the clock drift allowance (1% + 2 ms) leaves no validity.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// Checks a lease: [`MIN_LEASE`] to [`MAX_LEASE`]; Redis counts it in whole milliseconds.
+pub(crate) fn check_lease(lease: Duration) -> std::result::Result<(), String> {
+    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        return Err(format!("must be {MIN_LEASE:?}..={MAX_LEASE:?}"));
+    }
+    Ok(())
+}

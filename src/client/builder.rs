@@ -1,0 +1,302 @@
+//! Where a client begins: its entry points and the builder of its settings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::base::config::{Config, Credentials, ReplicaAcks};
+use crate::base::error::Result;
+use crate::base::error::redact;
+use crate::base::lost::LockLost;
+use crate::client::lock_client::LockClient;
+
+impl LockClient {
+    /// Connects to one Redis with every default setting (see [`LockClientBuilder`]).
+    pub fn open(url: &str) -> Result<LockClient> {
+        Self::builder(url).build()
+    }
+
+    /// Starts a builder for one Redis with tuned settings.
+    pub fn builder(url: &str) -> LockClientBuilder {
+        LockClientBuilder::new(&[url])
+    }
+
+    /// Connects to N independent Redis masters for Redlock, with every default setting.
+    /// Fails unless a quorum (N/2 + 1) of them answers; the others are tried again as needed.
+    pub fn redlock(urls: &[&str]) -> Result<LockClient> {
+        Self::redlock_builder(urls).build()
+    }
+
+    /// Starts a builder for N independent Redis masters (Redlock) with tuned settings.
+    pub fn redlock_builder(urls: &[&str]) -> LockClientBuilder {
+        LockClientBuilder::new(urls)
+    }
+
+    /// Starts a builder for the primary that Redis Sentinel manages under `master_name`,
+    /// asking the sentinels at `sentinel_urls` where it is and following it across
+    /// failovers. Every setting of [`builder`](Self::builder) applies; the sentinels'
+    /// credentials go in their URLs (`redis://user:password@host:26379/`), the primary's in
+    /// [`primary_credentials`](LockClientBuilder::primary_credentials).
+    ///
+    /// After a failover, no command goes to the old primary once a sentinel has announced
+    /// the new one: its connections are retired, waiters are woken to retry on the new one,
+    /// and every watched hold is renewed there at once, or reported lost if its key did not
+    /// reach it. See the crate README on what Sentinel cannot promise.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::sentinel(
+    ///     &["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///     "mymaster",
+    /// )
+    /// .primary_credentials("locker", "secret")
+    /// .build()?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn sentinel(sentinel_urls: &[&str], master_name: &str) -> LockClientBuilder {
+        let mut builder = LockClientBuilder::new(sentinel_urls);
+        builder.config.sentinel = Some(master_name.to_owned());
+        builder
+    }
+}
+
+/// Builds a [`LockClient`] with tuned settings; [`LockClient::open`] takes all the defaults.
+///
+/// | setting | default |
+/// |---|---|
+/// | [`pool_size`](Self::pool_size) | 8 connections |
+/// | [`connect_timeout`](Self::connect_timeout) | 2 s |
+/// | [`response_timeout`](Self::response_timeout) | 2 s, or half the renew interval when that is less |
+/// | [`lease`](Self::lease) (watchdog lease) | 30 s |
+/// | [`renew_interval`](Self::renew_interval) | lease / 3 |
+/// | [`retry_base`](Self::retry_base) / [`retry_cap`](Self::retry_cap) | 5 ms / 200 ms |
+/// | [`max_wait`](Self::max_wait) | none: `lock()` waits until it gets the lock |
+/// | [`key_prefix`](Self::key_prefix) | empty |
+/// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
+/// | [`ping_interval`](Self::ping_interval) | 1 s |
+/// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
+/// | [`min_replica_acks`](Self::min_replica_acks) | off |
+/// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
+///
+/// Every value is checked by [`build`](Self::build), which returns
+/// [`Error::InvalidConfig`](crate::Error::InvalidConfig) naming the setting.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redmutex::LockClient::builder("redis://127.0.0.1:6379/")
+///     .pool_size(16)
+///     .connect_timeout(Duration::from_secs(1))
+///     .response_timeout(Duration::from_millis(500))
+///     .lease(Duration::from_secs(30))
+///     .key_prefix("myapp:")
+///     .build()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[must_use = "a builder does nothing until build() is called"]
+pub struct LockClientBuilder {
+    urls: Vec<String>,
+    config: Config,
+}
+
+impl LockClientBuilder {
+    pub(crate) fn new(urls: &[&str]) -> Self {
+        LockClientBuilder {
+            urls: urls.iter().map(|url| url.to_string()).collect(),
+            config: Config::default(),
+        }
+    }
+
+    /// Most pooled connections open at once, 1 to 1024. Defaults to 8.
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.config.pool_size = size;
+        self
+    }
+
+    /// How long opening a connection, or waiting for a free pooled one, may take.
+    /// Defaults to 2 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Read and write timeout of every connection, and for a Redlock client the time one
+    /// round on all nodes may take. A call with a deadline returns at most this long after
+    /// it.
+    ///
+    /// Defaults to the smaller of 2 s and half the [renew interval](Self::renew_interval),
+    /// so that any lease builds with this left unset: 2 s for leases of 12 s and more (the
+    /// default lease of 30 s is renewed every 10 s), 166 ms for a 1 s lease. A value set here
+    /// is used as given: above zero, at most 600 s, and below the renew interval (a renewal
+    /// that hangs longer would let the lease run out unnoticed); keep it small against the
+    /// lease.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self.config.response_timeout_set = true;
+        self
+    }
+
+    /// Lease of holds taken without an explicit one; the watchdog keeps renewing it while
+    /// the lock is held. [`MIN_LEASE`](crate::MIN_LEASE) to [`MAX_LEASE`](crate::MAX_LEASE). Defaults to 30 s.
+    /// Every lease in that range builds with the other settings left at their defaults: the
+    /// renew interval and, unless set, the [response timeout](Self::response_timeout) follow
+    /// it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How often the watchdog renews: at least 1 ms and below the lease. Defaults to a third
+    /// of the lease. Unless set, the [response timeout](Self::response_timeout) follows it.
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
+        self.config.renew_interval = Some(interval);
+        self
+    }
+
+    /// First sleep between acquisition attempts; each busy reply doubles it up to
+    /// [`retry_cap`](Self::retry_cap), and each sleep is jittered. Defaults to 5 ms.
+    pub fn retry_base(mut self, base: Duration) -> Self {
+        self.config.retry_base = base;
+        self
+    }
+
+    /// Longest sleep between acquisition attempts. Defaults to 200 ms.
+    pub fn retry_cap(mut self, cap: Duration) -> Self {
+        self.config.retry_cap = cap;
+        self
+    }
+
+    /// Bounds how long `lock()` and `lock_with_lease()` wait; past it they return
+    /// [`Error::Timeout`](crate::Error::Timeout). Defaults to no bound.
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.config.max_wait = Some(wait);
+        self
+    }
+
+    /// Prepended to every lock name to form the Redis key, at most 256 bytes.
+    /// Defaults to empty.
+    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.config.key_prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// Stack size of each watchdog thread, at least 64 KiB. Defaults to 128 KiB.
+    pub fn watchdog_stack_size(mut self, bytes: usize) -> Self {
+        self.config.watchdog_stack_size = bytes;
+        self
+    }
+
+    /// How often the subscriber connection that carries unlock messages is checked: a probe
+    /// on it that gets no answer within the response timeout (a half-open connection, a NAT
+    /// that dropped its state) makes the client reconnect, subscribe again and wake every
+    /// waiter. 10 ms to 600 s; defaults to 1 s. TCP keepalive is on as well.
+    pub fn ping_interval(mut self, interval: Duration) -> Self {
+        self.config.ping_interval = interval;
+        self
+    }
+
+    /// Called once for each holding found gone: deleted or expired from outside, or not
+    /// renewed before its validity ran out. It runs on the thread that found the loss: the
+    /// watchdog's, or the caller's when a release or a re-entry finds it. Keep it short.
+    /// Defaults to none: losses are only logged and visible through
+    /// [`LockGuard::is_lost`](crate::LockGuard::is_lost) and [`Stats::locks_lost`](crate::Stats::locks_lost).
+    pub fn on_lock_lost(mut self, callback: impl Fn(&LockLost) + Send + Sync + 'static) -> Self {
+        self.config.on_lock_lost = Some(Arc::new(callback));
+        self
+    }
+
+    /// Makes every acquisition wait until `replicas` replicas of the node have received it
+    /// (`WAIT replicas timeout` on the same connection, right after the acquire script), so
+    /// that a failover to one of them keeps the lock. When fewer acknowledge within
+    /// `timeout`, the acquisition is given back and [`Error::NotReplicated`](crate::Error::NotReplicated)
+    /// returned. `replicas` 1 to 64; `timeout` at least 1 ms and below the
+    /// [`response_timeout`](Self::response_timeout). Defaults to off.
+    ///
+    /// Renewals and releases do not wait. A renewal that a promoted replica missed leaves
+    /// the key there with its previous expiry, still at least a renew interval away, and
+    /// the next renewal on the new primary extends it, or finds it gone and reports the
+    /// loss. A release that a promoted replica missed leaves the lock held there until its
+    /// lease runs out: late, never doubly granted.
+    ///
+    /// Acknowledgements narrow, but do not close, the window in which a failover loses a
+    /// lock: Redis replication stays asynchronous, and a replica that acknowledged may still
+    /// not be the one promoted.
+    pub fn min_replica_acks(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.replica_acks = Some(ReplicaAcks { replicas, timeout });
+        self
+    }
+
+    /// For a [Sentinel](LockClient::sentinel) client: the user and password of the primary
+    /// (and of whichever replica is promoted). An empty `username` sends the password alone,
+    /// as `requirepass` wants. The sentinels' own credentials go in their URLs. Defaults to
+    /// none; `build()` refuses it on other clients.
+    pub fn primary_credentials(mut self, username: &str, password: &str) -> Self {
+        self.config.primary_credentials = Some(Credentials {
+            username: (!username.is_empty()).then(|| username.to_owned()),
+            password: password.to_owned(),
+        });
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (PEM, one or more certificates) for
+    /// `rediss://` servers, instead of the public root certificates. The system certificate
+    /// store is not read. Needs the `tls` feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls.root_ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this certificate chain and private key (both PEM) to `rediss://` servers
+    /// that ask for a client certificate (`tls-auth-clients yes`): mutual TLS. Needs the `tls`
+    /// feature.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca(std::fs::read("ca.crt")?)
+    ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.config.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Checks the settings, opens a connection to each node to prove it answers, and returns
+    /// the client.
+    ///
+    /// Fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidUrl`](crate::Error::InvalidUrl) on bad input; with
+    /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached within the connect timeout; with
+    /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
+    /// 7 and later tell); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
+    /// nodes answer.
+    pub fn build(mut self) -> Result<LockClient> {
+        self.config.derive_defaults();
+        self.config.validate()?;
+        LockClient::connect(&self.urls, self.config)
+    }
+}
+
+impl fmt::Debug for LockClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClientBuilder")
+            .field(
+                "urls",
+                &self.urls.iter().map(|url| redact(url)).collect::<Vec<_>>(),
+            )
+            .field("master_name", &self.config.sentinel)
+            .finish_non_exhaustive()
+    }
+}

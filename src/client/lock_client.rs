@@ -1,0 +1,176 @@
+//! The client: where locks are made, on the nodes it was built for.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::base::config::Config;
+use crate::base::error::{Error, Result};
+use crate::base::stats::Stats;
+use crate::kinds::fenced::Fenced;
+use crate::kinds::token::Token;
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lock::handle::Lock;
+use crate::transport::node::{Node, Nodes};
+
+/// Most nodes one client may lock on.
+const MAX_NODES: usize = 64;
+
+/// A connection to Redis — one server, or N independent masters for Redlock — from which
+/// locks are made.
+///
+/// Cheap to clone: clones share the pools, the owner id and the watchdog threads. Locks taken
+/// through different clients are different owners, even in one thread.
+///
+/// ```no_run
+/// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+/// let lock = client.lock("orders:42");
+/// let guard = lock.lock()?;
+/// // ... only one thread in the whole system gets here at a time ...
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+///
+/// # Redlock
+///
+/// A client over N independent masters ([`redlock`](Self::redlock)) takes each lock on a
+/// majority of them, as the Redlock algorithm in the Redis documentation describes. Its locks
+/// have the same API, guards and watchdog; see the crate README for when it is worth it.
+///
+/// ```no_run
+/// let client = redmutex::LockClient::redlock(&[
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+///     "redis://10.0.0.3:6379/",
+/// ])?;
+/// let guard = client.lock("orders:42").lock()?; // held on at least 2 of the 3
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    shared: Arc<Shared>,
+}
+
+impl LockClient {
+    /// A Redlock client over the nodes of existing clients, sharing their connection pools.
+    /// Settings come from the first client; the owner id is new.
+    pub fn redlock_from(clients: &[LockClient]) -> Result<LockClient> {
+        let first = clients.first().ok_or_else(|| Error::InvalidConfig {
+            setting: "clients",
+            reason: "at least one client is needed".into(),
+        })?;
+        let nodes = clients
+            .iter()
+            .flat_map(|client| client.shared.nodes().list().iter().cloned())
+            .collect();
+        Self::assemble(first.shared.config().clone(), nodes)
+    }
+
+    /// A handle on the lock `name`, stored under the key `key_prefix + name`.
+    ///
+    /// Any bytes up to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) make a name; an empty or longer
+    /// one makes a handle whose every call returns [`Error::InvalidName`].
+    pub fn lock(&self, name: impl AsRef<[u8]>) -> Lock {
+        Lock::new(self.target(name.as_ref()))
+    }
+
+    /// A handle on the fenced lock `name`: the reentrant lock whose guards carry fencing
+    /// tokens. See [`Fenced`](crate::Fenced).
+    pub fn fenced_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fenced> {
+        Lock::new(self.target(name.as_ref()))
+    }
+
+    /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,
+    /// redsync and node-redlock), stored under the key `key_prefix + name`. Not reentrant;
+    /// its guards may move between threads. See [`Token`](crate::Token).
+    pub fn token_lock(&self, name: impl AsRef<[u8]>) -> Lock<Token> {
+        Lock::new(self.target(name.as_ref()))
+    }
+
+    /// The state behind the client, for the bench hooks.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    fn target(&self, name: &[u8]) -> Target {
+        Target::new(self.shared.clone(), name)
+    }
+
+    /// This client's UUID: the first half of the `"<uuid>:<thread>"` field of its holds.
+    pub fn id(&self) -> &str {
+        self.shared.id()
+    }
+
+    /// The nodes this client locks on, as `host:port`; a Sentinel client's one node is named
+    /// after its master name.
+    pub fn nodes(&self) -> Vec<&str> {
+        let list = self.shared.nodes().list();
+        list.iter().map(|node| node.name.as_str()).collect()
+    }
+
+    /// What this client's watchdogs have done so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.counters().snapshot()
+    }
+
+    /// Opens the nodes and checks that enough of them answer: the one node of a single-node
+    /// client, a quorum of a Redlock client.
+    pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
+        let nodes = match &config.sentinel {
+            Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
+            None => urls
+                .iter()
+                .map(|url| Node::new(url, &config).map(Arc::new))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let client = Self::assemble(config, nodes)?;
+        let shared = &client.shared;
+        let probe = [&shared.config().key_prefix[..], b"redmutex:probe"].concat();
+        let nodes = shared.nodes();
+        let (answers, mut failed) =
+            nodes.split(nodes.list().iter().map(|node| node.check(&probe)).collect());
+        // Missing rights are a mistake to fix, not an outage to ride out on a quorum.
+        if let Some(at) = failed
+            .iter()
+            .position(|f| matches!(f.error, Error::Permission { .. }))
+        {
+            return Err(failed.swap_remove(at).error);
+        }
+        if answers.len() < nodes.quorum() {
+            return Err(nodes.no_quorum(failed));
+        }
+        Ok(client)
+    }
+
+    fn assemble(config: Config, list: Vec<Arc<Node>>) -> Result<LockClient> {
+        let bad = |reason: String| Error::InvalidConfig {
+            setting: "urls",
+            reason,
+        };
+        if list.is_empty() || list.len() > MAX_NODES {
+            return Err(bad(format!("1 to {MAX_NODES} nodes are needed")));
+        }
+        let mut seen = HashSet::new();
+        if let Some(twice) = list.iter().find(|node| !seen.insert(node.name.as_str())) {
+            return Err(bad(format!("{} is named twice", twice.name)));
+        }
+        let nodes = Nodes::new(list, &config);
+        let shared = Arc::new(Shared::new(config, nodes));
+        // A node that moves (a Sentinel failover) has every watched hold renewed there.
+        for node in shared.nodes().list() {
+            let weak = Arc::downgrade(&shared);
+            node.on_move(move || weak.upgrade().map(|s| s.workers().all_now()).is_some());
+        }
+        Ok(LockClient { shared })
+    }
+}
+
+impl fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClient")
+            .field("nodes", &self.nodes())
+            .field("id", &self.id())
+            .finish_non_exhaustive()
+    }
+}

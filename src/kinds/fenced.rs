@@ -1,0 +1,71 @@
+//! The fenced lock, Redisson's `RFencedLock`: the reentrant lock whose every acquisition
+//! draws a fencing token from a counter beside it.
+
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+
+use crate::base::error::{Error, Result};
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::reentrant::{self, Grant, Hashed};
+use crate::layout::names;
+use crate::lease::target::Target;
+use crate::transport::scripts;
+
+/// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
+/// re-entries included, also takes a fencing token, `guard.token()`, from a counter at
+/// `redisson_lock_token:{<key>}` — Redisson's `RFencedLock` layout, so a Java service draws
+/// from the same counter.
+///
+/// A token is greater than every token issued before it for that name, across clients and
+/// processes, and across restarts of a Redis that persists its data. A resource that records
+/// the highest token it has seen and refuses any lower one is safe from a holder that was
+/// paused past its lease: see the README. Fencing needs one counter, so a fenced lock on a
+/// Redlock client (several independent masters) refuses every call with
+/// [`Error::Unsupported`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fenced;
+
+impl Machinery for Fenced {
+    type Held = u64;
+    type Affinity = *const ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<u64>> {
+        if target.shared.nodes().list().len() > 1 {
+            return Err(Error::Unsupported {
+                lock: target.name().to_owned(),
+                reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
+            });
+        }
+        reentrant::take::<Self>(target, lease, limit)
+    }
+
+    fn release(target: &Target, hold: &Hold<u64>) -> Result<()> {
+        reentrant::release(target, &hold.holding, hold.watched)
+    }
+}
+
+impl Hashed for Fenced {
+    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        scripts::fenced_acquire(key, &names::fence_counter(key), lease, field, held)
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        let (status, number): (i64, i64) = redis::from_redis_value(reply)?;
+        Ok(match status {
+            0 => Grant::Busy(number),
+            _ => Grant::Taken {
+                fresh: status == 2,
+                token: u64::try_from(number).ok(),
+            },
+        })
+    }
+
+    fn held(token: Option<u64>) -> u64 {
+        token.unwrap_or_default()
+    }
+}

@@ -1,0 +1,95 @@
+//! The seam between the lock machine and the kinds of lock.
+//!
+//! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
+//! guard carries, and whether a guard may move to another thread. Everything else — the
+//! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, guards,
+//! loss reporting — is written once, in `lock`, `acquire` and `guard`, and the watchdog in
+//! `watchdog`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::error::{Error, NodeError, Result};
+use crate::lease::holding::Holding;
+use crate::lease::target::Target;
+use crate::topology::quorum::Outcome;
+
+/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced) or
+/// [`Token`](crate::Token). The trait is sealed; its machinery is internal.
+pub trait Kind: sealed::Machinery {}
+
+impl<K: sealed::Machinery> Kind for K {}
+
+/// One hold, as a guard keeps it.
+pub struct Hold<H> {
+    pub(crate) holding: Arc<Holding>,
+    /// Whether the watchdog renews it (taken without an explicit lease).
+    pub(crate) watched: bool,
+    /// What the kind keeps per hold, such as its token.
+    pub(crate) held: H,
+}
+
+/// What one attempt on every node came to.
+pub enum Attempt<H> {
+    Acquired(Hold<H>),
+    /// Held by someone else; `None`: with no expiry.
+    Busy(Option<Duration>),
+    /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
+    /// not confirmed on a quorum); retried after a pause within the deadline, and returned
+    /// as the error when the deadline has passed.
+    Retry(Error),
+}
+
+impl<H> Attempt<H> {
+    /// What an attempt comes to that was neither taken nor found busy: too few nodes
+    /// answered (an error), or a grant too slow or not confirmed (retried). `None` for the
+    /// other outcomes, which the kind decides.
+    pub(crate) fn unmet(
+        target: &Target,
+        outcome: Outcome,
+        failed: Vec<NodeError>,
+        elapsed: Duration,
+        lease: Duration,
+    ) -> Option<Result<Self>> {
+        let nodes = target.shared.nodes();
+        Some(match outcome {
+            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: target.name().to_owned(),
+                elapsed,
+                lease,
+            })),
+            // Earlier holds confirmed on too few nodes, but the failed ones may have them.
+            Outcome::Unconfirmed => Ok(Attempt::Retry(
+                nodes.no_quorum(failed).with_lock(target.name()),
+            )),
+            _ => return None,
+        })
+    }
+}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// What a kind implements; see the module docs.
+    pub trait Machinery: Sized + Send + Sync + 'static {
+        /// What a guard carries besides its holding: nothing, or its token.
+        type Held: Send + Sync;
+        /// `*const ()` for guards bound to the thread that took them, `()` for guards that
+        /// may move between threads.
+        type Affinity;
+        /// Whether waiters poll at least every retry cap even with notifications: for
+        /// layouts shared with libraries whose releases publish nothing.
+        const POLLS: bool = false;
+
+        /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
+        fn attempt(
+            target: &Target,
+            lease: Option<Duration>,
+            limit: Option<Instant>,
+        ) -> Result<Attempt<Self::Held>>;
+
+        /// Gives `hold` back.
+        fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
+    }
+}

@@ -1,0 +1,8 @@
+//! The kinds of lock, one file of protocol each, and the seam they implement (`kind`): how
+//! one attempt takes a hold, how a hold is given back, what a guard carries. Uses `lease`
+//! and everything below.
+
+pub(crate) mod fenced;
+pub(crate) mod kind;
+pub(crate) mod reentrant;
+pub(crate) mod token;

@@ -1,0 +1,349 @@
+//! The reentrant lock, Redisson's `RLock`: a hash whose field `"<client-uuid>:<thread-id>"`
+//! counts the holds of its one owner, a thread of one client.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+
+use crate::base::config::MAX_LEASE;
+use crate::base::error::{Error, Result};
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::layout::names;
+use crate::layout::owner::{current_thread, field};
+use crate::lease::holding::Holding;
+use crate::lease::holds::{HoldId, Release};
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lease::watchdog::{self, Renewal};
+use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
+use crate::transport::scripts::{self, FRESH, Released};
+
+/// The reentrant kind, Redisson's `RLock` layout: the lock is a Redis hash whose field
+/// `"<client-uuid>:<thread-id>"` counts the holds of its one owner, so Java services using
+/// Redisson share it. A hold belongs to the thread that took it (its guard is not `Send`);
+/// that thread may take it again without waiting, and each hold is released on its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reentrant;
+
+impl Machinery for Reentrant {
+    type Held = ();
+    type Affinity = *const ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<()>> {
+        take::<Self>(target, lease, limit)
+    }
+
+    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
+        release(target, &hold.holding, hold.watched)
+    }
+}
+
+impl Hashed for Reentrant {
+    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        scripts::acquire(key, lease, field, held)
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        Ok(match redis::from_redis_value::<Option<i64>>(reply)? {
+            None => Grant::Taken {
+                fresh: false,
+                token: None,
+            },
+            Some(FRESH) => Grant::Taken {
+                fresh: true,
+                token: None,
+            },
+            Some(ttl) => Grant::Busy(ttl),
+        })
+    }
+
+    fn held(_: Option<u64>) -> Self::Held {}
+}
+
+/// The kinds kept in Redisson's reentrant hash — the reentrant and the fenced lock — which
+/// differ only in the acquire script and what their guards carry.
+pub trait Hashed: Machinery {
+    /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
+    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
+    /// One node's reply to it.
+    fn grant(reply: Value) -> redis::RedisResult<Grant>;
+    /// What the guard of a hold granted with `token` carries.
+    fn held(token: Option<u64>) -> Self::Held;
+}
+
+/// One node's answer to an acquisition.
+pub enum Grant {
+    /// Taken; `fresh` when the owner's earlier holds were gone from this node.
+    Taken { fresh: bool, token: Option<u64> },
+    /// Someone else's: the key's PTTL in milliseconds (-1 without expiry).
+    Busy(i64),
+}
+
+/// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
+pub(crate) fn hold_count(target: &Target) -> Result<u32> {
+    let key = target.begin()?;
+    let mut cmd = redis::cmd("HGET");
+    cmd.arg(key).arg(owner(target));
+    let nodes = target.shared.nodes();
+    let counts = nodes.run_all::<Option<u32>>(&cmd, None);
+    // A key of another type is someone else's lock: no holds of ours.
+    let counts = counts.into_iter().map(|count| match count {
+        Err(err) if err.is_wrong_type() => Ok(0),
+        count => count.map(Option::unwrap_or_default),
+    });
+    nodes
+        .agreed(counts.collect())
+        .map_err(|err| err.with_lock(target.name()))
+}
+
+/// One round on every node: take a hold, or learn why not. Taken when a quorum granted it
+/// with validity left (lease − elapsed − drift); otherwise whatever was granted is given
+/// back on every node.
+pub(crate) fn take<K: Hashed>(
+    target: &Target,
+    lease: Option<Duration>,
+    limit: Option<Instant>,
+) -> Result<Attempt<K::Held>> {
+    let shared = &target.shared;
+    let nodes = shared.nodes();
+    let id: HoldId = (target.shared_key(), current_thread());
+    let (held, watchdog_running) = shared.holds().state(&id);
+    // A watchdog-backed holding keeps the watchdog lease even when re-entered with an
+    // explicit one, so a short explicit lease cannot outrun the renewals.
+    let script_lease = match lease {
+        Some(lease) if !watchdog_running => lease,
+        _ => shared.config().lease,
+    };
+    let field = owner(target);
+    let cmd = K::acquire_cmd(&id.0, script_lease, &field, held);
+    let sent = Instant::now();
+    let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
+    let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
+    let results = replies.map(|(node, reply)| match reply {
+        Ok(reply) => K::grant(reply).map_err(|source| Error::Redis {
+            lock: None,
+            node: node.name.clone(),
+            source,
+        }),
+        Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
+            Err(Error::WrongKind {
+                lock: target.name().to_owned(),
+                found: names::kind_of(source.detail().unwrap_or_default().trim()),
+            })
+        }
+        Err(err) => Err(err),
+    });
+    let (answers, failed) = nodes.split(results.collect());
+    let elapsed = sent.elapsed();
+    let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
+    let taken = |fresh: bool| {
+        answers
+            .iter()
+            .filter(move |reply| matches!(reply, Grant::Taken { fresh: f, .. } if *f == fresh))
+    };
+    let grants = Grants {
+        kept: taken(false).count(),
+        fresh: taken(true).count(),
+        failed: failed.len(),
+        of: nodes.list().len(),
+        reentry: held > 0,
+        valid: valid_until.is_some(),
+    };
+    let outcome = grants.outcome();
+    if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
+        let token = taken(false)
+            .filter_map(|reply| match reply {
+                Grant::Taken { token, .. } => *token,
+                Grant::Busy(_) => None,
+            })
+            .max();
+        return acquired::<K>(target, lease, id, field, sent, valid_until, token);
+    }
+    if outcome == Outcome::Lost {
+        // This thread held the lock before, and too few nodes still have its holds even
+        // counting every node that failed as one that does: they are gone, and the code
+        // around this re-entry was not protected all along. Undo this attempt, report the
+        // loss and say so, rather than quietly taking a fresh hold.
+        give_back(target, &field, 1, script_lease, None, limit);
+        if let Some(stale) = shared.holds().remove(&id) {
+            shared.report_lost(target.name(), &stale, None);
+        }
+        return Err(target.lost());
+    }
+    // Undo this attempt wherever it may have counted, leaving earlier holds.
+    if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
+        let holding = shared.holds().holding(&id);
+        give_back(
+            target,
+            &field,
+            held + 1,
+            script_lease,
+            holding.as_deref(),
+            limit,
+        );
+    }
+    if let Some(unmet) = Attempt::unmet(target, outcome, failed, elapsed, script_lease) {
+        return unmet;
+    }
+    // Busy: the lock may free up when the earliest of the holder's leases runs out.
+    Ok(Attempt::Busy(
+        answers
+            .iter()
+            .filter_map(|reply| match *reply {
+                Grant::Busy(ttl) if ttl >= 0 => {
+                    Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
+                }
+                _ => None,
+            })
+            .min(),
+    ))
+}
+
+/// Records a granted hold, starting the watchdog for the first watched one.
+fn acquired<K: Hashed>(
+    target: &Target,
+    lease: Option<Duration>,
+    id: HoldId,
+    field: String,
+    sent: Instant,
+    valid_until: Instant,
+    token: Option<u64>,
+) -> Result<Attempt<K::Held>> {
+    let shared = &target.shared;
+    let config = shared.config();
+    let watch = |holding: &Arc<Holding>| {
+        let renewal = Box::new(Renew {
+            id: id.clone(),
+            field: field.clone(),
+        });
+        watchdog::start(target, holding, sent, renewal)
+    };
+    match shared
+        .holds()
+        .add(&id, lease, config.lease, valid_until, watch)
+    {
+        Ok(holding) => Ok(Attempt::Acquired(Hold {
+            holding,
+            watched: lease.is_none(),
+            held: K::held(token),
+        })),
+        Err((holding, source)) => {
+            let held = shared.holds().count(&id) + 1;
+            give_back(target, &field, held, config.lease, Some(&holding), None);
+            Err(Error::Watchdog {
+                lock: target.name().to_owned(),
+                source,
+            })
+        }
+    }
+}
+
+/// Sets this thread's count back to `held - 1` on every node (deleting the key at 0), as
+/// after a failed attempt; failures are only logged, the leases clean up after them.
+/// The key's expiry is reset to `lease` where holds remain, so `holding` (if any) can
+/// count on no more than that.
+fn give_back(
+    target: &Target,
+    field: &str,
+    held: u32,
+    lease: Duration,
+    holding: Option<&Holding>,
+    limit: Option<Instant>,
+) {
+    let sent = Instant::now();
+    target.give_back(|wake| release_cmd(target, field, held, lease, wake), limit);
+    if let Some(holding) = holding {
+        holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
+    }
+}
+
+/// The release script for one call, with a latch of its own: a retry of this command
+/// after a lost reply reports the first attempt's release instead of "not ours". The last
+/// hold's release publishes the unlock message if it is to `wake` a waiter.
+fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+    let key = target.shared_key();
+    let latch = names::unlock_latch(&key, &names::random_id());
+    let latch_ttl = target.shared.config().latch_ttl();
+    scripts::release(
+        &key,
+        target.channel(),
+        &latch,
+        lease,
+        field,
+        held,
+        latch_ttl,
+        wake,
+    )
+}
+
+/// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
+pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) -> Result<()> {
+    target.begin()?;
+    let shared = &target.shared;
+    let nodes = shared.nodes();
+    let id: HoldId = (target.shared_key(), current_thread());
+    let Some(Release { held, lease }) =
+        shared
+            .holds()
+            .release(&id, holding, watched, shared.config().lease)
+    else {
+        // Lost, or already ended: the key may be someone else's now. Leave it.
+        return Err(match holding.is_lost() {
+            true => target.lost(),
+            false => target.not_held(),
+        });
+    };
+    let cmd = release_cmd(target, &owner(target), held, lease, true);
+    // Not while a renewal round is on its way: it could put back what this deletes. Where
+    // holds remain, they now expire `lease` after this release.
+    let (tally, failed) = holding.lease_round(lease, || {
+        let (answers, failed) = nodes.split(nodes.run_all::<Released>(&cmd, None));
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r != Released::NotOurs).count(),
+            &failed,
+        );
+        ((tally, failed), held > 1 && tally.verdict() == Verdict::Yes)
+    });
+    match tally.verdict() {
+        Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
+        // Too few answers to tell whether a quorum still has our holds.
+        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+        // Too many nodes no longer have our field for a quorum to: the holds expired or
+        // were deleted, and every guard of this holding is stale.
+        Verdict::No => {
+            shared.holds().forget(&id, holding, false);
+            Err(target.found_lost(holding))
+        }
+    }
+}
+
+/// This thread's owner field in the hash.
+fn owner(target: &Target) -> String {
+    field(target.shared.id(), current_thread())
+}
+
+/// What the watchdog renews for a reentrant holding: this thread's field.
+struct Renew {
+    id: HoldId,
+    field: String,
+}
+
+impl Renewal for Renew {
+    fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> Cmd {
+        // Where the key is gone (a node restarted empty), the hold goes back with its count.
+        let restore = match restore {
+            true => shared.holds().count(&self.id),
+            false => 0,
+        };
+        scripts::renew(&self.id.0, lease, &self.field, restore)
+    }
+
+    fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {
+        shared.holds().forget(&self.id, holding, true)
+    }
+}

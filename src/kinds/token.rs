@@ -1,0 +1,299 @@
+//! The token lock: `SET key token NX PX lease`, the layout of redis-py's `Lock`, redsync and
+//! node-redlock. Owned by a random token, not by a thread, so its guard may move.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{Cmd, Value};
+
+use crate::base::config::check_lease;
+use crate::base::error::{Error, NodeError, Result};
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::layout::names;
+use crate::lease::holding::Holding;
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lease::watchdog::{self, Renewal};
+use crate::lease::workers::Ticket;
+use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
+use crate::transport::scripts::{self, Released, Renewed, millis};
+
+/// The token kind: the lock is a Redis string holding its owner's token, set with `SET key
+/// token NX PX lease`, the layout redis-py's `Lock`, redsync and node-redlock use, so a
+/// service using any of them on the same key excludes and is excluded.
+///
+/// Not reentrant: a second `lock()` on a held token lock waits like anyone else. The hold
+/// belongs to its token, drawn from a CSPRNG, not to a thread, so its guard is `Send`: a job
+/// may take the lock on one thread and release it on another. Releasing and
+/// [extending](crate::LockGuard::extend) compare the token in Lua, so nobody releases
+/// another's hold.
+///
+/// Our releases wake our waiters through pub/sub; a foreign library's release publishes
+/// nothing, so a waiter also retries on its jittered loop, at least every retry cap.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Token;
+
+/// What a token guard carries.
+pub struct TokenHeld {
+    token: String,
+    /// The watchdog's ticket, for a hold taken without a lease; dropped at release.
+    watchdog: Mutex<Option<Ticket>>,
+}
+
+impl Machinery for Token {
+    type Held = TokenHeld;
+    type Affinity = ();
+    const POLLS: bool = true;
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<TokenHeld>> {
+        let shared = &target.shared;
+        let nodes = shared.nodes();
+        let key = target.key()?;
+        let token = names::random_id();
+        let script_lease = lease.unwrap_or(shared.config().lease);
+        let mut cmd = Cmd::with_capacity(6, key.len() + 64);
+        cmd.arg("SET")
+            .arg(key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(script_lease));
+        let sent = Instant::now();
+        let granted = |reply: &Value| *reply == Value::Okay;
+        let replies = nodes.acquire::<Value>(&cmd, limit, granted);
+        let kept = replies
+            .iter()
+            .filter(|r| matches!(r, Ok(Value::Okay)))
+            .count();
+        let failed = replies.iter().filter(|r| r.is_err()).count();
+        let first = grants(replies.len(), kept, failed, sent, script_lease);
+        let round = match first.outcome() {
+            Outcome::Taken => Round {
+                grants: first,
+                failed: Vec::new(),
+                probe: Vec::new(),
+                wrong_kind: None,
+            },
+            _ => probe(target, &token, replies, sent, script_lease, limit)?,
+        };
+        let outcome = round.grants.outcome();
+        let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
+        if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
+            return acquired(target, lease, token, sent, valid_until);
+        }
+        if round.grants.needs_undo(!round.failed.is_empty()) {
+            target.give_back(|wake| release_cmd(target, &token, wake), limit);
+        }
+        if let Some(found) = round.wrong_kind {
+            return Err(Error::WrongKind {
+                lock: target.name().to_owned(),
+                found,
+            });
+        }
+        let elapsed = sent.elapsed();
+        Attempt::unmet(target, outcome, round.failed, elapsed, script_lease)
+            .unwrap_or_else(|| Ok(busy(&round.probe)))
+    }
+
+    fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
+        target.begin()?;
+        if hold.holding.is_lost() {
+            return Err(target.lost());
+        }
+        // Stops the renewals; a renewal already on its way finishes first.
+        drop(hold.held.watchdog.lock().take());
+        let nodes = target.shared.nodes();
+        let cmd = release_cmd(target, &hold.held.token, true);
+        let (answers, failed) = hold
+            .holding
+            .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r == Released::Deleted).count(),
+            &failed,
+        );
+        match tally.verdict() {
+            Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
+            Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Verdict::No => Err(target.found_lost(&hold.holding)),
+        }
+    }
+}
+
+impl TokenHeld {
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// Sets `hold`'s remaining lease to `lease` if the key still holds its token on a quorum of
+/// nodes; [`Error::Lost`] when it no longer does.
+pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -> Result<()> {
+    check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
+    let key = target.begin()?;
+    if hold.holding.is_lost() {
+        return Err(target.lost());
+    }
+    let nodes = target.shared.nodes();
+    let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
+    let (tally, failed) = hold.holding.lease_round(lease, || {
+        let (answers, failed) = nodes.split(nodes.run_all::<Renewed>(&cmd, None));
+        let tally = nodes.tally(
+            answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+            &failed,
+        );
+        ((tally, failed), tally.verdict() == Verdict::Yes)
+    });
+    match tally.verdict() {
+        Verdict::Yes => Ok(()),
+        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+        Verdict::No => Err(target.found_lost(&hold.holding)),
+    }
+}
+
+fn acquired(
+    target: &Target,
+    lease: Option<Duration>,
+    token: String,
+    sent: Instant,
+    valid_until: Instant,
+) -> Result<Attempt<TokenHeld>> {
+    let holding = Arc::new(Holding::new(valid_until));
+    let mut ticket = None;
+    if lease.is_none() {
+        let renewal = Box::new(Renew {
+            key: target.shared_key(),
+            token: token.clone(),
+        });
+        match watchdog::start(target, &holding, sent, renewal) {
+            Ok(started) => ticket = Some(started),
+            Err(source) => {
+                target.give_back(|wake| release_cmd(target, &token, wake), None);
+                return Err(Error::Watchdog {
+                    lock: target.name().to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(Attempt::Acquired(Hold {
+        holding,
+        watched: lease.is_none(),
+        held: TokenHeld {
+            token,
+            watchdog: Mutex::new(ticket),
+        },
+    }))
+}
+
+/// One attempt's answers: its grants, the nodes that gave no answer, and the probe's
+/// answers when it ran.
+struct Round {
+    grants: Grants,
+    failed: Vec<NodeError>,
+    /// `(type, pttl, mine)` of each node that answered the probe.
+    probe: Vec<Probe>,
+    /// What the key holds on a node where it is another kind of lock.
+    wrong_kind: Option<&'static str>,
+}
+
+fn grants(of: usize, kept: usize, failed: usize, sent: Instant, lease: Duration) -> Grants {
+    Grants {
+        kept,
+        fresh: 0,
+        failed,
+        of,
+        reentry: false,
+        valid: validity_end(sent, lease).is_some_and(|end| end > Instant::now()),
+    }
+}
+
+/// Asks every node why the key is taken, and whether it holds `token`: a SET sent again
+/// after its connection dropped (the reply lost, the command run) finds the key its first
+/// try set and replies nil. A node whose SET `replies` granted the attempt, or whose key
+/// holds the token (acknowledged by the replicas, when they must acknowledge), granted it;
+/// one whose replicas did not acknowledge it, or that answers neither command, failed.
+fn probe(
+    target: &Target,
+    token: &str,
+    replies: Vec<Result<Value>>,
+    sent: Instant,
+    lease: Duration,
+    limit: Option<Instant>,
+) -> Result<Round> {
+    let nodes = target.shared.nodes();
+    let cmd = scripts::token_probe(target.key()?, token, lease);
+    let probed = nodes.acquire::<Probe>(&cmd, limit, |(.., mine)| *mine == 1);
+    let mut kept = 0;
+    let results = replies
+        .into_iter()
+        .zip(probed)
+        .map(|(reply, probed)| match (reply, probed) {
+            (Ok(Value::Okay), probed) => {
+                kept += 1;
+                Ok(probed.ok())
+            }
+            (Err(err), _) if err.is_not_replicated() => Err(err),
+            (_, Ok(answer)) => {
+                kept += usize::from(answer.2 == 1);
+                Ok(Some(answer))
+            }
+            (_, Err(err)) => Err(err),
+        });
+    let (answers, failed) = nodes.split(results.collect());
+    let probe: Vec<Probe> = answers.into_iter().flatten().collect();
+    let wrong_kind = probe
+        .iter()
+        .find(|(kind, ..)| kind != "string" && kind != "none")
+        .map(|(found, ..)| names::kind_of(found));
+    Ok(Round {
+        grants: grants(nodes.list().len(), kept, failed.len(), sent, lease),
+        failed,
+        probe,
+        wrong_kind,
+    })
+}
+
+/// A node's answer to the probe: the key's type, its PTTL, and 1 if it holds the token.
+type Probe = (String, i64, i64);
+
+/// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string.
+fn busy(probe: &[Probe]) -> Attempt<TokenHeld> {
+    let ttl = probe
+        .iter()
+        .filter_map(|&(_, ttl, _)| u64::try_from(ttl).ok())
+        .map(Duration::from_millis)
+        .min();
+    Attempt::Busy(ttl)
+}
+
+/// The release script for `token`, with a latch of its own (see the reentrant kind's),
+/// publishing the unlock message if it is to `wake` a waiter.
+fn release_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
+    let key = target.shared_key();
+    let latch = names::unlock_latch(&key, &names::random_id());
+    let latch_ttl = target.shared.config().latch_ttl();
+    scripts::token_release(&key, target.channel(), &latch, token, latch_ttl, wake)
+}
+
+/// What the watchdog renews for a token hold.
+struct Renew {
+    key: Arc<[u8]>,
+    token: String,
+}
+
+impl Renewal for Renew {
+    fn command(&self, _: &Shared, lease: Duration, restore: bool) -> Cmd {
+        scripts::token_renew(&self.key, &self.token, lease, restore)
+    }
+
+    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
+        // Only the guard's release stops a token hold's renewals, and the watchdog checks
+        // for that before it calls a hold lost.
+        true
+    }
+}

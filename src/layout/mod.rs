@@ -1,0 +1,6 @@
+//! Redisson's naming contract: lock keys, channels, latches, counters and messages, and the
+//! owner identity (client id and thread number) written into the hashes. Pure functions;
+//! uses nothing else of the crate.
+
+pub(crate) mod names;
+pub(crate) mod owner;

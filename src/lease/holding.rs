@@ -1,0 +1,95 @@
+//! One holding of a lock, shared by its guards, its watchdog and its releases: whether it
+//! was lost and until when it surely lasts.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::topology::quorum::validity_end;
+
+/// One uninterrupted holding of a lock: from the first hold to the last release, or until it
+/// is found lost. Guards keep it to tell whether they still belong.
+#[derive(Debug)]
+pub(crate) struct Holding {
+    lost: AtomicBool,
+    valid_until: Mutex<Instant>,
+    /// Held by the watchdog for a renewal round and by a release while it runs, so that a
+    /// late renewal cannot put back a hold that the release just deleted.
+    round: Mutex<()>,
+}
+
+impl Holding {
+    pub fn new(valid_until: Instant) -> Self {
+        Holding {
+            lost: AtomicBool::new(false),
+            valid_until: Mutex::new(valid_until),
+            round: Mutex::new(()),
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Marks the holding lost; true the first time.
+    pub fn mark_lost(&self) -> bool {
+        !self.lost.swap(true, Ordering::AcqRel)
+    }
+
+    /// Until when the lock is surely held, as of the last acquisition or renewal.
+    pub fn valid_until(&self) -> Instant {
+        *self.valid_until.lock()
+    }
+
+    pub fn set_valid_until(&self, until: Instant) {
+        *self.valid_until.lock() = until;
+    }
+
+    /// Lowers the validity to `until` if that is sooner.
+    pub fn shorten_to(&self, until: Instant) {
+        let mut valid_until = self.valid_until.lock();
+        *valid_until = (*valid_until).min(until);
+    }
+
+    /// Runs `f` with no renewal or release of this holding running at the same time.
+    pub fn exclusively<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _round = self.round.lock();
+        f()
+    }
+
+    /// Runs `round`, which sets the lease to `lease`, exclusively; where it reports that a
+    /// quorum took the new lease, the validity moves to match before any other round can
+    /// run, so that a round that finished earlier cannot overwrite it with its own.
+    pub fn lease_round<T>(&self, lease: Duration, round: impl FnOnce() -> (T, bool)) -> T {
+        let _round = self.round.lock();
+        let sent = Instant::now();
+        let (result, taken) = round();
+        if taken {
+            self.set_valid_until(validity_end(sent, lease).unwrap_or(sent));
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_round_moves_the_validity_only_when_the_lease_was_taken() {
+        let start = Instant::now() + Duration::from_secs(100);
+        let holding = Holding::new(start);
+        holding.lease_round(Duration::from_secs(5), || ((), false));
+        assert_eq!(holding.valid_until(), start, "refused: left as it was");
+        let before = Instant::now();
+        holding.lease_round(Duration::from_secs(5), || ((), true));
+        let until = holding.valid_until();
+        assert!(until < start, "a shorter lease shortens the validity");
+        assert!(
+            until > before + Duration::from_secs(4),
+            "less the drift only"
+        );
+        assert!(until <= Instant::now() + Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,116 @@
+//! What every lock of one client shares: its settings, its nodes, its owner id, the table of
+//! its reentrant holds, its watchdog threads and its counters.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use crate::base::config::Config;
+use crate::base::error::{Error, Result};
+use crate::base::lost::LockLost;
+use crate::base::stats::Counters;
+use crate::lease::holding::Holding;
+use crate::lease::holds::Holds;
+use crate::lease::workers::Workers;
+use crate::transport::node::Nodes;
+
+/// The state behind a client and its locks.
+pub(crate) struct Shared {
+    config: Config,
+    nodes: Nodes,
+    /// The client's UUID, the first half of every reentrant owner field.
+    id: String,
+    holds: Holds,
+    workers: Workers,
+    counters: Counters,
+    /// The process the client was built in; a forked child must not act as its owner.
+    pid: u32,
+}
+
+impl Shared {
+    pub fn new(config: Config, nodes: Nodes) -> Self {
+        Shared {
+            id: crate::layout::owner::new_client_id(),
+            workers: Workers::new(config.watchdog_stack_size, config.renew_interval()),
+            nodes,
+            config,
+            holds: Holds::default(),
+            counters: Counters::default(),
+            pid: std::process::id(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn holds(&self) -> &Holds {
+        &self.holds
+    }
+
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Whether this process is a fork of the one the client was built in.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// Refuses to act for a client built in another process (this one is a fork of it).
+    pub fn check_process(&self) -> Result<()> {
+        match self.forked() {
+            false => Ok(()),
+            true => Err(Error::Forked { parent: self.pid }),
+        }
+    }
+
+    /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
+    /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
+    pub fn report_lost(&self, name: &str, holding: &Holding, error: Option<Error>) {
+        if !holding.mark_lost() {
+            return;
+        }
+        self.counters.lost();
+        match &error {
+            None => log::warn!("lock {name:?} was lost: its key or field is gone"),
+            Some(err) => log::warn!(
+                "lock {name:?} was lost: renewals failed until its validity ran out: {err}"
+            ),
+        }
+        if let Some(callback) = &self.config.on_lock_lost {
+            let lost = LockLost {
+                name: name.to_owned(),
+                error,
+            };
+            if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
+                log::error!("the on_lock_lost callback panicked for lock {name:?}");
+            }
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// In a forked child, leaks the nodes, the holds and the watchdog threads' state instead
+    /// of dropping them: their mutexes may have been held by a thread of the parent at the
+    /// fork, and no thread of the child will ever release them, so dropping them (which
+    /// locks them) could hang the child on its way out. The sockets are the parent's too.
+    fn drop(&mut self) {
+        if self.forked() {
+            let nodes = std::mem::replace(&mut self.nodes, Nodes::new(Vec::new(), &self.config));
+            let workers = std::mem::replace(&mut self.workers, Workers::new(0, Duration::ZERO));
+            std::mem::forget((nodes, workers, std::mem::take(&mut self.holds)));
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! What every call on one lock works on: the client's shared state and the lock's names.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::Cmd;
+
+use crate::base::config::MAX_NAME_LEN;
+use crate::base::error::{Error, Result};
+use crate::layout::names;
+use crate::lease::holding::Holding;
+use crate::lease::shared::Shared;
+use crate::transport::scripts::Released;
+
+/// One lock of one client.
+#[derive(Clone)]
+pub struct Target {
+    pub(crate) shared: Arc<Shared>,
+    name: Arc<Name>,
+}
+
+/// A lock's name and the Redis names made of it.
+struct Name {
+    /// For messages: the name lossily decoded.
+    display: String,
+    key: Arc<[u8]>,
+    /// The unlock channel, named by Redisson's rule (see `layout`).
+    channel: Vec<u8>,
+    invalid: Option<&'static str>,
+}
+
+impl Target {
+    pub(crate) fn new(shared: Arc<Shared>, name: &[u8]) -> Self {
+        let invalid = if name.is_empty() {
+            Some("empty")
+        } else if name.len() > MAX_NAME_LEN {
+            Some("longer than MAX_NAME_LEN bytes")
+        } else {
+            None
+        };
+        let mut display = String::from_utf8_lossy(name).into_owned();
+        if display.len() > 64 {
+            let cut = (0..=64)
+                .rev()
+                .find(|&i| display.is_char_boundary(i))
+                .unwrap_or(0);
+            display.truncate(cut);
+        }
+        let key: Arc<[u8]> = [&shared.config().key_prefix[..], name].concat().into();
+        let channel = names::channel(&key);
+        Target {
+            shared,
+            name: Arc::new(Name {
+                display,
+                key,
+                channel,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name (lossily decoded, cut to 64 bytes).
+    pub(crate) fn name(&self) -> &str {
+        &self.name.display
+    }
+
+    /// The key, or the error for a name that cannot be one.
+    pub(crate) fn key(&self) -> Result<&[u8]> {
+        match self.name.invalid {
+            None => Ok(&self.name.key),
+            Some(reason) => Err(Error::InvalidName {
+                name: self.name().to_owned(),
+                reason,
+            }),
+        }
+    }
+
+    /// The key, shared, for tables and renewals; only valid names reach where it is used.
+    pub(crate) fn shared_key(&self) -> Arc<[u8]> {
+        self.name.key.clone()
+    }
+
+    pub(crate) fn channel(&self) -> &[u8] {
+        &self.name.channel
+    }
+
+    /// The key, checked, in a client allowed to act in this process: the start of every
+    /// call that goes to Redis.
+    pub(crate) fn begin(&self) -> Result<&[u8]> {
+        let key = self.key()?;
+        self.shared.check_process()?;
+        Ok(key)
+    }
+
+    pub(crate) fn not_held(&self) -> Error {
+        Error::NotHeld {
+            lock: self.name().to_owned(),
+        }
+    }
+
+    pub(crate) fn lost(&self) -> Error {
+        Error::Lost {
+            lock: self.name().to_owned(),
+        }
+    }
+
+    /// Reports `holding` lost, found so by a call on this lock, and returns the error for it.
+    pub(crate) fn found_lost(&self, holding: &Holding) -> Error {
+        self.shared.report_lost(self.name(), holding, None);
+        self.lost()
+    }
+
+    /// Runs the release script that `release` builds, giving back what a failed attempt
+    /// may have taken, on every node until `limit`; failures are only logged, the lease
+    /// cleans up after them.
+    ///
+    /// On one node it wakes a waiter (`release(true)`): that node's waiters wait for a
+    /// message, and may have found the lock busy because of this attempt. On several it
+    /// wakes nobody: a failed Redlock attempt would otherwise wake every waiter on each
+    /// node it was granted on, while whoever made it fail still holds the lock. Redlock's
+    /// waiters poll instead (see `acquire`).
+    pub(crate) fn give_back(&self, release: impl FnOnce(bool) -> Cmd, limit: Option<Instant>) {
+        let nodes = self.shared.nodes();
+        let release = release(nodes.list().len() == 1);
+        let results = nodes.run_all::<Released>(&release, limit);
+        for (node, result) in nodes.list().iter().zip(results) {
+            if let Err(err) = result {
+                log::warn!(
+                    "giving back lock {:?} on {} failed: {err}",
+                    self.name(),
+                    node.name
+                );
+            }
+        }
+    }
+
+    /// The error for a bad `argument` of a call on this lock.
+    pub(crate) fn invalid_argument(&self, argument: &'static str, reason: String) -> Error {
+        Error::InvalidArgument {
+            lock: self.name().to_owned(),
+            argument,
+            reason,
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The watchdog: while a hold taken without an explicit lease lasts, a thread of its own
+//! renews its lease every renew interval (see `workers` for the threads).
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::base::error::NodeError;
+use crate::base::retry::Backoff;
+use crate::lease::holding::Holding;
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lease::workers::{Stop, Ticket};
+use crate::topology::quorum::{Tally, Verdict};
+use crate::transport::scripts::Renewed;
+
+/// What one watchdog renews.
+struct Job {
+    name: String,
+    holding: Arc<Holding>,
+    /// When the acquire that began the holding was sent: the lease counts from there.
+    since: Instant,
+    /// How the holding's kind renews it.
+    renewal: Box<dyn Renewal>,
+}
+
+/// What a lock kind tells the watchdog.
+pub(crate) trait Renewal: Send + Sync {
+    /// The renewal script for every node. With `restore`, a node that lost the key gets
+    /// the hold back.
+    fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> redis::Cmd;
+
+    /// Forgets the holding once its loss is found; false when it had already ended.
+    fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
+}
+
+/// Starts renewing `holding` of the lock `target`, acquired by a command sent at `since`,
+/// the way `renewal` says, on a thread of the client's.
+pub(crate) fn start(
+    target: &Target,
+    holding: &Arc<Holding>,
+    since: Instant,
+    renewal: Box<dyn Renewal>,
+) -> std::io::Result<Ticket> {
+    let shared = &target.shared;
+    let client = Arc::downgrade(shared);
+    let due = since + shared.config().renew_interval();
+    let job = Job {
+        name: target.name().to_owned(),
+        holding: holding.clone(),
+        since,
+        renewal,
+    };
+    shared
+        .workers()
+        .start(due, Box::new(move |stop| renew_loop(&client, &job, stop)))
+}
+
+/// Renews until stopped or lost.
+///
+/// A round that finds the hold on a quorum of nodes extends its validity. A round that
+/// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
+/// which too few nodes still have it, whatever the failed ones would say, loses it at once.
+fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
+    let Some(shared) = client.upgrade() else {
+        return;
+    };
+    let lease = shared.config().lease;
+    let interval = shared.config().renew_interval();
+    drop(shared);
+    let fresh_backoff = || Backoff::new((interval / 8).max(Duration::from_millis(1)), interval);
+
+    let mut next = job.since + interval;
+    let mut backoff = fresh_backoff();
+    loop {
+        if !stop.sleep_until(next) {
+            return;
+        }
+        let Some(shared) = client.upgrade() else {
+            return;
+        };
+        // A release runs exclusively too; once it has begun, a stop is queued. That is
+        // checked before any verdict of loss, since a release removes the hold before this
+        // thread hears of it.
+        let sent = Instant::now();
+        let Some((tally, failed)) = job.holding.lease_round(lease, || {
+            if stop.is_stopped() {
+                return (None, false);
+            }
+            let (tally, failed) = round(&shared, &*job.renewal, lease);
+            let taken = tally.verdict() == Verdict::Yes;
+            (Some((tally, failed)), taken)
+        }) else {
+            return;
+        };
+        let valid_until = job.holding.valid_until();
+        match tally.verdict() {
+            Verdict::Yes => {
+                next = sent + interval;
+                backoff = fresh_backoff();
+                continue;
+            }
+            Verdict::Unknown if Instant::now() < valid_until => {
+                log::warn!(
+                    "renewing lock {:?} reached {} of {} nodes, retrying until its validity runs out",
+                    job.name,
+                    tally.yes,
+                    tally.of
+                );
+                next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
+            }
+            _ => {
+                if !stop.is_stopped() && job.renewal.forget(&shared, &job.holding) {
+                    let error = (!failed.is_empty()).then(|| shared.nodes().no_quorum(failed));
+                    shared.report_lost(&job.name, &job.holding, error);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// One renewal round on every node. When the hold is still there on a quorum but gone from
+/// some nodes (restarted empty), a second round puts it back where the key is free; a single
+/// node never gets it back.
+fn round(shared: &Shared, renewal: &dyn Renewal, lease: Duration) -> (Tally, Vec<NodeError>) {
+    let nodes = shared.nodes();
+    let run = |restore: bool| {
+        let cmd = renewal.command(shared, lease, restore);
+        nodes.split(nodes.run_all::<Renewed>(&cmd, None))
+    };
+    let (answers, failed) = run(false);
+    let tally = nodes.tally(
+        answers.iter().filter(|&&r| r == Renewed::Kept).count(),
+        &failed,
+    );
+    match tally.verdict() {
+        Verdict::Yes => {
+            shared.counters().renewed();
+            if tally.yes < answers.len() && tally.of > 1 {
+                let (answers, _) = run(true);
+                let restored = answers.iter().filter(|&&r| r == Renewed::Restored).count();
+                if restored > 0 {
+                    log::info!("put a hold back on {restored} node(s) that had lost it");
+                }
+            }
+        }
+        _ if !failed.is_empty() => shared.counters().renewal_failed(),
+        _ => {}
+    }
+    (tally, failed)
+}

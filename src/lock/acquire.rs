@@ -1,0 +1,224 @@
+//! Taking a lock, written once for every kind: the acquisition quartet and the waiting loop
+//! with its deadlines, jittered retries and pub/sub wake-ups.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::config::check_lease;
+use crate::base::error::{Error, Result};
+use crate::base::retry::Backoff;
+use crate::kinds::kind::{Attempt, Kind};
+use crate::lease::target::Target;
+use crate::lock::guard::LockGuard;
+use crate::lock::handle::Lock;
+use crate::notify::hub::Signal;
+use crate::notify::notifier::Subscription;
+
+impl<K: Kind> Lock<K> {
+    /// Waits until the lock is taken, then returns its guard. The watchdog renews the lease
+    /// until the hold is released.
+    ///
+    /// Waits without bound unless the client has a [`max_wait`](crate::LockClientBuilder::max_wait),
+    /// past which it returns [`Error::Timeout`].
+    pub fn lock(&self) -> Result<LockGuard<K>> {
+        self.lock_inner(None)
+    }
+
+    /// Takes the lock if it is free (or, for a reentrant kind, already held by this thread);
+    /// `None` when busy.
+    pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.acquire(None, Some(Instant::now()))
+    }
+
+    /// Waits at most `timeout` for the lock; `None` when it stayed busy.
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<K>>> {
+        self.acquire(None, Some(self.deadline(timeout)?))
+    }
+
+    /// Waits until `deadline` at most for the lock; `None` when it stayed busy.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<K>>> {
+        self.acquire(None, Some(deadline))
+    }
+
+    /// Like [`lock`](Self::lock), with a fixed lease and no watchdog: unless released
+    /// first, the hold expires after `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)).
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
+        self.lock_inner(Some(lease))
+    }
+
+    /// Like [`try_lock`](Self::try_lock), with a fixed lease and no watchdog.
+    pub fn try_lock_with_lease(&self, lease: Duration) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(lease), Some(Instant::now()))
+    }
+
+    /// Like [`try_lock_for`](Self::try_lock_for), with a fixed lease and no watchdog.
+    pub fn try_lock_with_lease_for(
+        &self,
+        timeout: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(lease), Some(self.deadline(timeout)?))
+    }
+
+    /// Like [`try_lock_until`](Self::try_lock_until), with a fixed lease and no watchdog.
+    pub fn try_lock_with_lease_until(
+        &self,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(lease), Some(deadline))
+    }
+
+    fn lock_inner(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
+        let started = Instant::now();
+        let max_wait = self.target.shared.config().max_wait;
+        let deadline = max_wait.map(|wait| started + wait);
+        self.acquire(lease, deadline)?
+            .ok_or_else(|| Error::Timeout {
+                lock: self.name().to_owned(),
+                waited: started.elapsed(),
+            })
+    }
+
+    fn deadline(&self, timeout: Duration) -> Result<Instant> {
+        Instant::now().checked_add(timeout).ok_or_else(|| {
+            let reason = format!("{timeout:?} is beyond the clock's range");
+            self.target.invalid_argument("timeout", reason)
+        })
+    }
+
+    /// The waiting loop. Attempt; when busy, subscribe to the unlock channel and attempt
+    /// again at once (an unlock before the subscription would otherwise go unseen); then
+    /// wait for an unlock message, at most until the holder's lease runs out (plus a
+    /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
+    /// cannot connect, may not subscribe, or its subscription was not confirmed before the
+    /// attempt) the wait is the backoff alone, at most the retry cap. Every round with Redis ends within a response timeout of `deadline`.
+    fn acquire(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard<K>>> {
+        let target = &self.target;
+        target.key()?;
+        if let Some(lease) = lease {
+            check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
+        }
+        target.begin()?;
+        let config = target.shared.config();
+        let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
+        let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+        let mut waiting = Waiting::new();
+        // Waiters poll at least every retry cap, notifications or not, where a lock can be
+        // freed without a message: by a library that publishes none, or on Redlock, where
+        // a failed attempt gives back what it took without waking anyone.
+        let polls = K::POLLS || target.shared.nodes().list().len() > 1;
+        loop {
+            // Whether an unlock after this attempt is sure to wake us: only then may the
+            // wait below last until the holder's lease runs out.
+            let notified = waiting.confirmed() && !polls;
+            let ttl = match K::attempt(target, lease, limit)? {
+                Attempt::Acquired(hold) => {
+                    waiting.woken = false;
+                    waiting.signal.take();
+                    return Ok(Some(LockGuard::new(self.clone(), hold)));
+                }
+                Attempt::Busy(ttl) => {
+                    // Someone holds it; their release will wake a waiter again.
+                    waiting.woken = false;
+                    ttl
+                }
+                Attempt::Retry(err) => {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if left == Some(Duration::ZERO) {
+                        return Err(err);
+                    }
+                    let pause = backoff.next_delay(left);
+                    log::debug!("{err}; retrying in {pause:?}");
+                    std::thread::sleep(pause);
+                    continue;
+                }
+            };
+            let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            if waiting.needs_subscription() {
+                waiting.subscribe(target, deadline);
+                if waiting.notifications {
+                    continue;
+                }
+            }
+            let pause = backoff.next_delay(None);
+            let bound = match (notified, ttl) {
+                (true, Some(ttl)) => ttl + pause,
+                _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
+            };
+            waiting.woken = waiting
+                .signal
+                .wait(left.map_or(bound, |left| bound.min(left)));
+        }
+    }
+}
+
+/// The waiting state of one acquisition: its signal, its subscriptions and whether it holds
+/// a wake-up it has not used. Dropped without using one, it hands the wake-up on to the next
+/// waiter, so that a waiter that leaves (deadline, error) never swallows an unlock.
+struct Waiting {
+    signal: Arc<Signal>,
+    subscriptions: Vec<Subscription>,
+    /// Whether notifications are to be had; false once subscribing failed everywhere.
+    notifications: bool,
+    /// Woken by a message whose attempt has not found the lock busy or taken it yet.
+    woken: bool,
+}
+
+impl Waiting {
+    fn new() -> Self {
+        Waiting {
+            signal: Arc::default(),
+            subscriptions: Vec::new(),
+            notifications: true,
+            woken: false,
+        }
+    }
+
+    /// Whether a subscription is confirmed, so that an unlock wakes this waiter.
+    fn confirmed(&self) -> bool {
+        self.subscriptions.iter().any(Subscription::is_confirmed)
+    }
+
+    fn needs_subscription(&self) -> bool {
+        self.notifications && !self.subscriptions.iter().any(Subscription::is_live)
+    }
+
+    /// Subscribes on every node that will have it, waiting for confirmations until
+    /// `deadline` at most.
+    fn subscribe(&mut self, target: &Target, deadline: Option<Instant>) {
+        self.subscriptions.clear();
+        for node in target.shared.nodes().list() {
+            match node
+                .notifier
+                .subscribe(target.channel(), &self.signal, deadline)
+            {
+                Ok(subscription) => self.subscriptions.push(subscription),
+                Err(err) => log::debug!(
+                    "no unlock notifications from {} for {:?}: {err}",
+                    node.name,
+                    target.name()
+                ),
+            }
+        }
+        self.notifications = !self.subscriptions.is_empty();
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.woken | self.signal.take() {
+            for subscription in &self.subscriptions {
+                subscription.pass_on();
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The RAII guard of one hold.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use crate::base::error::Result;
+use crate::kinds::fenced::Fenced;
+use crate::kinds::kind::{Hold, Kind};
+use crate::kinds::reentrant::Reentrant;
+use crate::kinds::token::{self, Token};
+use crate::lock::handle::Lock;
+
+/// One hold of a [`Lock`]; dropping it gives the hold back.
+///
+/// Dropping releases within the connect and response timeouts and logs a failure;
+/// [`unlock`](Self::unlock) releases and reports the result. When the last hold goes, the
+/// key is deleted and waiters are told.
+///
+/// A guard of a reentrant or fenced lock cannot leave its thread: the hold belongs to the
+/// thread that took it, and a release from another thread would name the wrong owner.
+///
+/// ```compile_fail
+/// fn hand_over(lock: redmutex::Lock) -> redmutex::Result<()> {
+///     let guard = lock.lock()?;
+///     // error: `*const ()` cannot be sent between threads safely
+///     std::thread::spawn(move || drop(guard));
+///     Ok(())
+/// }
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard<K: Kind = Reentrant> {
+    lock: Lock<K>,
+    hold: Hold<K::Held>,
+    released: bool,
+    _affinity: PhantomData<K::Affinity>,
+}
+
+impl<K: Kind> LockGuard<K> {
+    pub(crate) fn new(lock: Lock<K>, hold: Hold<K::Held>) -> Self {
+        LockGuard {
+            lock,
+            hold,
+            released: false,
+            _affinity: PhantomData,
+        }
+    }
+
+    /// Gives the hold back and reports the result: [`Error::Lost`](crate::Error::Lost) when
+    /// the hold had already been lost or had expired (the key is then left alone, and the
+    /// loss is reported to [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) if this
+    /// release is what found it). On any other error the holds stay on the server until
+    /// their lease runs out; they are no longer renewed.
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        K::release(&self.lock.target, &self.hold)
+    }
+
+    /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
+    /// could not renew it before its validity ran out, or a release or re-entry of the same
+    /// holding found it gone.
+    ///
+    /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
+    /// can vanish between two renewals.
+    pub fn is_lost(&self) -> bool {
+        self.hold.holding.is_lost()
+    }
+
+    /// Until when the lock is surely held: the last acquisition or renewal that reached a
+    /// quorum, plus the lease, less an allowance for clock drift (1% of the lease + 2 ms).
+    /// Check it before a side effect that must not happen without the lock; past it, the
+    /// lock may have expired and been taken by someone else.
+    pub fn valid_until(&self) -> Instant {
+        self.hold.holding.valid_until()
+    }
+
+    /// Whether the watchdog renews this hold (taken without an explicit lease).
+    pub fn is_watched(&self) -> bool {
+        self.hold.watched
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+}
+
+impl LockGuard<Fenced> {
+    /// This hold's fencing token: greater than every token issued before it for this lock.
+    /// Hand it to the resource with each write; the resource refuses a token lower than one
+    /// it has already seen.
+    pub fn token(&self) -> u64 {
+        self.hold.held
+    }
+}
+
+impl LockGuard<Token> {
+    /// The token this hold is stored under: the value of the lock's key.
+    pub fn token(&self) -> &str {
+        self.hold.held.token()
+    }
+
+    /// Sets the hold's remaining lease to `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)), if the key still holds this guard's token (on a
+    /// quorum of nodes). Returns [`Error::Lost`](crate::Error::Lost) when it no longer does.
+    /// On a hold the watchdog renews, the next renewal sets the client's lease again.
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        token::extend(&self.lock.target, &self.hold, lease)
+    }
+}
+
+impl<K: Kind> Drop for LockGuard<K> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Err(err) = K::release(&self.lock.target, &self.hold) {
+            log::warn!(
+                "releasing lock {:?} on drop failed: {err}",
+                self.lock.name()
+            );
+        }
+    }
+}
+
+impl<K: Kind> fmt::Debug for LockGuard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.name())
+            .field("watched", &self.hold.watched)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,118 @@
+//! The lock handle, written once for every kind: its name and what can be asked of it
+//! without holding it. Acquisition is in `acquire`; what differs between kinds lives in
+//! their own files.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::base::error::Result;
+use crate::kinds::kind::Kind;
+use crate::kinds::reentrant::{self, Hashed, Reentrant};
+use crate::layout::names;
+use crate::lease::target::Target;
+use crate::transport::scripts;
+
+/// A lock on one Redis key, shared by every thread and process that names it. `K` is its
+/// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
+/// [`Token`](crate::Token).
+///
+/// The handle is cheap to clone and `Send + Sync`. Acquisition comes in the usual four
+/// forms — [`lock`](Self::lock) (wait), [`try_lock`](Self::try_lock) (do not wait),
+/// [`try_lock_for`](Self::try_lock_for) and [`try_lock_until`](Self::try_lock_until) — each
+/// also with an explicit lease (`*_with_lease`), which gets no watchdog: the hold simply
+/// expires after the lease. Without one, a watchdog thread renews the lease while it is held.
+///
+/// On a client over several nodes (Redlock) every call goes to all of them: acquisitions
+/// fail at once with [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes answer, and a quorum that grants
+/// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`](crate::Error::ValidityExhausted)
+/// when time runs out; introspection reports what a quorum agrees on.
+pub struct Lock<K: Kind = Reentrant> {
+    pub(crate) target: Target,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Kind> Lock<K> {
+    pub(crate) fn new(target: Target) -> Self {
+        Lock {
+            target,
+            kind: PhantomData,
+        }
+    }
+
+    /// The lock's name (lossily decoded, cut to 64 bytes).
+    pub fn name(&self) -> &str {
+        self.target.name()
+    }
+
+    /// Whether anyone holds the lock (on a quorum of nodes).
+    pub fn is_locked(&self) -> Result<bool> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.target.key()?);
+        self.agreed(&cmd)
+    }
+
+    /// How long the current holder's lease has left (on a quorum of nodes); `None` when the
+    /// lock is free (or was set by someone else without an expiry).
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(self.target.key()?);
+        let ttl: i64 = self.agreed(&cmd)?;
+        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+    }
+
+    /// Deletes the lock whoever holds it, on every node, and wakes its waiters. Returns
+    /// whether there was one to delete. The holders' watchdogs find out at their next
+    /// renewal and mark their guards lost.
+    ///
+    /// A retry after a lost reply (the connection dropped under the command) reports what
+    /// the first attempt did, and never deletes a lock someone took in between.
+    pub fn force_unlock(&self) -> Result<bool> {
+        let target = &self.target;
+        let key = target.begin()?;
+        let latch = names::unlock_latch(key, &names::random_id());
+        let latch_ttl = target.shared.config().latch_ttl();
+        let cmd = scripts::force_unlock(key, target.channel(), &latch, latch_ttl);
+        let nodes = target.shared.nodes();
+        let deleted = nodes
+            .answers(nodes.run_all::<i64>(&cmd, None))
+            .map_err(|err| err.with_lock(self.name()))?;
+        Ok(deleted.contains(&1))
+    }
+
+    /// `cmd` on every node, and the answer a quorum agrees on at least.
+    fn agreed<T: redis::FromRedisValue + Ord + Copy>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.target.shared.check_process()?;
+        let nodes = self.target.shared.nodes();
+        nodes
+            .agreed(nodes.run_all(cmd, None))
+            .map_err(|err| err.with_lock(self.name()))
+    }
+}
+
+impl<K: Hashed> Lock<K> {
+    /// Whether the current thread holds the lock, as Redis sees it.
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        Ok(self.hold_count()? > 0)
+    }
+
+    /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
+    pub fn hold_count(&self) -> Result<u32> {
+        reentrant::hold_count(&self.target)
+    }
+}
+
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            target: self.target.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Kind> fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock").field("name", &self.name()).finish()
+    }
+}

@@ -1,0 +1,131 @@
+//! What the waiters of a client and its subscriber thread share: the channels waited on,
+//! each waiter's signal, where each subscription stands, and how the thread connects.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::topology::server::Topology;
+
+/// Publishes a wake-up on a channel over a pooled connection, waiting at most the given time
+/// for a connection.
+pub(crate) type Waker = Arc<dyn Fn(&[u8], Duration) -> redis::RedisResult<()> + Send + Sync>;
+
+/// How a subscriber connects and how it checks its connection.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    /// Where the server is now: the subscriber connects there over RESP3, with the node's
+    /// TLS settings and credentials.
+    pub topology: Arc<Topology>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub ping_interval: Duration,
+    /// Wake channels are this followed by a random id, one per subscriber thread.
+    pub wake_prefix: Vec<u8>,
+    pub waker: Waker,
+}
+
+/// What waiters and the subscriber thread share.
+pub(crate) struct Hub {
+    pub state: Mutex<State>,
+    /// Signalled on every subscribe confirmation or refusal, on stop, and on a request
+    /// while the subscriber thread waits with nothing to read.
+    pub changed: Condvar,
+    /// The private channel that wakes the subscriber thread, and carries its own probes.
+    pub wake_channel: Vec<u8>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub channels: HashMap<Vec<u8>, Channel>,
+    /// Set when the client is dropped, or when the connection broke with nobody waiting.
+    pub stopped: bool,
+    /// The subscriber thread is blocked reading its connection: only a message wakes it.
+    pub reading: bool,
+    /// A wake-up message was sent since the thread last woke.
+    pub wake_asked: bool,
+    /// Whether a refused SUBSCRIBE was already logged as a warning.
+    pub warned_refusal: bool,
+    /// The server moved (a Sentinel failover): the thread is to connect to where it is now.
+    pub moved: bool,
+}
+
+/// Where a channel's subscription stands on the current connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Sub {
+    /// Waiters want it; the SUBSCRIBE is not sent yet.
+    Wanted,
+    /// SUBSCRIBE sent, followed by the probe numbered `fence`: a confirmation comes before
+    /// that probe comes back, or Redis refused it.
+    Sent { fence: u64 },
+    /// Confirmed; messages are delivered.
+    Live,
+    /// Redis refused the subscription (ACL): its waiters poll instead.
+    Refused,
+}
+
+pub(crate) struct Channel {
+    /// The signals of the waiters registered here, in wake-up order.
+    pub waiters: VecDeque<Arc<Signal>>,
+    pub sub: Sub,
+    /// Set by a reconnect: when the new subscription is confirmed, every waiter retries.
+    pub wake_all_on_confirm: bool,
+}
+
+/// What one waiting thread blocks on, raised by an unlock message on any of its channels.
+/// A raise while the thread is not waiting is kept for its next wait.
+#[derive(Default)]
+pub(crate) struct Signal {
+    raised: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Signal {
+    /// Raises the signal; false if it was raised already.
+    pub fn raise(&self) -> bool {
+        let mut raised = self.raised.lock();
+        let newly = !*raised;
+        *raised = true;
+        self.cond.notify_one();
+        newly
+    }
+
+    /// Waits until raised, at most `timeout`, and lowers it again. Returns whether it was raised.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut raised = self.raised.lock();
+        while !*raised {
+            if self.cond.wait_until(&mut raised, deadline).timed_out() {
+                break;
+            }
+        }
+        std::mem::take(&mut *raised)
+    }
+
+    /// Lowers the signal; returns whether it was raised.
+    pub fn take(&self) -> bool {
+        std::mem::take(&mut *self.raised.lock())
+    }
+}
+
+impl State {
+    /// Raises the first waiter of `channel` that is not `skip` and not raised already, and
+    /// sends it to the back of the line.
+    pub fn raise_one(&mut self, channel: &[u8], skip: Option<&Arc<Signal>>) {
+        let Some(entry) = self.channels.get_mut(channel) else {
+            return;
+        };
+        for _ in 0..entry.waiters.len() {
+            let Some(waiter) = entry.waiters.pop_front() else {
+                return;
+            };
+            let raised = !skip.is_some_and(|s| Arc::ptr_eq(s, &waiter)) && waiter.raise();
+            entry.waiters.push_back(waiter);
+            if raised {
+                return;
+            }
+        }
+    }
+}

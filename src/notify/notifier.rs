@@ -1,0 +1,288 @@
+//! Unlock notifications: one subscriber connection and thread per client, started on the
+//! first wait and shared by every waiter of every lock.
+//!
+//! A waiter registers a [`Signal`] on a lock's channel; a waiter of a lock on several nodes
+//! registers the same signal on each. An unlock message raises the signal of one waiter of
+//! that lock, not all of them, taking turns: the woken one takes the lock, and its own
+//! release wakes the next. A waiter that leaves without using its wake-up passes it on
+//! ([`Subscription::pass_on`]). A waiter never relies on a message alone; every wait is
+//! bounded, so a lost message costs one bounded wait.
+//!
+//! The connection belongs to the subscriber thread ([`crate::notify::subscriber`]), which alone
+//! reads and writes it. A waiter records what it wants here and, when the thread is blocked
+//! reading, wakes it with a message on the hub's private wake channel, sent over a pooled
+//! connection; the thread then sends the SUBSCRIBE and raises the waiter's confirmation. A
+//! channel whose last waiter left stays subscribed until the thread next wakes, so that the
+//! next waiter of a busy lock finds it subscribed already.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::layout::names;
+use crate::notify::hub::{Channel, Hub, Settings, Signal, Sub};
+
+/// Starts, owns and stops the subscriber of one client.
+pub(crate) struct Notifier {
+    settings: Settings,
+    hub: Mutex<Option<Arc<Hub>>>,
+}
+
+/// One waiter's registration on a lock's channel; dropping it deregisters.
+pub(crate) struct Subscription {
+    hub: Arc<Hub>,
+    channel: Vec<u8>,
+    signal: Arc<Signal>,
+}
+
+impl Notifier {
+    pub fn new(settings: Settings) -> Self {
+        Notifier {
+            settings,
+            hub: Mutex::new(None),
+        }
+    }
+
+    /// Registers `signal` on `channel` and waits until Redis confirms the subscription, so
+    /// that an unlock after this returns is not missed; at most a response timeout, and never
+    /// past `end`. Fails when Redis refused the subscription (the waiter should poll) or the
+    /// subscriber thread cannot start.
+    pub fn subscribe(
+        &self,
+        channel: &[u8],
+        signal: &Arc<Signal>,
+        end: Option<Instant>,
+    ) -> io::Result<Subscription> {
+        let hub = self.hub()?;
+        let subscription = Subscription {
+            hub: hub.clone(),
+            channel: channel.to_vec(),
+            signal: signal.clone(),
+        };
+        let full = Instant::now() + self.settings.response_timeout;
+        let until = end.map_or(full, |end| full.min(end));
+        let mut state = hub.state.lock();
+        let entry = state
+            .channels
+            .entry(channel.to_vec())
+            .or_insert_with(|| Channel {
+                waiters: VecDeque::new(),
+                sub: Sub::Wanted,
+                wake_all_on_confirm: false,
+            });
+        entry.waiters.push_back(signal.clone());
+        if entry.sub == Sub::Wanted && entry.waiters.len() == 1 {
+            if !state.reading {
+                hub.changed.notify_all();
+            } else if !std::mem::replace(&mut state.wake_asked, true) {
+                drop(state);
+                let wait = until.saturating_duration_since(Instant::now());
+                let woken = (self.settings.waker)(&hub.wake_channel, wait);
+                state = hub.state.lock();
+                if let Err(err) = woken {
+                    // The thread subscribes when it next wakes by itself (a probe is due
+                    // every ping interval); messages until then are missed, so the waiters
+                    // retry once it is confirmed.
+                    log::debug!("waking the subscriber thread failed: {err}");
+                    state.wake_asked = false;
+                    if let Some(entry) = state.channels.get_mut(channel) {
+                        entry.wake_all_on_confirm = true;
+                    }
+                }
+            }
+        }
+        loop {
+            match state.channels.get(channel).map(|entry| entry.sub) {
+                _ if state.stopped => break,
+                Some(Sub::Live) | None => break,
+                Some(Sub::Refused) => {
+                    drop(state);
+                    drop(subscription);
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "SUBSCRIBE refused by Redis",
+                    ));
+                }
+                Some(Sub::Wanted | Sub::Sent { .. }) => {}
+            }
+            // Unanswered for a whole response timeout: the subscriber thread finds out why
+            // (its probe after the SUBSCRIBE is overdue too) and reconnects.
+            if hub.changed.wait_until(&mut state, until).timed_out() {
+                break;
+            }
+        }
+        drop(state);
+        Ok(subscription)
+    }
+
+    /// The running hub, or a new one whose thread connects in the background.
+    fn hub(&self) -> io::Result<Arc<Hub>> {
+        let mut slot = self.hub.lock();
+        if let Some(hub) = slot.as_ref().filter(|hub| !hub.state.lock().stopped) {
+            return Ok(hub.clone());
+        }
+        let id = names::random_id();
+        let hub = Arc::new(Hub {
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            wake_channel: [&self.settings.wake_prefix[..], id.as_bytes()].concat(),
+        });
+        let thread_hub = hub.clone();
+        let settings = self.settings.clone();
+        thread::Builder::new()
+            .name("redmutex-notify".into())
+            .stack_size(128 * 1024)
+            .spawn(move || crate::notify::subscriber::run(&thread_hub, &settings))?;
+        *slot = Some(hub.clone());
+        Ok(hub)
+    }
+}
+
+impl Notifier {
+    /// The server moved: the subscriber thread drops its connection, connects to where the
+    /// server is now, subscribes every channel again and wakes every waiter. It does so at
+    /// once if it is waiting with nothing to read, else when it next wakes: a message, a
+    /// broken connection (Sentinel closes client connections of a demoted primary), or its
+    /// next probe, within a ping interval.
+    pub fn reconnect(&self) {
+        if let Some(hub) = self.hub.lock().as_ref() {
+            hub.state.lock().moved = true;
+            hub.changed.notify_all();
+        }
+    }
+}
+
+impl Drop for Notifier {
+    /// Stops the subscriber thread: at once when it waits with nothing subscribed, else when
+    /// it next wakes (within a ping interval), closing the connection.
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.lock().take() {
+            hub.state.lock().stopped = true;
+            hub.changed.notify_all();
+        }
+    }
+}
+
+impl Subscription {
+    /// Whether the hub still runs; a waiter whose hub ended subscribes again.
+    pub fn is_live(&self) -> bool {
+        !self.hub.state.lock().stopped
+    }
+
+    /// Whether Redis has confirmed the subscription, so that an unlock from now on wakes
+    /// this waiter. Until then (a subscriber that cannot connect, or whose SUBSCRIBE goes
+    /// unanswered) messages may be missed.
+    pub fn is_confirmed(&self) -> bool {
+        let state = self.hub.state.lock();
+        !state.stopped
+            && (state.channels.get(&self.channel)).is_some_and(|entry| entry.sub == Sub::Live)
+    }
+
+    /// Hands a wake-up this waiter will not use to the next waiter of the channel.
+    pub fn pass_on(&self) {
+        self.hub
+            .state
+            .lock()
+            .raise_one(&self.channel, Some(&self.signal));
+    }
+}
+
+impl Drop for Subscription {
+    /// Deregisters. A subscribed channel left without waiters is unsubscribed by the
+    /// subscriber thread when it next wakes; one never sent is simply forgotten.
+    fn drop(&mut self) {
+        let mut state = self.hub.state.lock();
+        let Some(entry) = state.channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(at) = entry
+            .waiters
+            .iter()
+            .position(|w| Arc::ptr_eq(w, &self.signal))
+        {
+            entry.waiters.remove(at);
+        }
+        if entry.waiters.is_empty() && matches!(entry.sub, Sub::Wanted | Sub::Refused) {
+            state.channels.remove(&self.channel);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub_with(channel: &[u8], waiters: usize) -> (Arc<Hub>, Vec<Subscription>) {
+        let hub = Arc::new(Hub {
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            wake_channel: b"wake".to_vec(),
+        });
+        let subscriptions = (0..waiters)
+            .map(|_| {
+                let signal = Arc::new(Signal::default());
+                let mut state = hub.state.lock();
+                let entry = state
+                    .channels
+                    .entry(channel.to_vec())
+                    .or_insert_with(|| Channel {
+                        waiters: VecDeque::new(),
+                        sub: Sub::Live,
+                        wake_all_on_confirm: false,
+                    });
+                entry.waiters.push_back(signal.clone());
+                Subscription {
+                    hub: hub.clone(),
+                    channel: channel.to_vec(),
+                    signal,
+                }
+            })
+            .collect();
+        (hub, subscriptions)
+    }
+
+    #[test]
+    fn one_message_raises_one_waiter_in_turn() {
+        let (hub, subs) = hub_with(b"c", 3);
+        for expected in [0, 1, 2, 0] {
+            hub.state.lock().raise_one(b"c", None);
+            let raised: Vec<bool> = subs.iter().map(|s| s.signal.take()).collect();
+            let mut want = vec![false; 3];
+            want[expected] = true;
+            assert_eq!(raised, want);
+        }
+    }
+
+    #[test]
+    fn lost_wake_up_a_wake_up_passed_on_reaches_another_waiter() {
+        let (hub, mut subs) = hub_with(b"c", 2);
+        hub.state.lock().raise_one(b"c", None);
+        assert!(subs[0].signal.take(), "the first waiter is woken");
+        // It leaves without using the wake-up and hands it on.
+        subs[0].pass_on();
+        drop(subs.remove(0));
+        assert!(
+            subs[0].signal.take(),
+            "the wake-up reached the other waiter"
+        );
+    }
+
+    #[test]
+    fn passing_on_never_raises_the_waiter_itself() {
+        let (_hub, subs) = hub_with(b"c", 1);
+        subs[0].pass_on();
+        assert!(!subs[0].signal.take());
+    }
+
+    #[test]
+    fn a_subscribed_channel_outlives_its_last_waiter_until_the_thread_wakes() {
+        let (hub, subs) = hub_with(b"c", 1);
+        drop(subs);
+        // The subscriber thread unsubscribes it when it next plans.
+        assert_eq!(hub.state.lock().channels[&b"c"[..]].sub, Sub::Live);
+    }
+}

@@ -1,0 +1,437 @@
+//! The subscriber thread of a client: it owns one RESP3 connection at a time and is the only
+//! one to read or write it.
+//!
+//! It blocks reading. Everything it acts on arrives as a push: subscribe confirmations,
+//! unlock messages, wake-ups that waiters publish on the hub's wake channel, and its own
+//! probes, `PUBLISH <wake channel> f<n>` sent on this very connection and delivered back to
+//! it. A probe follows every batch of SUBSCRIBEs: Redis answers in order, so a channel not
+//! confirmed by the time its probe is back was refused (ACL). A probe also goes out every
+//! ping interval; one that is not back within the response timeout means the connection is
+//! deaf (a half-open connection, a NAT that dropped its state), and it is replaced.
+//!
+//! Ordinary replies (to the probes' PUBLISH, errors) carry nothing the thread needs: the
+//! `redis` crate discards one of them after every read that timed out, so the thread relies
+//! on pushes alone, and its read timeouts are only its clock for probes, never shorter than
+//! what is due next.
+//!
+//! With nothing subscribed nothing can arrive, so the thread waits on the hub's condition
+//! variable instead of the socket (a first waiter needs no wake-up message), and its probe
+//! subscribes the wake channel just for the probe.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::{Duration, Instant};
+
+use redis::io::tcp::{TcpSettings, socket2};
+use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, Value};
+
+use crate::base::retry::Backoff;
+use crate::notify::hub::{Hub, Settings, State, Sub};
+use crate::topology::endpoint;
+
+/// The subscriber connection's name in `CLIENT LIST`.
+pub(crate) const CLIENT_NAME: &str = "redmutex-notify";
+
+/// The thread: connects, serves the connection until it fails, and connects again, until
+/// stopped or until a connection failed with nobody waiting.
+pub(crate) fn run(hub: &Hub, settings: &Settings) {
+    let mut first = true;
+    while let Some(conn) = connect(hub, settings, first) {
+        first = false;
+        let err = Link::new(hub, settings, conn).serve();
+        let mut state = hub.state.lock();
+        state.reading = false;
+        state.wake_asked = false;
+        if !state.stopped {
+            log::warn!("unlock notifications disconnected: {err}; reconnecting");
+        }
+        // Messages may have been missed: every waiter retries once subscribed again.
+        state.channels.retain(|_, entry| !entry.waiters.is_empty());
+        for entry in state.channels.values_mut() {
+            if entry.sub != Sub::Refused {
+                entry.sub = Sub::Wanted;
+                entry.wake_all_on_confirm = true;
+            }
+        }
+    }
+}
+
+/// Connects with backoff; `None` when the thread should end: stopped, or nobody is waiting
+/// any more (checked from the second try on, since the first waiter registers while the
+/// first connect is under way).
+fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection> {
+    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        let mut state = hub.state.lock();
+        if state.stopped || (!first && state.channels.is_empty()) {
+            state.stopped = true;
+            hub.changed.notify_all();
+            return None;
+        }
+        // A move from here on is to a server this connect may have missed.
+        state.moved = false;
+        drop(state);
+        let opened = open(settings, &hub.wake_channel);
+        let mut state = hub.state.lock();
+        match opened {
+            Ok(conn) if !state.stopped => return Some(conn),
+            Ok(_) => {}
+            Err(err) => {
+                first = false;
+                if is_refusal(&err) {
+                    // Waiting for a connection that will be refused again helps nobody.
+                    for entry in state.channels.values_mut() {
+                        entry.sub = Sub::Refused;
+                    }
+                    refused(&mut state, &err.to_string());
+                    hub.changed.notify_all();
+                } else {
+                    log::debug!("connecting unlock notifications failed: {err}");
+                }
+                let pause = backoff.next_delay(None);
+                hub.changed.wait_for(&mut state, pause);
+            }
+        }
+    }
+}
+
+/// Opens a connection, names it, and checks that it may subscribe the wake channel, each
+/// reply awaited at most a response timeout.
+fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
+    let endpoint =
+        (settings.topology.endpoint()).map_err(|err| io::Error::other(err.to_string()))?;
+    let mut conn = endpoint::connect(
+        &subscriber_client(&endpoint.client)?,
+        settings.connect_timeout,
+        settings.response_timeout,
+    )?;
+    let mut setup = redis::pipe();
+    setup.cmd("CLIENT").arg("SETNAME").arg(CLIENT_NAME);
+    setup.cmd("SUBSCRIBE").arg(wake);
+    setup.cmd("UNSUBSCRIBE").arg(wake);
+    conn.send_packed_command(&setup.get_packed_pipeline())?;
+    // The name is only a label; a user without CLIENT rights still gets messages.
+    if let Value::ServerError(err) = conn.recv_response()? {
+        log::debug!("naming the subscriber connection refused: {err}");
+    }
+    for _ in 0..2 {
+        if let Value::ServerError(err) = conn.recv_response()? {
+            return Err(err.into());
+        }
+    }
+    Ok(conn)
+}
+
+/// The client of the subscriber connections: the pool's address, TLS settings and
+/// credentials, over RESP3 (so that it can send commands while subscribed), with TCP
+/// keepalive under its own probes as a backstop and without Nagle's delay.
+fn subscriber_client(pooled: &redis::Client) -> RedisResult<redis::Client> {
+    let info = pooled.get_connection_info().clone();
+    let redis_settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5));
+    let tcp = TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive);
+    let info = info
+        .set_redis_settings(redis_settings)
+        .set_tcp_settings(tcp);
+    redis::Client::open(info)
+}
+
+/// Redis answered, and said no (ACL, credentials, no RESP3): not worth waiting for.
+fn is_refusal(err: &RedisError) -> bool {
+    err.code().is_some() || err.kind() == ErrorKind::AuthenticationFailed
+}
+
+/// Logs a refusal: the first as a warning, later ones at debug level.
+fn refused(state: &mut State, what: &str) {
+    if std::mem::replace(&mut state.warned_refusal, true) {
+        log::debug!("unlock notifications refused: {what}");
+    } else {
+        log::warn!(
+            "unlock notifications refused: {what}; waiters poll (every retry cap at most) instead of being woken"
+        );
+    }
+}
+
+/// One connection being served.
+struct Link<'a> {
+    hub: &'a Hub,
+    settings: &'a Settings,
+    conn: Connection,
+    /// The connection's read timeout now.
+    read_timeout: Duration,
+    /// Whether the last command sent about the wake channel subscribed it.
+    wake_subscribed: bool,
+    next_fence: u64,
+    /// Probes sent and not back yet, with when each is overdue.
+    fences: VecDeque<(u64, Instant)>,
+    next_probe: Instant,
+    /// The last error reply seen, to say why a subscription was refused.
+    last_error: Option<String>,
+}
+
+impl<'a> Link<'a> {
+    fn new(hub: &'a Hub, settings: &'a Settings, conn: Connection) -> Self {
+        Link {
+            hub,
+            settings,
+            conn,
+            read_timeout: settings.response_timeout,
+            wake_subscribed: false,
+            next_fence: 0,
+            fences: VecDeque::new(),
+            next_probe: Instant::now() + settings.ping_interval,
+            last_error: None,
+        }
+    }
+
+    /// Acts on requests and on what arrives until the connection fails, goes deaf, or the
+    /// hub stops; returns why.
+    fn serve(mut self) -> RedisError {
+        loop {
+            let mut out = Vec::new();
+            {
+                let mut state = self.hub.state.lock();
+                state.reading = false;
+                state.wake_asked = false;
+                if state.stopped {
+                    return io::Error::new(io::ErrorKind::Interrupted, "stopped").into();
+                }
+                if state.moved {
+                    return io::Error::new(io::ErrorKind::ConnectionAborted, "the server moved")
+                        .into();
+                }
+                self.plan(&mut state, &mut out);
+                let now = Instant::now();
+                match self.fences.front() {
+                    Some(&(_, due)) if now >= due => {
+                        return io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("no answer in {:?}", self.settings.response_timeout),
+                        )
+                        .into();
+                    }
+                    Some(_) => {}
+                    None if now >= self.next_probe => self.probe(&mut out),
+                    None => {}
+                }
+                if out.is_empty() {
+                    if !self.wake_subscribed && self.fences.is_empty() {
+                        // Nothing subscribed, nothing to read: wait for a request.
+                        self.hub.changed.wait_until(&mut state, self.next_probe);
+                        continue;
+                    }
+                    state.reading = true;
+                }
+            }
+            if !out.is_empty() {
+                if let Err(err) = self.conn.send_packed_command(&out) {
+                    return err;
+                }
+                continue;
+            }
+            let due = self.fences.front().map_or(self.next_probe, |&(_, due)| due);
+            let wait = due
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            // The timeout is set again (a system call) only when it is off by more than a
+            // tenth: a read that returns early just comes round again.
+            let off = self.read_timeout / 10;
+            if wait + off < self.read_timeout || wait > self.read_timeout + off {
+                if let Err(err) = self.conn.set_read_timeout(Some(wait)) {
+                    return err;
+                }
+                self.read_timeout = wait;
+            }
+            match self.conn.recv_response() {
+                Ok(value) => self.on_value(value),
+                Err(err) if err.is_timeout() => {}
+                Err(err) => return err,
+            }
+        }
+    }
+
+    /// Appends the (un)subscriptions the registered waiters call for: SUBSCRIBE for new
+    /// channels (and the wake channel first, then a probe after them), UNSUBSCRIBE for
+    /// channels whose waiters all left, and for the wake channel once nothing else is left.
+    fn plan(&mut self, state: &mut State, out: &mut Vec<u8>) {
+        let fence = self.next_fence;
+        let mut subscribed = false;
+        let mut gone = Vec::new();
+        for (name, entry) in state.channels.iter_mut() {
+            match entry.sub {
+                Sub::Sent { .. } => {}
+                _ if entry.waiters.is_empty() => {
+                    if entry.sub == Sub::Live {
+                        command(out, "UNSUBSCRIBE", name, None);
+                    }
+                    gone.push(name.clone());
+                }
+                Sub::Wanted => {
+                    if !self.wake_subscribed {
+                        command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
+                        self.wake_subscribed = true;
+                    }
+                    command(out, "SUBSCRIBE", name, None);
+                    entry.sub = Sub::Sent { fence };
+                    subscribed = true;
+                }
+                Sub::Live | Sub::Refused => {}
+            }
+        }
+        for name in gone {
+            state.channels.remove(&name);
+        }
+        if subscribed {
+            self.fence(out);
+        }
+        let active = state
+            .channels
+            .values()
+            .any(|entry| matches!(entry.sub, Sub::Sent { .. } | Sub::Live));
+        if !active && self.wake_subscribed {
+            command(out, "UNSUBSCRIBE", &self.hub.wake_channel, None);
+            self.wake_subscribed = false;
+        }
+    }
+
+    /// Appends a probe: a message to ourselves on the wake channel.
+    fn fence(&mut self, out: &mut Vec<u8>) {
+        let number = self.next_fence;
+        self.next_fence += 1;
+        let payload = format!("f{number}");
+        command(
+            out,
+            "PUBLISH",
+            &self.hub.wake_channel,
+            Some(payload.as_bytes()),
+        );
+        let due = Instant::now() + self.settings.response_timeout;
+        self.fences.push_back((number, due));
+    }
+
+    /// The periodic check. With nothing subscribed, the wake channel is subscribed for the
+    /// probe alone.
+    fn probe(&mut self, out: &mut Vec<u8>) {
+        if self.wake_subscribed {
+            self.fence(out);
+        } else {
+            command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
+            self.fence(out);
+            command(out, "UNSUBSCRIBE", &self.hub.wake_channel, None);
+        }
+    }
+
+    fn on_value(&mut self, value: Value) {
+        match value {
+            Value::Push { kind, data } => self.on_push(kind, data),
+            Value::ServerError(err) => {
+                log::debug!("error reply on the subscriber connection: {err}");
+                self.last_error = Some(err.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    fn on_push(&mut self, kind: PushKind, data: Vec<Value>) {
+        let mut data = data.into_iter();
+        let Some(Value::BulkString(channel)) = data.next() else {
+            return;
+        };
+        match kind {
+            PushKind::Message if channel == self.hub.wake_channel => {
+                if let Some(Value::BulkString(payload)) = data.next()
+                    && let Some(number) = fence_number(&payload)
+                {
+                    self.on_fence(number);
+                }
+            }
+            PushKind::Message => self.hub.state.lock().raise_one(&channel, None),
+            PushKind::Subscribe => self.on_subscribed(&channel),
+            _ => {}
+        }
+    }
+
+    fn on_subscribed(&self, channel: &[u8]) {
+        let mut state = self.hub.state.lock();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return;
+        };
+        if !matches!(entry.sub, Sub::Sent { .. }) {
+            return;
+        }
+        entry.sub = Sub::Live;
+        if std::mem::take(&mut entry.wake_all_on_confirm) {
+            for waiter in &entry.waiters {
+                waiter.raise();
+            }
+        }
+        self.hub.changed.notify_all();
+    }
+
+    /// Probe `number` is back: the connection works both ways, and every SUBSCRIBE sent
+    /// before it that is still unconfirmed was refused.
+    fn on_fence(&mut self, number: u64) {
+        while self.fences.front().is_some_and(|&(n, _)| n <= number) {
+            self.fences.pop_front();
+        }
+        self.next_probe = Instant::now() + self.settings.ping_interval;
+        let mut state = self.hub.state.lock();
+        let mut names = Vec::new();
+        for (name, entry) in state.channels.iter_mut() {
+            if matches!(entry.sub, Sub::Sent { fence } if fence <= number) {
+                entry.sub = Sub::Refused;
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        if !names.is_empty() {
+            let reason = self
+                .last_error
+                .take()
+                .unwrap_or_else(|| "no confirmation".into());
+            refused(
+                &mut state,
+                &format!("SUBSCRIBE {}: {reason}", names.join(", ")),
+            );
+            self.hub.changed.notify_all();
+        }
+    }
+}
+
+/// `f<n>`, a probe's payload; wake-ups carry anything else.
+fn fence_number(payload: &[u8]) -> Option<u64> {
+    std::str::from_utf8(payload.strip_prefix(b"f")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Appends `NAME channel [payload]` in RESP.
+fn command(out: &mut Vec<u8>, name: &str, channel: &[u8], payload: Option<&[u8]>) {
+    let mut cmd = redis::cmd(name);
+    cmd.arg(channel);
+    if let Some(payload) = payload {
+        cmd.arg(payload);
+    }
+    cmd.write_packed_command(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_are_told_from_wake_ups() {
+        assert_eq!(fence_number(b"f0"), Some(0));
+        assert_eq!(fence_number(b"f42"), Some(42));
+        for other in [&b"w"[..], b"f", b"fx", b"42", b""] {
+            assert_eq!(fence_number(other), None, "{other:?}");
+        }
+    }
+}

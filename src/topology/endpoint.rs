@@ -1,0 +1,34 @@
+//! How to reach one Redis server: a `redis::Client` with the crate's transport settings.
+
+use std::time::Duration;
+
+use redis::{Client, Connection, ConnectionInfo, RedisResult};
+
+use crate::base::tls::{self, Certificates};
+
+/// The server to connect to now.
+pub(crate) struct Endpoint {
+    pub client: Client,
+    /// The generation a connection opened to it belongs to.
+    pub generation: u64,
+}
+
+/// Makes a `redis::Client`: every one the crate opens connections with (pools, sentinels,
+/// discovered primaries; the subscriber's derives from the pool's) comes from here, so
+/// that the TLS settings apply to all of them.
+pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> RedisResult<Client> {
+    tls::client(info, certificates)
+}
+
+/// Opens a connection of `client` within `connect_timeout`, whose reads and writes then time
+/// out after `response_timeout`.
+pub(crate) fn connect(
+    client: &Client,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+) -> RedisResult<Connection> {
+    let conn = client.get_connection_with_timeout(connect_timeout)?;
+    conn.set_read_timeout(Some(response_timeout))?;
+    conn.set_write_timeout(Some(response_timeout))?;
+    Ok(conn)
+}

@@ -1,0 +1,8 @@
+//! Where a node's server is now: a fixed address or the primary Redis Sentinel names,
+//! followed across failovers; how a connection to it is opened; and the arithmetic of
+//! agreeing nodes (quorum and validity), pure functions. Uses `base`.
+
+pub(crate) mod endpoint;
+pub(crate) mod quorum;
+pub(crate) mod sentinel;
+pub(crate) mod server;
