@@ -37,6 +37,8 @@
 //! - [`client.lock(name)`](LockClient::lock): [`Reentrant`], Redisson's `RLock`.
 //! - [`client.fenced_lock(name)`](LockClient::fenced_lock): [`Fenced`], Redisson's
 //!   `RFencedLock`; each guard carries a fencing token that only grows.
+//! - [`client.fair_lock(name)`](LockClient::fair_lock): [`Fair`], Redisson's
+//!   `RFairLock`; waiters take it first come, first served, across processes.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //!
@@ -125,6 +127,7 @@ pub use base::stats::Stats;
 pub use client::bench_hooks;
 pub use client::builder::LockClientBuilder;
 pub use client::lock_client::LockClient;
+pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;
 pub use kinds::kind::Kind;
 pub use kinds::reentrant::Reentrant;
@@ -137,6 +140,7 @@ const _: () = {
     send_sync::<LockClient>();
     send_sync::<Lock>();
     send_sync::<Lock<Token>>();
+    send_sync::<Lock<Fair>>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send_sync::<Error>();

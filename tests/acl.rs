@@ -6,9 +6,7 @@ mod support;
 use std::time::Duration;
 
 use redmutex::LockClient;
-use support::{
-    MakeLock, SHORT_LEASE, Server, await_subscribers, channel, eventually, response_timeout_for,
-};
+use support::{MakeLock, SHORT_LEASE, Server, channel, eventually, response_timeout_for};
 
 /// The `ACL SETUSER` command of the README, continuation lines joined, split into words.
 fn readme_rules() -> Vec<String> {
@@ -73,7 +71,11 @@ fn whole_life<K: MakeLock>(server: &Server, url: &str) {
                 .unlock()
                 .unwrap();
         });
-        await_subscribers(server, &channel(&format!("myapp:{name}")), 1);
+        // A fair-lock waiter waits on a channel of its own, beside the lock's.
+        let own = format!("{}:*", channel(&format!("myapp:{name}")));
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers(&channel(&format!("myapp:{name}"))) > 0 || server.channels(&own) > 0
+        }));
         assert!(
             eventually(Duration::from_secs(30), || holder.stats().renewals
                 >= renewals + 2),
@@ -99,6 +101,7 @@ fn every_kind_lives_its_whole_life_as_the_readme_user() {
     whole_life::<redmutex::Reentrant>(&server, &url);
     whole_life::<redmutex::Fenced>(&server, &url);
     whole_life::<redmutex::Token>(&server, &url);
+    whole_life::<redmutex::Fair>(&server, &url);
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redmutex::{Fenced, Lock, Reentrant, Token};
+use redmutex::{Fair, Fenced, Lock, Reentrant, Token};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -72,6 +72,7 @@ fn eight_threads_two_hundred_increments_each() {
     body::<Reentrant>();
     body::<Fenced>();
     body::<Token>();
+    body::<Fair>();
 }
 
 #[test]
@@ -98,6 +99,7 @@ fn four_processes_two_hundred_increments_each() {
     body::<Reentrant>();
     body::<Fenced>();
     body::<Token>();
+    body::<Fair>();
 }
 
 #[test]
@@ -128,6 +130,7 @@ fn worker_process() {
         Reentrant::NAME => run::<Reentrant>(&client, &mut redis, rounds),
         Fenced::NAME => run::<Fenced>(&client, &mut redis, rounds),
         Token::NAME => run::<Token>(&client, &mut redis, rounds),
+        Fair::NAME => run::<Fair>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
 }

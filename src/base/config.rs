@@ -18,6 +18,8 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 const MAX_PREFIX_LEN: usize = 256;
 const MIN_STACK: usize = 64 * 1024;
 const MAX_REPLICAS: u32 = 64;
+/// Shortest place in a fair lock's queue: a waiter comes back three times within it.
+const MIN_QUEUE_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) type LostCallback = Arc<dyn Fn(&LockLost) + Send + Sync>;
 
@@ -40,6 +42,8 @@ pub(crate) struct Config {
     pub watchdog_stack_size: usize,
     /// How often the subscriber connection is checked with a probe.
     pub ping_interval: Duration,
+    /// How long a fair-lock waiter keeps its place in the queue without coming back.
+    pub fair_queue_wait: Duration,
     pub on_lock_lost: Option<LostCallback>,
     /// Replicas that must acknowledge each acquisition, and how long to wait for them.
     pub replica_acks: Option<ReplicaAcks>,
@@ -87,6 +91,7 @@ impl Default for Config {
             key_prefix: Vec::new(),
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
+            fair_queue_wait: Duration::from_secs(5),
             on_lock_lost: None,
             replica_acks: None,
             sentinel: None,
@@ -158,6 +163,12 @@ impl Config {
         }
         if self.ping_interval < Duration::from_millis(10) || self.ping_interval > MAX_TIMEOUT {
             return bad("ping_interval", format!("must be 10 ms..={MAX_TIMEOUT:?}"));
+        }
+        if !(MIN_QUEUE_WAIT..=MAX_LEASE).contains(&self.fair_queue_wait) {
+            return bad(
+                "fair_queue_wait",
+                format!("must be {MIN_QUEUE_WAIT:?}..={MAX_LEASE:?}"),
+            );
         }
         if self.retry_base < Duration::from_micros(100) || self.retry_base > MAX_TIMEOUT {
             return bad("retry_base", format!("must be 100 µs..={MAX_TIMEOUT:?}"));

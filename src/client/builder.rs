@@ -74,6 +74,7 @@ impl LockClient {
 /// | [`key_prefix`](Self::key_prefix) | empty |
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
+/// | [`fair_queue_wait`](Self::fair_queue_wait) | 5 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
 /// | [`min_replica_acks`](Self::min_replica_acks) | off |
 /// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
@@ -191,6 +192,16 @@ impl LockClientBuilder {
     /// waiter. 10 ms to 600 s; defaults to 1 s. TCP keepalive is on as well.
     pub fn ping_interval(mut self, interval: Duration) -> Self {
         self.config.ping_interval = interval;
+        self
+    }
+
+    /// How long a waiter of a [fair lock](crate::LockClient::fair_lock) keeps its place in
+    /// the queue without coming back: a live waiter comes back at least three times within
+    /// it, and one that does not (its process crashed) loses its place after it, so that it
+    /// holds up the waiters behind it at most this long. 100 ms to
+    /// [`MAX_LEASE`](crate::MAX_LEASE); defaults to 5 s.
+    pub fn fair_queue_wait(mut self, wait: Duration) -> Self {
+        self.config.fair_queue_wait = wait;
         self
     }
 

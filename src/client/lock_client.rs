@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::base::stats::Stats;
+use crate::kinds::fair::Fair;
 use crate::kinds::fenced::Fenced;
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
@@ -78,6 +79,12 @@ impl LockClient {
     /// A handle on the fenced lock `name`: the reentrant lock whose guards carry fencing
     /// tokens. See [`Fenced`](crate::Fenced).
     pub fn fenced_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fenced> {
+        Lock::new(self.target(name.as_ref()))
+    }
+
+    /// A handle on the fair lock `name`: the reentrant lock, taken first come, first
+    /// served across threads and processes. See [`Fair`](crate::Fair).
+    pub fn fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fair> {
         Lock::new(self.target(name.as_ref()))
     }
 

@@ -45,12 +45,12 @@ impl Machinery for Fenced {
     }
 
     fn release(target: &Target, hold: &Hold<u64>) -> Result<()> {
-        reentrant::release(target, &hold.holding, hold.watched)
+        reentrant::release::<Self>(target, &hold.holding, hold.watched)
     }
 }
 
 impl Hashed for Fenced {
-    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::fenced_acquire(key, &names::fence_counter(key), lease, field, held)
     }
 

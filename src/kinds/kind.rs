@@ -1,11 +1,13 @@
 //! The seam between the lock machine and the kinds of lock.
 //!
 //! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
-//! guard carries, and whether a guard may move to another thread. Everything else — the
+//! guard carries, whether a guard may move to another thread, and how its waiters wait:
+//! on which channel, for how long at most, and what they undo when they give up. Everything else — the
 //! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, guards,
 //! loss reporting — is written once, in `lock`, `acquire` and `guard`, and the watchdog in
 //! `watchdog`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,5 +93,20 @@ pub(crate) mod sealed {
 
         /// Gives `hold` back.
         fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
+
+        /// The channel this thread waits on for its turn: the lock's, or one of its own.
+        fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+            Cow::Borrowed(target.channel())
+        }
+
+        /// The longest a waiter may wait between two attempts, however long the holder's
+        /// lease: a fair-lock waiter comes back before its place in the queue runs out.
+        fn longest_wait(_: &Target) -> Option<Duration> {
+            None
+        }
+
+        /// Run when an acquisition that found the lock busy ends without it (deadline,
+        /// error): a fair-lock waiter leaves the queue.
+        fn give_up(_: &Target) {}
     }
 }

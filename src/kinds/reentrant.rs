@@ -39,12 +39,12 @@ impl Machinery for Reentrant {
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        release(target, &hold.holding, hold.watched)
+        release::<Self>(target, &hold.holding, hold.watched)
     }
 }
 
 impl Hashed for Reentrant {
-    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::acquire(key, lease, field, held)
     }
 
@@ -65,11 +65,31 @@ impl Hashed for Reentrant {
     fn held(_: Option<u64>) -> Self::Held {}
 }
 
-/// The kinds kept in Redisson's reentrant hash — the reentrant and the fenced lock — which
-/// differ only in the acquire script and what their guards carry.
+/// The kinds kept in Redisson's reentrant hash — the reentrant, fenced and fair locks —
+/// which differ only in their acquire and release scripts and what their guards carry.
 pub trait Hashed: Machinery {
     /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
-    fn acquire_cmd(key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
+    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
+
+    /// The release script for one call, with a latch of its own: a retry of this command
+    /// after a lost reply reports the first attempt's release instead of "not ours". The
+    /// last hold's release publishes the unlock message if it is to `wake` a waiter.
+    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+        let key = target.shared_key();
+        let latch = names::unlock_latch(&key, &names::random_id());
+        let latch_ttl = target.shared.config().latch_ttl();
+        scripts::release(
+            &key,
+            target.channel(),
+            &latch,
+            lease,
+            field,
+            held,
+            latch_ttl,
+            wake,
+        )
+    }
+
     /// One node's reply to it.
     fn grant(reply: Value) -> redis::RedisResult<Grant>;
     /// What the guard of a hold granted with `token` carries.
@@ -120,7 +140,7 @@ pub(crate) fn take<K: Hashed>(
         _ => shared.config().lease,
     };
     let field = owner(target);
-    let cmd = K::acquire_cmd(&id.0, script_lease, &field, held);
+    let cmd = K::acquire_cmd(target, &id.0, script_lease, &field, held);
     let sent = Instant::now();
     let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
     let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
@@ -169,7 +189,7 @@ pub(crate) fn take<K: Hashed>(
         // counting every node that failed as one that does: they are gone, and the code
         // around this re-entry was not protected all along. Undo this attempt, report the
         // loss and say so, rather than quietly taking a fresh hold.
-        give_back(target, &field, 1, script_lease, None, limit);
+        give_back::<K>(target, &field, 1, script_lease, None, limit);
         if let Some(stale) = shared.holds().remove(&id) {
             shared.report_lost(target.name(), &stale, None);
         }
@@ -178,7 +198,7 @@ pub(crate) fn take<K: Hashed>(
     // Undo this attempt wherever it may have counted, leaving earlier holds.
     if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
         let holding = shared.holds().holding(&id);
-        give_back(
+        give_back::<K>(
             target,
             &field,
             held + 1,
@@ -234,7 +254,7 @@ fn acquired<K: Hashed>(
         })),
         Err((holding, source)) => {
             let held = shared.holds().count(&id) + 1;
-            give_back(target, &field, held, config.lease, Some(&holding), None);
+            give_back::<K>(target, &field, held, config.lease, Some(&holding), None);
             Err(Error::Watchdog {
                 lock: target.name().to_owned(),
                 source,
@@ -247,7 +267,7 @@ fn acquired<K: Hashed>(
 /// after a failed attempt; failures are only logged, the leases clean up after them.
 /// The key's expiry is reset to `lease` where holds remain, so `holding` (if any) can
 /// count on no more than that.
-fn give_back(
+fn give_back<K: Hashed>(
     target: &Target,
     field: &str,
     held: u32,
@@ -256,33 +276,21 @@ fn give_back(
     limit: Option<Instant>,
 ) {
     let sent = Instant::now();
-    target.give_back(|wake| release_cmd(target, field, held, lease, wake), limit);
+    target.give_back(
+        |wake| K::release_cmd(target, field, held, lease, wake),
+        limit,
+    );
     if let Some(holding) = holding {
         holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
     }
 }
 
-/// The release script for one call, with a latch of its own: a retry of this command
-/// after a lost reply reports the first attempt's release instead of "not ours". The last
-/// hold's release publishes the unlock message if it is to `wake` a waiter.
-fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
-    let key = target.shared_key();
-    let latch = names::unlock_latch(&key, &names::random_id());
-    let latch_ttl = target.shared.config().latch_ttl();
-    scripts::release(
-        &key,
-        target.channel(),
-        &latch,
-        lease,
-        field,
-        held,
-        latch_ttl,
-        wake,
-    )
-}
-
 /// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
-pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) -> Result<()> {
+pub(crate) fn release<K: Hashed>(
+    target: &Target,
+    holding: &Arc<Holding>,
+    watched: bool,
+) -> Result<()> {
     target.begin()?;
     let shared = &target.shared;
     let nodes = shared.nodes();
@@ -298,7 +306,7 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
             false => target.not_held(),
         });
     };
-    let cmd = release_cmd(target, &owner(target), held, lease, true);
+    let cmd = K::release_cmd(target, &owner(target), held, lease, true);
     // Not while a renewal round is on its way: it could put back what this deletes. Where
     // holds remain, they now expire `lease` after this release.
     let (tally, failed) = holding.lease_round(lease, || {
@@ -323,7 +331,7 @@ pub(crate) fn release(target: &Target, holding: &Arc<Holding>, watched: bool) ->
 }
 
 /// This thread's owner field in the hash.
-fn owner(target: &Target) -> String {
+pub(crate) fn owner(target: &Target) -> String {
     field(target.shared.id(), current_thread())
 }
 

@@ -31,6 +31,23 @@ pub(crate) fn wake_channel_prefix(key_prefix: &[u8]) -> Vec<u8> {
     .concat()
 }
 
+/// The fair lock's queue of waiting owners: `redisson_lock_queue:{<key>}`.
+pub(crate) fn fair_queue(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock_queue", key)
+}
+
+/// The fair lock's sorted set of waiting owners by when they lose their place:
+/// `redisson_lock_timeout:{<key>}`.
+pub(crate) fn fair_timeouts(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_lock_timeout", key)
+}
+
+/// The channel on which one waiter of a fair lock, `field`, is told its turn has come:
+/// the lock's channel, `:`, the owner field.
+pub(crate) fn waiter_channel(key: &[u8], field: &str) -> Vec<u8> {
+    [&channel(key)[..], b":", field.as_bytes()].concat()
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)

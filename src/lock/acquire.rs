@@ -99,6 +99,22 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
+        let mut queued = false;
+        let result = self.wait_for(lease, deadline, &mut queued);
+        if queued && !matches!(result, Ok(Some(_))) {
+            K::give_up(&self.target);
+        }
+        result
+    }
+
+    /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt found the
+    /// lock busy (and may have queued this waiter).
+    fn wait_for(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+        queued: &mut bool,
+    ) -> Result<Option<LockGuard<K>>> {
         let target = &self.target;
         target.key()?;
         if let Some(lease) = lease {
@@ -126,6 +142,7 @@ impl<K: Kind> Lock<K> {
                 Attempt::Busy(ttl) => {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
+                    *queued = true;
                     ttl
                 }
                 Attempt::Retry(err) => {
@@ -144,7 +161,7 @@ impl<K: Kind> Lock<K> {
                 return Ok(None);
             }
             if waiting.needs_subscription() {
-                waiting.subscribe(target, deadline);
+                waiting.subscribe(target, &K::wait_channel(target), deadline);
                 if waiting.notifications {
                     continue;
                 }
@@ -154,6 +171,7 @@ impl<K: Kind> Lock<K> {
                 (true, Some(ttl)) => ttl + pause,
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
+            let bound = K::longest_wait(target).map_or(bound, |most| bound.min(most));
             waiting.woken = waiting
                 .signal
                 .wait(left.map_or(bound, |left| bound.min(left)));
@@ -192,15 +210,12 @@ impl Waiting {
         self.notifications && !self.subscriptions.iter().any(Subscription::is_live)
     }
 
-    /// Subscribes on every node that will have it, waiting for confirmations until
-    /// `deadline` at most.
-    fn subscribe(&mut self, target: &Target, deadline: Option<Instant>) {
+    /// Subscribes to `channel` on every node that will have it, waiting for confirmations
+    /// until `deadline` at most.
+    fn subscribe(&mut self, target: &Target, channel: &[u8], deadline: Option<Instant>) {
         self.subscriptions.clear();
         for node in target.shared.nodes().list() {
-            match node
-                .notifier
-                .subscribe(target.channel(), &self.signal, deadline)
-            {
+            match node.notifier.subscribe(channel, &self.signal, deadline) {
                 Ok(subscription) => self.subscriptions.push(subscription),
                 Err(err) => log::debug!(
                     "no unlock notifications from {} for {:?}: {err}",

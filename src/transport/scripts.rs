@@ -28,6 +28,12 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scri
 static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
 static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
+static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fair_acquire.lua")));
+static FAIR_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fair_release.lua")));
+static FAIR_GIVE_UP: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fair_give_up.lua")));
 static TOKEN_PROBE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
 static TOKEN_RELEASE: LazyLock<Script> =
@@ -126,6 +132,63 @@ pub(crate) fn release(
     cmd
 }
 
+/// The fair lock's acquire: like [`acquire`], for the head of `queue` (timeouts in
+/// `timeouts`), queuing `field` at its end when busy, where it keeps its place for
+/// `place_ttl` after each attempt. Replies as [`acquire`], busy being the PTTL or -2.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fair_acquire(
+    key: &[u8],
+    queue: &[u8],
+    timeouts: &[u8],
+    lease: Duration,
+    field: &str,
+    held: u32,
+    place_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&FAIR_ACQUIRE, &[key, queue, timeouts]);
+    cmd.arg(millis(lease))
+        .arg(field)
+        .arg(held)
+        .arg(millis(place_ttl));
+    cmd
+}
+
+/// The fair lock's release: like [`release`], the last hold waking the head of `queue`
+/// only, on its own channel under `channel`. Replies [`Released`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fair_release(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    (queue, timeouts): (&[u8], &[u8]),
+    lease: Duration,
+    field: &str,
+    held: u32,
+    latch_ttl: Duration,
+    wake: bool,
+) -> Cmd {
+    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, timeouts]);
+    cmd.arg(unlock_message(wake))
+        .arg(millis(lease))
+        .arg(field)
+        .arg(held)
+        .arg(millis(latch_ttl));
+    cmd
+}
+
+/// `field` leaves the fair lock's queue; the new head is woken if the lock is free.
+/// Replies 1 or 0.
+pub(crate) fn fair_give_up(
+    key: &[u8],
+    channel: &[u8],
+    (queue, timeouts): (&[u8], &[u8]),
+    field: &str,
+) -> Cmd {
+    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, timeouts]);
+    cmd.arg(field).arg(UNLOCK_MESSAGE);
+    cmd
+}
+
 /// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the
 /// key is gone. Replies [`Renewed`].
 pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> Cmd {
@@ -203,6 +266,9 @@ pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
     for script in [
         &ACQUIRE,
         &FENCED_ACQUIRE,
+        &FAIR_ACQUIRE,
+        &FAIR_RELEASE,
+        &FAIR_GIVE_UP,
         &RELEASE,
         &RENEW,
         &FORCE_UNLOCK,

@@ -263,6 +263,16 @@ impl Server {
     }
 
     /// Subscribers of `channel` now, from `PUBSUB NUMSUB`.
+    /// How many channels matching `pattern` have subscribers (`PUBSUB CHANNELS`).
+    pub fn channels(&self, pattern: &str) -> usize {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg(pattern)
+            .query(&mut self.conn())
+            .unwrap();
+        channels.len()
+    }
+
     pub fn subscribers(&self, channel: &str) -> usize {
         let counts: (String, usize) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
@@ -529,6 +539,13 @@ impl MakeLock for redmutex::Fenced {
     const NAME: &'static str = "fenced";
     fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
         client.fenced_lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Fair {
+    const NAME: &'static str = "fair";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.fair_lock(name)
     }
 }
 

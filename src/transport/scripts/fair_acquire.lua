@@ -1,0 +1,84 @@
+-- Take one hold of a fair lock (Redisson's RFairLock layout): first come, first served.
+-- KEYS[1]  lock key: a hash of "<client-uuid>:<thread-id>" -> hold count
+-- KEYS[2]  queue: a list of the waiting owner fields, first come first
+-- KEYS[3]  timeouts: a sorted set of the waiting owner fields by when they lose their place
+--             (milliseconds since the epoch, by this server's clock)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field "<client-uuid>:<thread-id>"
+-- ARGV[3]  holds the owner believes it has already (0 for a first hold)
+-- ARGV[4]  how long a waiter keeps its place without coming back, in milliseconds
+-- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
+--          -3 when it was taken although the owner believed it held some already (they
+--             expired or were deleted): the field counts ARGV[3] + 1 too;
+--          otherwise the lock key's PTTL in milliseconds (-1 without expiry, -2 when the
+--             lock is free but others are ahead in the queue): busy, and the owner is
+--             queued at the end, or, queued already, keeps its place for ARGV[4] more;
+--          the error "WRONGKIND <type>" when the key holds another type; nothing written;
+--          an error, with nothing written, when the user may not write the keys.
+-- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
+-- first. A free lock goes to the head of the queue only, or to anyone when it is empty.
+-- The field is set, not incremented, so running this twice (a retry after a lost reply)
+-- still leaves ARGV[3] + 1 holds.
+local had = 0
+local exists = redis.call('exists', KEYS[1]) == 1
+if exists then
+    local readable
+    readable, had = pcall(redis.call, 'hget', KEYS[1], ARGV[2])
+    if not readable then
+        local kind = redis.call('type', KEYS[1]).ok
+        if kind ~= 'string' then
+            return redis.error_reply('WRONGKIND ' .. kind)
+        end
+        had = false
+    end
+    had = tonumber(had) or false
+end
+local check = redis.acl_check_cmd
+if check then
+    if not check('pexpire', KEYS[1], ARGV[1]) then
+        return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
+    end
+    if not check('rpush', KEYS[2], ARGV[2]) or not check('zadd', KEYS[3], '0', ARGV[2]) then
+        return redis.error_reply('NOPERM this user may not write the fair lock queue')
+    end
+end
+local now = redis.call('time')
+now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local until_ = tonumber(redis.call('zscore', KEYS[3], head))
+    if until_ and until_ > now then
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+local expected = tonumber(ARGV[3])
+local mine = had and had > 0
+if not exists then
+    local head = redis.call('lindex', KEYS[2], 0)
+    mine = not head or head == ARGV[2]
+    if mine then
+        if head then
+            redis.call('lpop', KEYS[2])
+        end
+        redis.call('zrem', KEYS[3], ARGV[2])
+    end
+end
+if mine then
+    local reply = nil
+    if had ~= expected and had ~= expected + 1 then
+        reply = -3
+    end
+    redis.call('hset', KEYS[1], ARGV[2], expected + 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return reply
+end
+local place = now + tonumber(ARGV[4])
+if redis.call('zadd', KEYS[3], place, ARGV[2]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[2])
+end
+return redis.call('pttl', KEYS[1])
