@@ -39,6 +39,8 @@
 //!   `RFencedLock`; each guard carries a fencing token that only grows.
 //! - [`client.fair_lock(name)`](LockClient::fair_lock): [`Fair`], Redisson's
 //!   `RFairLock`; waiters take it first come, first served, across processes.
+//! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
+//!   Redisson's `RReadWriteLock`; many readers or one writer.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //!
@@ -130,10 +132,12 @@ pub use client::lock_client::LockClient;
 pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;
 pub use kinds::kind::Kind;
+pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
+pub use lock::read_write_lock::ReadWriteLock;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
@@ -141,6 +145,7 @@ const _: () = {
     send_sync::<Lock>();
     send_sync::<Lock<Token>>();
     send_sync::<Lock<Fair>>();
+    send_sync::<ReadWriteLock>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send_sync::<Error>();

@@ -73,8 +73,11 @@ fn whole_life<K: MakeLock>(server: &Server, url: &str) {
         });
         // A fair-lock waiter waits on a channel of its own, beside the lock's.
         let own = format!("{}:*", channel(&format!("myapp:{name}")));
+        let rwlock = format!("redisson_rwlock:{{myapp:{name}}}");
         assert!(eventually(Duration::from_secs(30), || {
-            server.subscribers(&channel(&format!("myapp:{name}"))) > 0 || server.channels(&own) > 0
+            server.subscribers(&channel(&format!("myapp:{name}"))) > 0
+                || server.channels(&own) > 0
+                || server.subscribers(&rwlock) > 0
         }));
         assert!(
             eventually(Duration::from_secs(30), || holder.stats().renewals
@@ -102,6 +105,37 @@ fn every_kind_lives_its_whole_life_as_the_readme_user() {
     whole_life::<redmutex::Fenced>(&server, &url);
     whole_life::<redmutex::Token>(&server, &url);
     whole_life::<redmutex::Fair>(&server, &url);
+    whole_life::<redmutex::Write>(&server, &url);
+}
+
+#[test]
+fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    let lock = holder.read_write_lock("shared");
+    let reads = (lock.read().lock().unwrap(), lock.read().lock().unwrap());
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            client(&url, Duration::from_secs(600))
+                .read_write_lock("shared")
+                .write()
+                .try_lock_for(Duration::from_secs(120))
+                .unwrap()
+                .expect("woken")
+                .unlock()
+                .unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers("redisson_rwlock:{myapp:shared}") > 0
+                && holder.stats().renewals >= renewals + 2
+        }));
+        drop(reads);
+        writer.join().unwrap();
+    });
+    assert_eq!(holder.stats().locks_lost, 0);
+    assert!(!server.exists("myapp:shared"));
 }
 
 #[test]

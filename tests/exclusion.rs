@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redmutex::{Fair, Fenced, Lock, Reentrant, Token};
+use redmutex::{Fair, Fenced, Lock, Reentrant, Token, Write};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -73,6 +73,7 @@ fn eight_threads_two_hundred_increments_each() {
     body::<Fenced>();
     body::<Token>();
     body::<Fair>();
+    body::<Write>();
 }
 
 #[test]
@@ -100,6 +101,7 @@ fn four_processes_two_hundred_increments_each() {
     body::<Fenced>();
     body::<Token>();
     body::<Fair>();
+    body::<Write>();
 }
 
 #[test]
@@ -131,6 +133,7 @@ fn worker_process() {
         Fenced::NAME => run::<Fenced>(&client, &mut redis, rounds),
         Token::NAME => run::<Token>(&client, &mut redis, rounds),
         Fair::NAME => run::<Fair>(&client, &mut redis, rounds),
+        Write::NAME => run::<Write>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
 }

@@ -60,6 +60,13 @@ pub enum Error {
         /// What the key holds, such as `"a reentrant or fenced lock (a hash)"`.
         found: &'static str,
     },
+    /// This thread holds the read lock and asked for the write lock of the same read-write
+    /// lock: the write lock waits for every reader to leave, this thread included, so it
+    /// would wait for ever. Nothing was sent. Release the read holds first.
+    Upgrade {
+        /// The lock concerned.
+        lock: String,
+    },
     /// The lock cannot work on this client, such as a fenced lock over several independent
     /// masters (Redlock). Nothing was sent.
     Unsupported {
@@ -215,6 +222,11 @@ impl Error {
         }
     }
 
+    /// A thread that holds a read lock asked for the write lock of the same lock.
+    pub fn is_upgrade(&self) -> bool {
+        matches!(self, Error::Upgrade { .. })
+    }
+
     /// The lock cannot work on this client (a fenced lock on Redlock).
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Error::Unsupported { .. })
@@ -316,6 +328,7 @@ impl Error {
             | Error::NotHeld { lock }
             | Error::Lost { lock }
             | Error::WrongKind { lock, .. }
+            | Error::Upgrade { lock }
             | Error::Unsupported { lock, .. }
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
@@ -394,6 +407,10 @@ impl fmt::Display for Error {
             Error::WrongKind { lock, found } => write!(
                 f,
                 "lock {lock:?} is another kind of lock: its key holds {found}"
+            ),
+            Error::Upgrade { lock } => write!(
+                f,
+                "lock {lock:?}: this thread holds the read lock, and the write lock would wait for it for ever"
             ),
             Error::Unsupported { lock, reason } => {
                 write!(f, "lock {lock:?} cannot work on this client: {reason}")

@@ -13,6 +13,7 @@ use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lock::handle::Lock;
+use crate::lock::read_write_lock::ReadWriteLock;
 use crate::transport::node::{Node, Nodes};
 
 /// Most nodes one client may lock on.
@@ -86,6 +87,11 @@ impl LockClient {
     /// served across threads and processes. See [`Fair`](crate::Fair).
     pub fn fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fair> {
         Lock::new(self.target(name.as_ref()))
+    }
+
+    /// The read-write lock `name`: many readers or one writer. See [`ReadWriteLock`].
+    pub fn read_write_lock(&self, name: impl AsRef<[u8]>) -> ReadWriteLock {
+        ReadWriteLock::new(self.target(name.as_ref()))
     }
 
     /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,

@@ -1,6 +1,7 @@
 //! The reentrant lock, Redisson's `RLock`: a hash whose field `"<client-uuid>:<thread-id>"`
 //! counts the holds of its one owner, a thread of one client.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
 use crate::lease::holding::Holding;
-use crate::lease::holds::{HoldId, Release};
+use crate::lease::holds::{HoldId, Mode, Release};
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lease::watchdog::{self, Renewal};
@@ -68,6 +69,20 @@ impl Hashed for Reentrant {
 /// The kinds kept in Redisson's reentrant hash — the reentrant, fenced and fair locks —
 /// which differ only in their acquire and release scripts and what their guards carry.
 pub trait Hashed: Machinery {
+    /// Which of the owner's fields it counts.
+    const MODE: Mode = Mode::Only;
+
+    /// This thread's field in the hash.
+    fn field(target: &Target) -> String {
+        owner(target)
+    }
+
+    /// The watchdog's renewal of `field`'s `held` holds; with `restore`, a node that lost
+    /// the key gets them back.
+    fn renew_cmd(key: &[u8], lease: Duration, field: &str, held: u32, restore: bool) -> Cmd {
+        scripts::renew(key, lease, field, if restore { held } else { 0 })
+    }
+
     /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
 
@@ -105,10 +120,10 @@ pub enum Grant {
 }
 
 /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
-pub(crate) fn hold_count(target: &Target) -> Result<u32> {
+pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
     let key = target.begin()?;
     let mut cmd = redis::cmd("HGET");
-    cmd.arg(key).arg(owner(target));
+    cmd.arg(key).arg(K::field(target));
     let nodes = target.shared.nodes();
     let counts = nodes.run_all::<Option<u32>>(&cmd, None);
     // A key of another type is someone else's lock: no holds of ours.
@@ -131,7 +146,7 @@ pub(crate) fn take<K: Hashed>(
 ) -> Result<Attempt<K::Held>> {
     let shared = &target.shared;
     let nodes = shared.nodes();
-    let id: HoldId = (target.shared_key(), current_thread());
+    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
     let (held, watchdog_running) = shared.holds().state(&id);
     // A watchdog-backed holding keeps the watchdog lease even when re-entered with an
     // explicit one, so a short explicit lease cannot outrun the renewals.
@@ -139,7 +154,7 @@ pub(crate) fn take<K: Hashed>(
         Some(lease) if !watchdog_running => lease,
         _ => shared.config().lease,
     };
-    let field = owner(target);
+    let field = K::field(target);
     let cmd = K::acquire_cmd(target, &id.0, script_lease, &field, held);
     let sent = Instant::now();
     let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
@@ -237,9 +252,10 @@ fn acquired<K: Hashed>(
     let shared = &target.shared;
     let config = shared.config();
     let watch = |holding: &Arc<Holding>| {
-        let renewal = Box::new(Renew {
+        let renewal = Box::new(Renew::<K> {
             id: id.clone(),
             field: field.clone(),
+            kind: PhantomData,
         });
         watchdog::start(target, holding, sent, renewal)
     };
@@ -294,7 +310,7 @@ pub(crate) fn release<K: Hashed>(
     target.begin()?;
     let shared = &target.shared;
     let nodes = shared.nodes();
-    let id: HoldId = (target.shared_key(), current_thread());
+    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
     let Some(Release { held, lease }) =
         shared
             .holds()
@@ -306,7 +322,7 @@ pub(crate) fn release<K: Hashed>(
             false => target.not_held(),
         });
     };
-    let cmd = K::release_cmd(target, &owner(target), held, lease, true);
+    let cmd = K::release_cmd(target, &K::field(target), held, lease, true);
     // Not while a renewal round is on its way: it could put back what this deletes. Where
     // holds remain, they now expire `lease` after this release.
     let (tally, failed) = holding.lease_round(lease, || {
@@ -335,20 +351,18 @@ pub(crate) fn owner(target: &Target) -> String {
     field(target.shared.id(), current_thread())
 }
 
-/// What the watchdog renews for a reentrant holding: this thread's field.
-struct Renew {
+/// What the watchdog renews for a holding of a hash-kept kind: this thread's field.
+struct Renew<K> {
     id: HoldId,
     field: String,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl Renewal for Renew {
+impl<K: Hashed> Renewal for Renew<K> {
     fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> Cmd {
         // Where the key is gone (a node restarted empty), the hold goes back with its count.
-        let restore = match restore {
-            true => shared.holds().count(&self.id),
-            false => 0,
-        };
-        scripts::renew(&self.id.0, lease, &self.field, restore)
+        let held = shared.holds().count(&self.id);
+        K::renew_cmd(&self.id.0, lease, &self.field, held, restore)
     }
 
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {

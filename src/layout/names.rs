@@ -48,6 +48,37 @@ pub(crate) fn waiter_channel(key: &[u8], field: &str) -> Vec<u8> {
     [&channel(key)[..], b":", field.as_bytes()].concat()
 }
 
+/// `name:suffix` when the name holds a hash tag, else `{name}:suffix` (Redisson's
+/// `suffixName`).
+fn suffixed(name: &[u8], suffix: &[u8]) -> Vec<u8> {
+    [&tagged(name)[..], b":", suffix].concat()
+}
+
+/// The name with a hash tag: itself when it holds one, else `{name}`.
+fn tagged(name: &[u8]) -> Vec<u8> {
+    if name.contains(&b'{') {
+        name.to_vec()
+    } else {
+        [b"{", name, b"}"].concat()
+    }
+}
+
+/// The read-write lock's channel: `redisson_rwlock:{<key>}`.
+pub(crate) fn rwlock_channel(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_rwlock", key)
+}
+
+/// Where a reader's read holds keep their leases: `{<key>}:<owner>:rwlock_timeout`, each
+/// hold `i` at that followed by `:i`.
+pub(crate) fn read_timeouts(key: &[u8], field: &str) -> Vec<u8> {
+    [&suffixed(key, field.as_bytes())[..], b":rwlock_timeout"].concat()
+}
+
+/// What every reader's timeout keys begin with: `{<key>}` (see [`read_timeouts`]).
+pub(crate) fn read_timeouts_prefix(key: &[u8]) -> Vec<u8> {
+    tagged(key)
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
@@ -57,7 +88,8 @@ pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
 /// Redisson's reentrant (or fenced) lock; a string is a SET-NX lock, which no kind refuses.
 pub(crate) fn kind_of(redis_type: &str) -> &'static str {
     match redis_type {
-        "hash" => "a reentrant or fenced lock (a hash)",
+        "hash" => "a reentrant, fenced or fair lock (a hash)",
+        "rwlock" => "a read-write lock (a hash with a mode)",
         "list" => "a list",
         "set" => "a set",
         "zset" => "a sorted set",

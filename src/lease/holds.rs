@@ -1,5 +1,5 @@
-//! What a client holds of its reentrant locks: per lock key and thread, the hold count and
-//! its watchdog.
+//! What a client holds of its hash-kept locks: per lock key, thread and field, the hold
+//! count and its watchdog.
 //!
 //! Redis is the truth; this table mirrors this client's own fields so that a release knows
 //! which lease to leave behind, when to stop the watchdog, and whether a guard still refers
@@ -14,8 +14,17 @@ use parking_lot::Mutex;
 use crate::lease::holding::Holding;
 use crate::lease::workers::Ticket;
 
-/// A lock key and the owning thread's number.
-pub(crate) type HoldId = (Arc<[u8]>, u64);
+/// A lock key, the owning thread's number, and which of its fields the holds count.
+pub(crate) type HoldId = (Arc<[u8]>, u64, Mode);
+
+/// Which of an owner's fields in a lock's hash a holding counts: its one field, or, in a
+/// read-write lock, its reader field or its writer field (two holdings of one thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Only,
+    Read,
+    Write,
+}
 
 /// The table of one client.
 #[derive(Default)]
@@ -194,7 +203,7 @@ mod tests {
     fn the_watchdog_starts_outside_the_table_lock() {
         let holds = Holds::default();
         let workers = Workers::new(64 * 1024, Duration::from_secs(60));
-        let id: HoldId = (Arc::from(&b"lock"[..]), 1);
+        let id: HoldId = (Arc::from(&b"lock"[..]), 1, Mode::Only);
         let valid_until = Instant::now() + Duration::from_secs(10);
         let watch = |_: &Arc<Holding>| {
             assert!(
@@ -216,7 +225,7 @@ mod tests {
         assert_eq!(holds.state(&id), (2, true));
 
         // A watchdog that cannot start leaves no trace of a first hold.
-        let other: HoldId = (Arc::from(&b"other"[..]), 1);
+        let other: HoldId = (Arc::from(&b"other"[..]), 1, Mode::Only);
         let refused = |_: &Arc<Holding>| Err(std::io::Error::other("no threads"));
         assert!(
             holds

@@ -98,7 +98,7 @@ impl<K: Hashed> Lock<K> {
 
     /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
     pub fn hold_count(&self) -> Result<u32> {
-        reentrant::hold_count(&self.target)
+        reentrant::hold_count::<K>(&self.target)
     }
 }
 

@@ -1,7 +1,8 @@
-//! The generic lock machine, written once for every kind: the lock handle, the acquisition
-//! quartet with its deadlines, jittered retries and pub/sub waiting, and the guards. Uses
-//! `kinds` and everything below.
+//! The generic lock machine, written once for every kind: the lock handle (and the
+//! read-write lock's pair of them), the acquisition quartet with its deadlines, jittered
+//! retries and pub/sub waiting, and the guards. Uses `kinds` and everything below.
 
 pub(crate) mod acquire;
 pub(crate) mod guard;
 pub(crate) mod handle;
+pub(crate) mod read_write_lock;

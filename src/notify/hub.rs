@@ -111,6 +111,15 @@ impl Signal {
 }
 
 impl State {
+    /// Raises every waiter of `channel`.
+    pub fn raise_all(&mut self, channel: &[u8]) {
+        if let Some(entry) = self.channels.get(channel) {
+            for waiter in &entry.waiters {
+                waiter.raise();
+            }
+        }
+    }
+
     /// Raises the first waiter of `channel` that is not `skip` and not raised already, and
     /// sends it to the back of the line.
     pub fn raise_one(&mut self, channel: &[u8], skip: Option<&Arc<Signal>>) {

@@ -352,7 +352,14 @@ impl<'a> Link<'a> {
                     self.on_fence(number);
                 }
             }
-            PushKind::Message => self.hub.state.lock().raise_one(&channel, None),
+            // Redisson's messages: "1" (a write lock's release) lets every waiter try
+            // again, anything else ("0") one of them.
+            PushKind::Message => match data.next() {
+                Some(Value::BulkString(payload)) if payload == b"1" => {
+                    self.hub.state.lock().raise_all(&channel)
+                }
+                _ => self.hub.state.lock().raise_one(&channel, None),
+            },
             PushKind::Subscribe => self.on_subscribed(&channel),
             _ => {}
         }

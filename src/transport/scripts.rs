@@ -34,6 +34,16 @@ static FAIR_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/fair_release.lua")));
 static FAIR_GIVE_UP: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/fair_give_up.lua")));
+static READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/read_acquire.lua")));
+static READ_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/read_release.lua")));
+static READ_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/read_renew.lua")));
+static WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/write_acquire.lua")));
+static WRITE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/write_release.lua")));
 static TOKEN_PROBE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
 static TOKEN_RELEASE: LazyLock<Script> =
@@ -189,6 +199,93 @@ pub(crate) fn fair_give_up(
     cmd
 }
 
+/// The message a read-write lock's write release publishes: every waiter may try again.
+const WAKE_ALL_MESSAGE: &str = "1";
+
+/// One read hold of a read-write lock for `field` (writer field `writer`), who believes it
+/// has `held` read holds, its lease kept under `timeouts`. Replies as [`acquire`].
+pub(crate) fn read_acquire(
+    key: &[u8],
+    timeouts: &[u8],
+    lease: Duration,
+    (field, writer): (&str, &str),
+    held: u32,
+) -> Cmd {
+    let mut cmd = evalsha(&READ_ACQUIRE, &[key, timeouts]);
+    cmd.arg(millis(lease)).arg(field).arg(writer).arg(held);
+    cmd
+}
+
+/// Give back one of `field`'s `held` read holds (leases under `timeouts`, every reader's
+/// under `timeouts_prefix`); the lock's last hold publishes on `channel` if it is to `wake`
+/// a waiter, and leaves `latch`. Replies [`Released`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_release(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    (timeouts, timeouts_prefix): (&[u8], &[u8]),
+    field: &str,
+    held: u32,
+    latch_ttl: Duration,
+    wake: bool,
+) -> Cmd {
+    let mut cmd = evalsha(
+        &READ_RELEASE,
+        &[key, channel, latch, timeouts, timeouts_prefix],
+    );
+    cmd.arg(unlock_message(wake))
+        .arg(field)
+        .arg(held)
+        .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend `field`'s `held` read holds, kept under `timeouts`, to `lease`. Replies
+/// [`Renewed`]: kept or gone.
+pub(crate) fn read_renew(
+    key: &[u8],
+    timeouts: &[u8],
+    lease: Duration,
+    field: &str,
+    held: u32,
+) -> Cmd {
+    let mut cmd = evalsha(&READ_RENEW, &[key, timeouts]);
+    cmd.arg(millis(lease)).arg(field).arg(held);
+    cmd
+}
+
+/// One write hold of a read-write lock for `writer`, who believes it has `held` write
+/// holds. Replies as [`acquire`].
+pub(crate) fn write_acquire(key: &[u8], lease: Duration, writer: &str, held: u32) -> Cmd {
+    let mut cmd = evalsha(&WRITE_ACQUIRE, &[key]);
+    cmd.arg(millis(lease)).arg(writer).arg(held);
+    cmd
+}
+
+/// Give back one of `writer`'s `held` write holds, leaving `lease` on those that remain;
+/// the last one wakes every waiter on `channel` if it is to `wake` them, and leaves
+/// `latch`. Replies [`Released`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_release(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    lease: Duration,
+    writer: &str,
+    held: u32,
+    latch_ttl: Duration,
+    wake: bool,
+) -> Cmd {
+    let mut cmd = evalsha(&WRITE_RELEASE, &[key, channel, latch]);
+    cmd.arg(if wake { WAKE_ALL_MESSAGE } else { "" })
+        .arg(millis(lease))
+        .arg(writer)
+        .arg(held)
+        .arg(millis(latch_ttl));
+    cmd
+}
+
 /// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the
 /// key is gone. Replies [`Renewed`].
 pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> Cmd {
@@ -269,6 +366,11 @@ pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
         &FAIR_ACQUIRE,
         &FAIR_RELEASE,
         &FAIR_GIVE_UP,
+        &READ_ACQUIRE,
+        &READ_RELEASE,
+        &READ_RENEW,
+        &WRITE_ACQUIRE,
+        &WRITE_RELEASE,
         &RELEASE,
         &RENEW,
         &FORCE_UNLOCK,

@@ -549,6 +549,20 @@ impl MakeLock for redmutex::Fair {
     }
 }
 
+impl MakeLock for redmutex::Read {
+    const NAME: &'static str = "read";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.read_write_lock(name).read().clone()
+    }
+}
+
+impl MakeLock for redmutex::Write {
+    const NAME: &'static str = "write";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.read_write_lock(name).write().clone()
+    }
+}
+
 /// For the examples: the Redis at `REDIS_URL` when set, else a throwaway server (kept alive
 /// by the returned handle).
 pub fn redis_url() -> (String, Option<Server>) {

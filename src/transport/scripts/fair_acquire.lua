@@ -13,7 +13,8 @@
 --          otherwise the lock key's PTTL in milliseconds (-1 without expiry, -2 when the
 --             lock is free but others are ahead in the queue): busy, and the owner is
 --             queued at the end, or, queued already, keeps its place for ARGV[4] more;
---          the error "WRONGKIND <type>" when the key holds another type; nothing written;
+--          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
+--             read-write lock's hash); nothing written;
 --          an error, with nothing written, when the user may not write the keys.
 -- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
 -- first. A free lock goes to the head of the queue only, or to anyone when it is empty.
@@ -30,6 +31,8 @@ if exists then
             return redis.error_reply('WRONGKIND ' .. kind)
         end
         had = false
+    elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
+        return redis.error_reply('WRONGKIND rwlock')
     end
     had = tonumber(had) or false
 end

@@ -10,7 +10,8 @@
 --             some already (they expired or were deleted);
 --          {0, pttl} when the key is someone else's (pttl -1 when it has no expiry), also
 --             when it holds a string (a SET-NX lock of another library);
---          the error "WRONGKIND <type>" when the key holds another type; nothing written;
+--          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
+--             read-write lock's hash); nothing written;
 --          an error, with nothing written, when the counter is not an integer or the user
 --             may not set the key's expiry. INCR is the first write: if it fails, nothing
 --             else was done.
@@ -24,6 +25,8 @@ if redis.call('exists', KEYS[1]) == 1 then
         if kind ~= 'string' then
             return redis.error_reply('WRONGKIND ' .. kind)
         end
+    elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
+        return redis.error_reply('WRONGKIND rwlock')
     end
     if not readable or not had then
         return {0, redis.call('pttl', KEYS[1])}

@@ -1,0 +1,163 @@
+//! The two sides of the read-write lock, Redisson's `RReadWriteLock`: one hash whose `mode`
+//! says whether it is read or written, each reader's read holds under its owner field and
+//! the writer's under `<owner>:write`; many readers or one writer.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+
+use crate::base::error::{Error, Result};
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
+use crate::layout::names;
+use crate::layout::owner::current_thread;
+use crate::lease::holds::Mode;
+use crate::lease::target::Target;
+use crate::transport::scripts;
+
+/// The read side of a [`ReadWriteLock`](crate::ReadWriteLock).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Read;
+
+/// The write side of a [`ReadWriteLock`](crate::ReadWriteLock).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Write;
+
+/// A read-write lock needs one node: Redlock's masters would each decide its mode alone.
+fn one_node(target: &Target) -> Result<()> {
+    if target.shared.nodes().list().len() > 1 {
+        return Err(Error::Unsupported {
+            lock: target.name().to_owned(),
+            reason: "a read-write lock needs one node, and Redlock's masters each keep their own mode",
+        });
+    }
+    Ok(())
+}
+
+impl Machinery for Read {
+    type Held = ();
+    type Affinity = *const ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<()>> {
+        one_node(target)?;
+        reentrant::take::<Self>(target, lease, limit)
+    }
+
+    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
+        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    }
+
+    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        Cow::Owned(names::rwlock_channel(&target.shared_key()))
+    }
+}
+
+impl Hashed for Read {
+    const MODE: Mode = Mode::Read;
+
+    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        let timeouts = names::read_timeouts(key, field);
+        let writer = writer(target);
+        scripts::read_acquire(key, &timeouts, lease, (field, &writer), held)
+    }
+
+    fn release_cmd(target: &Target, field: &str, held: u32, _: Duration, wake: bool) -> Cmd {
+        let key = target.shared_key();
+        let latch = names::unlock_latch(&key, &names::random_id());
+        let timeouts = names::read_timeouts(&key, field);
+        let prefix = names::read_timeouts_prefix(&key);
+        scripts::read_release(
+            &key,
+            &names::rwlock_channel(&key),
+            &latch,
+            (&timeouts, &prefix),
+            field,
+            held,
+            target.shared.config().latch_ttl(),
+            wake,
+        )
+    }
+
+    fn renew_cmd(key: &[u8], lease: Duration, field: &str, held: u32, _: bool) -> Cmd {
+        scripts::read_renew(key, &names::read_timeouts(key, field), lease, field, held)
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        Reentrant::grant(reply)
+    }
+
+    fn held(_: Option<u64>) -> Self::Held {}
+}
+
+impl Machinery for Write {
+    type Held = ();
+    type Affinity = *const ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<()>> {
+        one_node(target)?;
+        let reading = (target.shared_key(), current_thread(), Mode::Read);
+        let writing = (target.shared_key(), current_thread(), Mode::Write);
+        let holds = target.shared.holds();
+        if holds.count(&reading) > 0 && holds.count(&writing) == 0 {
+            return Err(Error::Upgrade {
+                lock: target.name().to_owned(),
+            });
+        }
+        reentrant::take::<Self>(target, lease, limit)
+    }
+
+    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
+        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    }
+
+    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        Cow::Owned(names::rwlock_channel(&target.shared_key()))
+    }
+}
+
+impl Hashed for Write {
+    const MODE: Mode = Mode::Write;
+
+    fn field(target: &Target) -> String {
+        writer(target)
+    }
+
+    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        scripts::write_acquire(key, lease, field, held)
+    }
+
+    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+        let key = target.shared_key();
+        let latch = names::unlock_latch(&key, &names::random_id());
+        scripts::write_release(
+            &key,
+            &names::rwlock_channel(&key),
+            &latch,
+            lease,
+            field,
+            held,
+            target.shared.config().latch_ttl(),
+            wake,
+        )
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        Reentrant::grant(reply)
+    }
+
+    fn held(_: Option<u64>) -> Self::Held {}
+}
+
+/// This thread's writer field: its owner field and `:write`.
+fn writer(target: &Target) -> String {
+    format!("{}:write", owner(target))
+}

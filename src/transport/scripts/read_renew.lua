@@ -1,0 +1,25 @@
+-- Extend the leases of an owner's read holds (the watchdog's renewal).
+-- KEYS[1]  lock key: the hash described in read_acquire.lua
+-- KEYS[2]  this owner's timeout prefix (see read_acquire.lua)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field
+-- ARGV[3]  the owner's read holds
+-- Reply    1 when the owner's field exists and its holds' leases were extended (the hash
+--          lasts at least as long); 0 when its holds are gone; an error, with nothing
+--          written, when the user may not set the expiries.
+local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[2])
+if not hash or present == 0 then
+    return 0
+end
+local check = redis.acl_check_cmd
+if check and (not check('pexpire', KEYS[1], ARGV[1])
+    or not check('set', KEYS[2] .. ':1', '1', 'px', ARGV[1])) then
+    return redis.error_reply('NOPERM this user may not write the read-write lock keys')
+end
+for i = 1, tonumber(ARGV[3]) do
+    redis.call('set', KEYS[2] .. ':' .. i, '1', 'px', ARGV[1])
+end
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+return 1

@@ -1,0 +1,55 @@
+-- Give back one write hold of a read-write lock. The last one wakes every waiter: readers
+-- may all go, or a writer.
+-- KEYS[1]  lock key: the hash described in read_acquire.lua
+-- KEYS[2]  the lock's channel, "redisson_rwlock:{<key>}"
+-- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- ARGV[1]  message published when the write lock goes ("1": wake every waiter); empty:
+--             none, for giving back what a failed attempt took
+-- ARGV[2]  lease in milliseconds for the holds that remain
+-- ARGV[3]  the owner's writer field, "<owner>:write"
+-- ARGV[4]  write holds the owner has before this release (at least 1)
+-- ARGV[5]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- Reply    nil when the owner holds no write hold (nothing changed); 0 when write holds
+--          remain; 1 when its last write hold went, by this call or (the latch says) an
+--          earlier attempt of it: the lock is freed, or read by this owner alone if it
+--          holds read holds too; an error, with nothing written, when the user may not
+--          publish, rename the key or set an expiry.
+local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
+if not hash or present == 0 then
+    if redis.call('exists', KEYS[3]) == 1 then
+        return 1
+    end
+    return nil
+end
+local check = redis.acl_check_cmd
+local left = tonumber(ARGV[4]) - 1
+if left > 0 then
+    if check and not check('pexpire', KEYS[1], ARGV[2]) then
+        return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
+    end
+    redis.call('hset', KEYS[1], ARGV[3], left)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+if check then
+    if not check('pexpire', KEYS[3], ARGV[5]) or not check('rename', KEYS[1], KEYS[3])
+        or not check('set', KEYS[3], '1') then
+        return redis.error_reply('NOPERM this user may not write the read-write lock keys')
+    end
+    if ARGV[1] ~= '' and not check('publish', KEYS[2], ARGV[1]) then
+        return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
+    end
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) > 1 then
+    -- This owner still reads: the lock stays, read, and a marker latch records the release.
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+else
+    redis.call('rename', KEYS[1], KEYS[3])
+    redis.call('pexpire', KEYS[3], ARGV[5])
+end
+if ARGV[1] ~= '' then
+    redis.call('publish', KEYS[2], ARGV[1])
+end
+return 1

@@ -1,0 +1,237 @@
+//! The read-write lock: many readers or one writer, across threads and processes, in
+//! Redisson's `RReadWriteLock` layout; reentrant on both sides, a writer may read, a reader
+//! asking to write is refused at once; a writer's release wakes every waiting reader.
+
+mod support;
+
+use std::time::Duration;
+
+use redmutex::LockClient;
+use support::{SHORT_LEASE, Server, eventually, spawn_worker};
+
+const URL_VAR: &str = "REDMUTEX_TEST_URL";
+const NAME: &str = "rw";
+const LONG: Duration = Duration::from_secs(60);
+const NO_HANG: Duration = Duration::from_secs(60);
+
+fn get(redis: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("GET")
+        .arg(key)
+        .query::<Option<i64>>(redis)
+        .unwrap()
+        .unwrap_or(0)
+}
+
+fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
+    redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
+}
+
+#[test]
+fn readers_in_four_processes_overlap_and_no_writer_overlaps_anyone() {
+    let server = Server::start();
+    let workers: Vec<_> = (0..4)
+        .map(|_| spawn_worker("read_write_worker", &[(URL_VAR, server.url())]))
+        .collect();
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success(), "a worker saw an overlap");
+    }
+    let mut redis = server.conn();
+    assert!(get(&mut redis, "overlaps") > 0, "readers never overlapped");
+    assert_eq!(get(&mut redis, "writes"), 4 * 5);
+    assert!(!server.exists(NAME));
+}
+
+/// Four threads of one process: each reads 20 times; the first also writes every fourth
+/// round. Counters of the current readers and writers, kept beside the lock, are checked on
+/// every entry.
+#[test]
+#[ignore = "run as a child process by readers_in_four_processes_overlap_and_no_writer_overlaps_anyone"]
+fn read_write_worker() {
+    let url = std::env::var(URL_VAR).expect("started by the parent test");
+    let client = LockClient::open(&url).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let (client, url) = (&client, &url);
+            scope.spawn(move || {
+                let mut redis = redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let lock = client.read_write_lock(NAME);
+                for round in 0..20 {
+                    if thread == 0 && round % 4 == 0 {
+                        let guard = lock.write().lock().unwrap();
+                        assert_eq!(incr(&mut redis, "writers", 1), 1, "two writers");
+                        assert_eq!(get(&mut redis, "readers"), 0, "a writer among readers");
+                        std::thread::sleep(Duration::from_millis(5));
+                        incr(&mut redis, "writes", 1);
+                        incr(&mut redis, "writers", -1);
+                        guard.unlock().unwrap();
+                    }
+                    let guard = lock.read().lock().unwrap();
+                    let readers = incr(&mut redis, "readers", 1);
+                    assert_eq!(get(&mut redis, "writers"), 0, "a reader beside a writer");
+                    if readers > 1 {
+                        incr(&mut redis, "overlaps", 1);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                    incr(&mut redis, "readers", -1);
+                    guard.unlock().unwrap();
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn both_sides_are_reentrant_and_a_writer_may_read() {
+    let server = Server::start();
+    let client = server.client();
+    let other = server.client().read_write_lock(NAME);
+    let lock = client.read_write_lock(NAME);
+
+    let first = lock.read().lock().unwrap();
+    let second = lock.read().lock().unwrap();
+    assert_eq!(lock.read().hold_count().unwrap(), 2);
+    assert!(other.read().try_lock().unwrap().is_some(), "readers share");
+    assert!(
+        other.write().try_lock().unwrap().is_none(),
+        "a writer among readers"
+    );
+    drop((first, second));
+    assert!(!server.exists(NAME));
+
+    let write = lock.write().lock().unwrap();
+    let again = lock.write().lock().unwrap();
+    assert_eq!(lock.write().hold_count().unwrap(), 2);
+    let read = lock.read().lock().unwrap();
+    assert!(
+        other.read().try_lock().unwrap().is_none(),
+        "a reader beside a writer"
+    );
+    drop((again, write));
+    // Only this thread's read hold is left: others may read, nobody may write.
+    assert!(other.read().try_lock().unwrap().is_some());
+    assert!(other.write().try_lock().unwrap().is_none());
+    read.unlock().unwrap();
+    assert!(!server.exists(NAME));
+}
+
+#[test]
+fn a_reader_asking_to_write_is_refused_at_once() {
+    let server = Server::start();
+    let lock = server.client().read_write_lock(NAME);
+    let read = lock.read().lock().unwrap();
+    let scripts = server.calls("evalsha");
+    let err = lock.write().lock().unwrap_err();
+    assert!(err.is_upgrade(), "{err}");
+    assert_eq!(server.calls("evalsha"), scripts, "something was sent");
+    read.unlock().unwrap();
+    lock.write().lock().unwrap().unlock().unwrap();
+}
+
+/// Waiters that only a message can wake in time: long leases, and a retry cap beyond the
+/// test.
+fn sleepy(server: &Server) -> LockClient {
+    server
+        .builder()
+        .lease(LONG)
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_writers_release_wakes_every_waiting_reader_and_the_last_reader_a_writer() {
+    let server = Server::start();
+    let writer = sleepy(&server).read_write_lock(NAME);
+    let guard = writer.write().lock().unwrap();
+    let scripts = server.calls("evalsha");
+    // One client for the three readers: one message reaches them through one subscriber.
+    let readers = sleepy(&server);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            let lock = readers.read_write_lock(NAME);
+            let server = &server;
+            scope.spawn(move || {
+                let guard = lock.read().try_lock_for(NO_HANG).unwrap().expect("woken");
+                let mut redis = server.conn();
+                incr(&mut redis, "readers", 1);
+                // Held until all three hold at once: only a release that woke them all
+                // lets that happen well within the writer's lease, which the others would
+                // otherwise sleep on.
+                let together = eventually(LONG / 3, || get(&mut redis, "readers") == 3);
+                assert!(together, "the readers were not woken together");
+                guard.unlock().unwrap();
+            });
+        }
+        assert!(eventually(NO_HANG, || server
+            .subscribers("redisson_rwlock:{rw}")
+            >= 1));
+        // Each reader subscribed, then tried once more and found the lock written.
+        assert!(eventually(NO_HANG, || server.calls("evalsha") >= scripts + 6));
+        guard.unlock().unwrap();
+    });
+
+    let reader = sleepy(&server).read_write_lock(NAME);
+    let read = reader.read().lock().unwrap();
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let lock = sleepy(&server).read_write_lock(NAME);
+            let guard = lock.write().try_lock_for(NO_HANG).unwrap();
+            guard.map(|guard| guard.unlock().unwrap()).is_some()
+        });
+        assert!(eventually(NO_HANG, || server
+            .subscribers("redisson_rwlock:{rw}")
+            >= 1));
+        read.unlock().unwrap();
+        assert!(waiting.join().unwrap(), "the writer was not woken");
+    });
+}
+
+#[test]
+fn the_watchdog_renews_read_holds() {
+    let server = Server::start();
+    let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
+    let lock = client.read_write_lock(NAME);
+    let read = lock.read().lock().unwrap();
+    let again = lock.read().lock().unwrap();
+    let writer = server.client().read_write_lock(NAME);
+    let renewed = eventually(NO_HANG, || {
+        assert!(
+            writer.write().try_lock().unwrap().is_none(),
+            "written while read"
+        );
+        client.stats().renewals >= 6
+    });
+    assert!(renewed, "{:?}", client.stats());
+    assert!(!read.is_lost() && !again.is_lost());
+    drop((again, read));
+    assert!(!server.exists(NAME));
+    assert_eq!(client.stats().locks_lost, 0);
+}
+
+#[test]
+fn a_key_of_another_kind_is_refused_on_both_sides() {
+    let server = Server::start();
+    let client = server.client();
+    let plain = client.lock("plain").lock().unwrap();
+    let rw = server.client().read_write_lock("plain");
+    assert!(rw.read().try_lock().unwrap_err().is_wrong_kind());
+    assert!(rw.write().try_lock().unwrap_err().is_wrong_kind());
+    drop(plain);
+
+    let read = client.read_write_lock(NAME).read().lock().unwrap();
+    let err = server.client().lock(NAME).try_lock().unwrap_err();
+    assert!(err.is_wrong_kind(), "{err}");
+    assert!(
+        server
+            .client()
+            .fair_lock(NAME)
+            .try_lock()
+            .unwrap_err()
+            .is_wrong_kind()
+    );
+    drop(read);
+    assert!(!server.exists(NAME));
+}
