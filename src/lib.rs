@@ -41,6 +41,8 @@
 //!   `RFairLock`; waiters take it first come, first served, across processes.
 //! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
+//! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's
+//!   `RPermitExpirableSemaphore`; up to N [`Permit`]s at once, each with a lease.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //!
@@ -138,6 +140,7 @@ pub use kinds::token::Token;
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
 pub use lock::read_write_lock::ReadWriteLock;
+pub use lock::semaphore::{Permit, Semaphore};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
@@ -146,7 +149,9 @@ const _: () = {
     send_sync::<Lock<Token>>();
     send_sync::<Lock<Fair>>();
     send_sync::<ReadWriteLock>();
+    send_sync::<Semaphore>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
+    send::<Permit>();
     send_sync::<Error>();
 };

@@ -139,6 +139,34 @@ fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
 }
 
 #[test]
+fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    let semaphore = holder.semaphore("pool");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let waiter = client(&url, Duration::from_secs(600));
+            let semaphore = waiter.semaphore("pool");
+            let permit = semaphore.try_acquire_for(Duration::from_secs(120)).unwrap();
+            permit.expect("woken").release().unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers("redisson_sc:{myapp:pool}") > 0
+                && holder.stats().renewals >= renewals + 2
+        }));
+        permit.release().unwrap();
+        waiter.join().unwrap();
+    });
+    semaphore.add_permits(2).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 3);
+    assert_eq!(holder.stats().locks_lost, 0);
+}
+
+#[test]
 fn the_readme_user_may_touch_nothing_outside_its_prefix() {
     let server = Server::start();
     let url = readme_user(&server);

@@ -14,6 +14,7 @@ use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lock::handle::Lock;
 use crate::lock::read_write_lock::ReadWriteLock;
+use crate::lock::semaphore::Semaphore;
 use crate::transport::node::{Node, Nodes};
 
 /// Most nodes one client may lock on.
@@ -92,6 +93,12 @@ impl LockClient {
     /// The read-write lock `name`: many readers or one writer. See [`ReadWriteLock`].
     pub fn read_write_lock(&self, name: impl AsRef<[u8]>) -> ReadWriteLock {
         ReadWriteLock::new(self.target(name.as_ref()))
+    }
+
+    /// The leased semaphore `name`: up to its number of permits held at once. See
+    /// [`Semaphore`].
+    pub fn semaphore(&self, name: impl AsRef<[u8]>) -> Semaphore {
+        Semaphore::new(self.target(name.as_ref()))
     }
 
     /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,

@@ -5,6 +5,7 @@
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod kind;
+pub(crate) mod permits;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;
 pub(crate) mod token;

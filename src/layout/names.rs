@@ -79,6 +79,32 @@ pub(crate) fn read_timeouts_prefix(key: &[u8]) -> Vec<u8> {
     tagged(key)
 }
 
+/// A leased semaphore's held permits by when their leases end: `{<key>}:timeout`.
+pub(crate) fn semaphore_timeouts(key: &[u8]) -> Vec<u8> {
+    suffixed(key, b"timeout")
+}
+
+/// A semaphore's channel, on which the number of permits available is published:
+/// `redisson_sc:{<key>}`.
+pub(crate) fn semaphore_channel(key: &[u8]) -> Vec<u8> {
+    prefixed(b"redisson_sc", key)
+}
+
+/// How many waiters of `channel` a message `payload` wakes, as Redisson's clients do: on a
+/// semaphore's channel the number of permits it names; on a lock's, all for `1` (a
+/// read-write lock's write release) and one for anything else. `None`: all.
+pub(crate) fn woken_by(channel: &[u8], payload: &[u8]) -> Option<usize> {
+    if channel.starts_with(b"redisson_sc:") {
+        return Some(
+            std::str::from_utf8(payload)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
+        );
+    }
+    (payload != b"1").then_some(1)
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
@@ -90,6 +116,7 @@ pub(crate) fn kind_of(redis_type: &str) -> &'static str {
     match redis_type {
         "hash" => "a reentrant, fenced or fair lock (a hash)",
         "rwlock" => "a read-write lock (a hash with a mode)",
+        "string" => "a string: a semaphore's permits, or a SET-NX lock",
         "list" => "a list",
         "set" => "a set",
         "zset" => "a sorted set",
@@ -118,7 +145,7 @@ pub(crate) fn random_id() -> String {
 
 /// `bits` as 32 lowercase hex digits, written out without the formatting machinery: this
 /// runs twice per lock and release.
-fn hex_id(bits: u128) -> String {
+pub(crate) fn hex_id(bits: u128) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [0u8; 32];
     for (at, digit) in digits.iter_mut().enumerate() {
@@ -130,6 +157,17 @@ fn hex_id(bits: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_wakes_one_all_or_as_many_as_it_names() {
+        let lock = channel(b"l");
+        assert_eq!(woken_by(&lock, b"0"), Some(1));
+        assert_eq!(woken_by(&rwlock_channel(b"l"), b"1"), None);
+        let semaphore = semaphore_channel(b"s");
+        assert_eq!(woken_by(&semaphore, b"3"), Some(3));
+        assert_eq!(woken_by(&semaphore, b"1"), Some(1));
+        assert_eq!(woken_by(&semaphore, b"x"), Some(1));
+    }
 
     #[test]
     fn names_without_a_hash_tag_are_wrapped_in_braces() {

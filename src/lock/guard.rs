@@ -31,7 +31,7 @@ use crate::lock::handle::Lock;
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard<K: Kind = Reentrant> {
     lock: Lock<K>,
-    hold: Hold<K::Held>,
+    pub(crate) hold: Hold<K::Held>,
     released: bool,
     _affinity: PhantomData<K::Affinity>,
 }

@@ -6,3 +6,4 @@ pub(crate) mod acquire;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod read_write_lock;
+pub(crate) mod semaphore;

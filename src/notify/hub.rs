@@ -111,12 +111,12 @@ impl Signal {
 }
 
 impl State {
-    /// Raises every waiter of `channel`.
-    pub fn raise_all(&mut self, channel: &[u8]) {
-        if let Some(entry) = self.channels.get(channel) {
-            for waiter in &entry.waiters {
-                waiter.raise();
-            }
+    /// Raises `n` waiters of `channel` (`None`: all), each as [`raise_one`](Self::raise_one)
+    /// does.
+    pub fn raise(&mut self, channel: &[u8], n: Option<usize>) {
+        let waiters = self.channels.get(channel).map_or(0, |e| e.waiters.len());
+        for _ in 0..n.map_or(waiters, |n| n.min(waiters)) {
+            self.raise_one(channel, None);
         }
     }
 

@@ -26,6 +26,7 @@ use redis::io::tcp::{TcpSettings, socket2};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, Value};
 
 use crate::base::retry::Backoff;
+use crate::layout::names;
 use crate::notify::hub::{Hub, Settings, State, Sub};
 use crate::topology::endpoint;
 
@@ -352,14 +353,14 @@ impl<'a> Link<'a> {
                     self.on_fence(number);
                 }
             }
-            // Redisson's messages: "1" (a write lock's release) lets every waiter try
-            // again, anything else ("0") one of them.
-            PushKind::Message => match data.next() {
-                Some(Value::BulkString(payload)) if payload == b"1" => {
-                    self.hub.state.lock().raise_all(&channel)
-                }
-                _ => self.hub.state.lock().raise_one(&channel, None),
-            },
+            PushKind::Message => {
+                let payload = match data.next() {
+                    Some(Value::BulkString(payload)) => payload,
+                    _ => Vec::new(),
+                };
+                let woken = names::woken_by(&channel, &payload);
+                self.hub.state.lock().raise(&channel, woken);
+            }
             PushKind::Subscribe => self.on_subscribed(&channel),
             _ => {}
         }

@@ -44,6 +44,16 @@ static WRITE_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/write_acquire.lua")));
 static WRITE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/write_release.lua")));
+static SEMAPHORE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_acquire.lua")));
+static SEMAPHORE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_release.lua")));
+static SEMAPHORE_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_renew.lua")));
+static SEMAPHORE_AVAILABLE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_available.lua")));
+static SEMAPHORE_ADD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_add.lua")));
 static TOKEN_PROBE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
 static TOKEN_RELEASE: LazyLock<Script> =
@@ -286,6 +296,59 @@ pub(crate) fn write_release(
     cmd
 }
 
+/// Take the permit `id` of the semaphore whose permits are at `key` and held ones in
+/// `timeouts`, for `lease`; permits whose leases ran out come back first, announced on
+/// `channel` if they are to `wake` waiters. Replies 1 (taken), or when busy the
+/// milliseconds until the first held lease ends (-1: none held).
+pub(crate) fn semaphore_acquire(
+    (key, timeouts, channel): (&[u8], &[u8], &[u8]),
+    id: &[u8],
+    lease: Duration,
+    wake: bool,
+) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_ACQUIRE, &[key, timeouts, channel]);
+    cmd.arg(id)
+        .arg(millis(lease))
+        .arg(if wake { UNLOCK_MESSAGE } else { "" });
+    cmd
+}
+
+/// Give the permit `id` back, waking one waiter on `channel` and leaving `latch` for
+/// `latch_ttl`. Replies 1 (given back) or 0 (not held, or its lease had run out).
+pub(crate) fn semaphore_release(
+    (key, timeouts, channel): (&[u8], &[u8], &[u8]),
+    latch: &[u8],
+    id: &[u8],
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_RELEASE, &[key, timeouts, channel, latch]);
+    cmd.arg(id).arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend the lease of the held permit `id` to `lease` from now. Replies [`Renewed`]: kept
+/// or gone.
+pub(crate) fn semaphore_renew(timeouts: &[u8], id: &[u8], lease: Duration) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_RENEW, &[timeouts]);
+    cmd.arg(id).arg(millis(lease));
+    cmd
+}
+
+/// The permits available at `key`, counting those held in `timeouts` whose leases ran out.
+/// Replies the number.
+pub(crate) fn semaphore_available(key: &[u8], timeouts: &[u8]) -> Cmd {
+    evalsha(&SEMAPHORE_AVAILABLE, &[key, timeouts])
+}
+
+/// Set the semaphore's permits to `n` if it has none yet (`set`), or add `n`, announcing
+/// the number available on `channel`. Replies that number, or -1 when `set` found the
+/// permits there.
+pub(crate) fn semaphore_add(key: &[u8], channel: &[u8], set: bool, n: u64) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_ADD, &[key, channel]);
+    cmd.arg(if set { "set" } else { "add" }).arg(n);
+    cmd
+}
+
 /// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the
 /// key is gone. Replies [`Renewed`].
 pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> Cmd {
@@ -366,6 +429,11 @@ pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
         &FAIR_ACQUIRE,
         &FAIR_RELEASE,
         &FAIR_GIVE_UP,
+        &SEMAPHORE_ACQUIRE,
+        &SEMAPHORE_RELEASE,
+        &SEMAPHORE_RENEW,
+        &SEMAPHORE_ADD,
+        &SEMAPHORE_AVAILABLE,
         &READ_ACQUIRE,
         &READ_RELEASE,
         &READ_RENEW,

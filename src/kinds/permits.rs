@@ -1,0 +1,205 @@
+//! The leased semaphore's permits as a kind, Redisson's `RPermitExpirableSemaphore`: a
+//! string counting the permits available, and a sorted set of the held ones by when their
+//! leases end. Each acquisition takes one permit under an id of its own, so a permit is
+//! owned by its id, not by a thread.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::Cmd;
+
+use crate::base::error::{Error, Result};
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::layout::names;
+use crate::lease::holding::Holding;
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lease::watchdog::{self, Renewal};
+use crate::lease::workers::Ticket;
+use crate::topology::quorum::validity_end;
+use crate::transport::scripts;
+
+/// The permits of a [`Semaphore`](crate::Semaphore): the kind behind its
+/// [`Permit`](crate::Permit)s. A busy attempt waits at most until the first held lease
+/// ends, when that permit comes back without a message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Permits;
+
+/// What a permit carries.
+pub struct PermitHeld {
+    id: u128,
+    /// The watchdog's ticket, for a permit taken without a lease; dropped at release.
+    watchdog: Mutex<Option<Ticket>>,
+}
+
+impl PermitHeld {
+    /// The permit's id as 32 lowercase hex digits, as Redisson shows them.
+    pub(crate) fn id(&self) -> String {
+        names::hex_id(self.id)
+    }
+}
+
+/// The semaphore's keys and channel: permits, held permits, channel.
+fn keys(target: &Target) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let key = target.key()?;
+    Ok((
+        key.to_vec(),
+        names::semaphore_timeouts(key),
+        names::semaphore_channel(key),
+    ))
+}
+
+impl Machinery for Permits {
+    type Held = PermitHeld;
+    type Affinity = ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<PermitHeld>> {
+        let shared = &target.shared;
+        let nodes = shared.nodes();
+        let [node] = nodes.list() else {
+            return Err(Error::Unsupported {
+                lock: target.name().to_owned(),
+                reason: "a semaphore needs one count, and Redlock's masters each keep their own",
+            });
+        };
+        let (key, timeouts, channel) = keys(target)?;
+        let id: u128 = rand::random();
+        let script_lease = lease.unwrap_or(shared.config().lease);
+        let cmd = scripts::semaphore_acquire(
+            (&key, &timeouts, &channel),
+            &id.to_be_bytes(),
+            script_lease,
+            true,
+        );
+        let sent = Instant::now();
+        let deadline = limit.unwrap_or_else(|| Instant::now() + shared.config().response_timeout);
+        let reply: i64 = match node.run(&cmd, deadline) {
+            Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
+                return Err(Error::WrongKind {
+                    lock: target.name().to_owned(),
+                    found: names::kind_of(source.detail().unwrap_or_default().trim()),
+                });
+            }
+            reply => reply.map_err(|err| err.with_lock(target.name()))?,
+        };
+        if reply != 1 {
+            let ends = u64::try_from(reply).ok().map(Duration::from_millis);
+            return Ok(Attempt::Busy(ends));
+        }
+        let Some(valid_until) =
+            validity_end(sent, script_lease).filter(|end| *end > Instant::now())
+        else {
+            give_back(target, id);
+            return Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: target.name().to_owned(),
+                elapsed: sent.elapsed(),
+                lease: script_lease,
+            }));
+        };
+        acquired(target, lease, id, sent, valid_until)
+    }
+
+    fn release(target: &Target, hold: &Hold<PermitHeld>) -> Result<()> {
+        target.begin()?;
+        if hold.holding.is_lost() {
+            return Err(target.lost());
+        }
+        // Stops the renewals; a renewal already on its way finishes first.
+        drop(hold.held.watchdog.lock().take());
+        release_id(target, hold.held.id, Some(&hold.holding))
+    }
+
+    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        Cow::Owned(names::semaphore_channel(&target.shared_key()))
+    }
+}
+
+/// Gives the permit `id` back; `holding`, if known, is reported lost when the permit was
+/// not held any more.
+pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -> Result<()> {
+    let (key, timeouts, channel) = keys(target)?;
+    let latch = names::unlock_latch(&key, &names::random_id());
+    let latch_ttl = target.shared.config().latch_ttl();
+    let cmd = scripts::semaphore_release(
+        (&key, &timeouts, &channel),
+        &latch,
+        &id.to_be_bytes(),
+        latch_ttl,
+    );
+    let nodes = target.shared.nodes();
+    let released = match holding {
+        Some(holding) => holding.exclusively(|| nodes.agreed(nodes.run_all::<i64>(&cmd, None))),
+        None => nodes.agreed(nodes.run_all::<i64>(&cmd, None)),
+    };
+    match released.map_err(|err| err.with_lock(target.name()))? {
+        1 => Ok(()),
+        _ => Err(match holding {
+            Some(holding) => target.found_lost(holding),
+            None => target.not_held(),
+        }),
+    }
+}
+
+/// Gives back a permit taken by an attempt that is not kept; failures are only logged.
+fn give_back(target: &Target, id: u128) {
+    if let Err(err) = release_id(target, id, None) {
+        log::warn!("giving back a permit of {:?} failed: {err}", target.name());
+    }
+}
+
+fn acquired(
+    target: &Target,
+    lease: Option<Duration>,
+    id: u128,
+    sent: Instant,
+    valid_until: Instant,
+) -> Result<Attempt<PermitHeld>> {
+    let holding = Arc::new(Holding::new(valid_until));
+    let mut ticket = None;
+    if lease.is_none() {
+        let timeouts = names::semaphore_timeouts(&target.shared_key());
+        let renewal = Box::new(Renew { timeouts, id });
+        match watchdog::start(target, &holding, sent, renewal) {
+            Ok(started) => ticket = Some(started),
+            Err(source) => {
+                give_back(target, id);
+                return Err(Error::Watchdog {
+                    lock: target.name().to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(Attempt::Acquired(Hold {
+        holding,
+        watched: lease.is_none(),
+        held: PermitHeld {
+            id,
+            watchdog: Mutex::new(ticket),
+        },
+    }))
+}
+
+/// What the watchdog renews for a permit: its lease in the sorted set.
+struct Renew {
+    timeouts: Vec<u8>,
+    id: u128,
+}
+
+impl Renewal for Renew {
+    fn command(&self, _: &Shared, lease: Duration, _: bool) -> Cmd {
+        scripts::semaphore_renew(&self.timeouts, &self.id.to_be_bytes(), lease)
+    }
+
+    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
+        // Only the permit's release stops its renewals, and the watchdog checks for that
+        // before it calls a permit lost.
+        true
+    }
+}

@@ -1,0 +1,226 @@
+//! The leased semaphore's handle and its permits: a lock handle of the permits kind, with
+//! the calls of a semaphore.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::base::error::{Error, Result};
+use crate::kinds::permits::{self, Permits};
+use crate::layout::names;
+use crate::lease::target::Target;
+use crate::lock::guard::LockGuard;
+use crate::lock::handle::Lock;
+use crate::transport::scripts;
+
+/// Most permits a semaphore may be given at once.
+const MAX_PERMITS: u64 = 1 << 40;
+
+/// A leased semaphore: up to its number of permits may be held at once, by any threads and
+/// processes, each permit with a lease. Made by
+/// [`LockClient::semaphore`](crate::LockClient::semaphore); Redisson's
+/// `RPermitExpirableSemaphore` layout, so Java services share it.
+///
+/// A permit taken without a lease is renewed by the watchdog while held, like a lock; one
+/// taken `*_with_lease` expires. Either way, the permits of a holder that crashed come back
+/// when their leases run out. Acquiring waits like a lock does: woken by a release (Redisson's
+/// message, the number of permits available, wakes that many waiters), and at the latest
+/// when the first held lease ends, since a permit whose lease ran out comes back without a
+/// message.
+///
+/// ```no_run
+/// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+/// let pool = client.semaphore("db-connections");
+/// pool.try_set_permits(3)?; // only if not set yet
+/// let permit = pool.acquire()?; // one of three
+/// println!("holding {}", permit.id());
+/// permit.release()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    permits: Lock<Permits>,
+}
+
+/// One held permit of a [`Semaphore`]; gives it back when dropped. `Send`: any thread may
+/// release it.
+#[must_use = "a permit is given back when dropped"]
+pub struct Permit {
+    guard: LockGuard<Permits>,
+}
+
+impl Semaphore {
+    pub(crate) fn new(target: Target) -> Self {
+        Semaphore {
+            permits: Lock::new(target),
+        }
+    }
+
+    /// The semaphore's name (lossily decoded, cut to 64 bytes).
+    pub fn name(&self) -> &str {
+        self.permits.name()
+    }
+
+    fn target(&self) -> &Target {
+        &self.permits.target
+    }
+
+    /// Sets the number of permits to `permits` (1 to 2^40) if it has none yet; false, with
+    /// nothing changed, when it has.
+    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        Ok(self.change(true, permits)? >= 0)
+    }
+
+    /// Adds `permits` (1 to 2^40) to the permits available, waking as many waiters.
+    pub fn add_permits(&self, permits: u64) -> Result<()> {
+        self.change(false, permits).map(drop)
+    }
+
+    fn change(&self, set: bool, permits: u64) -> Result<i64> {
+        let target = self.target();
+        if !(1..=MAX_PERMITS).contains(&permits) {
+            let reason = format!("must be 1..={MAX_PERMITS}");
+            return Err(target.invalid_argument("permits", reason));
+        }
+        let key = target.begin()?;
+        let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
+        let nodes = target.shared.nodes();
+        nodes
+            .agreed(nodes.run_all::<i64>(&cmd, None))
+            .map_err(|err| wrong_kind(target, err))
+    }
+
+    /// The permits available now, counting those whose leases have run out (they come back
+    /// at the next acquisition). Reads only.
+    pub fn available_permits(&self) -> Result<u64> {
+        let target = self.target();
+        let key = target.begin()?;
+        let cmd = scripts::semaphore_available(key, &names::semaphore_timeouts(key));
+        let nodes = target.shared.nodes();
+        let count: i64 = nodes
+            .agreed(nodes.run_all(&cmd, None))
+            .map_err(|err| wrong_kind(target, err))?;
+        Ok(u64::try_from(count).unwrap_or_default())
+    }
+
+    /// Waits until a permit is free and takes it; the watchdog renews its lease until it
+    /// is released. Waits without bound unless the client has a
+    /// [`max_wait`](crate::LockClientBuilder::max_wait).
+    pub fn acquire(&self) -> Result<Permit> {
+        self.permits.lock().map(Permit::new)
+    }
+
+    /// Takes a permit if one is free; `None` when none is.
+    pub fn try_acquire(&self) -> Result<Option<Permit>> {
+        Ok(self.permits.try_lock()?.map(Permit::new))
+    }
+
+    /// Waits at most `timeout` for a permit.
+    pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<Permit>> {
+        Ok(self.permits.try_lock_for(timeout)?.map(Permit::new))
+    }
+
+    /// Waits until `deadline` at most for a permit.
+    pub fn try_acquire_until(&self, deadline: Instant) -> Result<Option<Permit>> {
+        Ok(self.permits.try_lock_until(deadline)?.map(Permit::new))
+    }
+
+    /// Like [`acquire`](Self::acquire), for a permit with a fixed lease and no watchdog.
+    pub fn acquire_with_lease(&self, lease: Duration) -> Result<Permit> {
+        self.permits.lock_with_lease(lease).map(Permit::new)
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire), with a fixed lease and no watchdog.
+    pub fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Permit>> {
+        Ok(self.permits.try_lock_with_lease(lease)?.map(Permit::new))
+    }
+
+    /// Like [`try_acquire_for`](Self::try_acquire_for), with a fixed lease and no watchdog.
+    pub fn try_acquire_for_with_lease(
+        &self,
+        timeout: Duration,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        let taken = self.permits.try_lock_with_lease_for(timeout, lease)?;
+        Ok(taken.map(Permit::new))
+    }
+
+    /// Like [`try_acquire_until`](Self::try_acquire_until), with a fixed lease and no
+    /// watchdog.
+    pub fn try_acquire_until_with_lease(
+        &self,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        let taken = self.permits.try_lock_with_lease_until(deadline, lease)?;
+        Ok(taken.map(Permit::new))
+    }
+
+    /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
+    /// taken in another process, say. [`Error::NotHeld`] when it is not held (never, given
+    /// back already, or its lease ran out); an id that is not 32 hex digits is
+    /// [`Error::InvalidArgument`].
+    pub fn release(&self, id: &str) -> Result<()> {
+        let target = self.target();
+        let parsed = (id.len() == 32)
+            .then(|| u128::from_str_radix(id, 16).ok())
+            .flatten()
+            .ok_or_else(|| target.invalid_argument("id", "must be 32 hex digits".into()))?;
+        target.begin()?;
+        permits::release_id(target, parsed, None)
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl Permit {
+    fn new(guard: LockGuard<Permits>) -> Self {
+        Permit { guard }
+    }
+
+    /// The permit's id: 32 lowercase hex digits, as Redisson shows them.
+    pub fn id(&self) -> String {
+        self.guard.hold.held.id()
+    }
+
+    /// Gives the permit back and reports the result: [`Error::Lost`] when its lease had run
+    /// out (it was others' again).
+    pub fn release(self) -> Result<()> {
+        self.guard.unlock()
+    }
+
+    /// Whether the watchdog, or a release, found the permit gone.
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Until when the permit is surely held (see [`LockGuard::valid_until`]).
+    pub fn valid_until(&self) -> Instant {
+        self.guard.valid_until()
+    }
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("semaphore", &self.guard.lock().name())
+            .field("id", &self.id())
+            .finish()
+    }
+}
+
+/// The error for a script's reply: [`Error::WrongKind`] for its `WRONGKIND`.
+fn wrong_kind(target: &Target, err: Error) -> Error {
+    match err {
+        Error::Redis { source, .. } if source.code() == Some("WRONGKIND") => Error::WrongKind {
+            lock: target.name().to_owned(),
+            found: names::kind_of(source.detail().unwrap_or_default().trim()),
+        },
+        err => err.with_lock(target.name()),
+    }
+}
