@@ -1,0 +1,391 @@
+//! The fair lock, the read-write lock and the leased semaphore against a Redisson client
+//! played from a raw connection: no Redisson port runs here, so each test runs the steps of
+//! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them),
+//! written here as Lua of our own. Each side excludes the other and wakes the other's
+//! waiters.
+
+mod support;
+
+use std::time::Duration;
+
+use redmutex::LockClient;
+use support::{Server, eventually};
+
+/// The Redisson client's owner id: `<client uuid>:<thread id>`.
+const THEM: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:1";
+/// A lease and a queue wait long enough that only a message can wake a waiter in time.
+const LONG: Duration = Duration::from_secs(120);
+const IN_TIME: Duration = Duration::from_secs(30);
+
+/// Runs one of the scripts below, as Redisson sends them (EVAL with keys and arguments).
+fn redisson<T: redis::FromRedisValue>(
+    server: &Server,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> T {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+    cmd.query(&mut server.conn()).unwrap()
+}
+
+fn now() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    since.as_millis().to_string()
+}
+
+/// A client of ours whose waiters sleep on the holder's lease and poll almost never.
+fn sleepy(server: &Server) -> LockClient {
+    server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .fair_queue_wait(Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+/// A raw subscription, to see what wakes a Redisson waiter: SUBSCRIBE sent and confirmed
+/// on a connection that then only reads.
+fn listen(server: &Server, channel: &str) -> redis::Connection {
+    let mut conn = server.conn();
+    conn.send_packed_command(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
+        .unwrap();
+    conn.recv_response().unwrap();
+    conn
+}
+
+/// The payload of the next message on a connection from [`listen`].
+fn next_message(conn: &mut redis::Connection) -> String {
+    let (kind, _channel, payload): (String, String, String) =
+        redis::from_redis_value(conn.recv_response().unwrap()).unwrap();
+    assert_eq!(kind, "message");
+    payload
+}
+
+// Fair lock, §4. Purge step P, then as the section lists.
+const FAIR_ACQUIRE: &str = r#"
+local now = tonumber(ARGV[4])
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then break end
+  if tonumber(redis.call('zscore', KEYS[3], head)) <= now then
+    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
+  else break end
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+  redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], ARGV[2])
+  for _, m in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), m)
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('zscore', KEYS[3], ARGV[2]) then
+  return math.max(0, redis.call('pttl', KEYS[1]))
+end
+local tail = redis.call('lindex', KEYS[2], -1)
+local ttl
+if tail and tail ~= ARGV[2] and redis.call('zscore', KEYS[3], tail) then
+  ttl = tonumber(redis.call('zscore', KEYS[3], tail)) - now
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2])
+end
+return ttl
+"#;
+
+const FAIR_UNLOCK: &str = r#"
+local now = tonumber(ARGV[4])
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then break end
+  if tonumber(redis.call('zscore', KEYS[3], head)) <= now then
+    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
+  else break end
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 then
+  if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
+end
+redis.call('del', KEYS[1])
+if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
+return 1
+"#;
+
+const FAIR_KEYS: [&str; 3] = [
+    "fair",
+    "redisson_lock_queue:{fair}",
+    "redisson_lock_timeout:{fair}",
+];
+
+fn their_fair_acquire(server: &Server) -> Option<i64> {
+    redisson(
+        server,
+        FAIR_ACQUIRE,
+        &FAIR_KEYS,
+        &["120000", THEM, "300000", &now()],
+    )
+}
+
+fn their_fair_unlock(server: &Server) -> Option<i64> {
+    let keys = [
+        FAIR_KEYS[0],
+        FAIR_KEYS[1],
+        FAIR_KEYS[2],
+        "redisson_lock__channel:{fair}",
+    ];
+    redisson(server, FAIR_UNLOCK, &keys, &["0", "120000", THEM, &now()])
+}
+
+#[test]
+fn fair_lock_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    // Theirs first: our waiter queues, and their unlock wakes it on its own channel.
+    assert_eq!(their_fair_acquire(&server), None);
+    let ours = sleepy(&server).fair_lock("fair");
+    let (taken, got) = std::sync::mpsc::channel();
+    let waiter = ours.clone();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(LONG).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .channels("redisson_lock__channel:{fair}:*")
+        > 0));
+    assert_eq!(their_fair_unlock(&server), Some(1));
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their unlock did not wake ours"
+    );
+
+    // Ours first: they queue behind us, and our release wakes them on theirs.
+    let guard = ours.lock().unwrap();
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{THEM}"));
+    assert!(
+        their_fair_acquire(&server).is_some(),
+        "they got in beside us"
+    );
+    guard.unlock().unwrap();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(their_fair_acquire(&server), None, "their turn did not come");
+    assert_eq!(their_fair_unlock(&server), Some(1));
+}
+
+// Read-write lock, §5.
+const READ_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local i = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':' .. i, 1, 'px', ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+"#;
+
+const WRITE_UNLOCK: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then redis.call('publish', KEYS[2], ARGV[1]); return nil end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+  redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1])
+else
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+return 1
+"#;
+
+const WRITE_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+"#;
+
+fn their_read_acquire(server: &Server) -> Option<i64> {
+    let prefix = format!("{{rw}}:{THEM}:rwlock_timeout");
+    let writer = format!("{THEM}:write");
+    redisson(
+        server,
+        READ_ACQUIRE,
+        &["rw", &prefix],
+        &["120000", THEM, &writer],
+    )
+}
+
+#[test]
+fn read_write_lock_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    let writer = format!("{THEM}:write");
+    // Their writer holds: our reader waits, and their write unlock ("1") wakes it.
+    let taken: Option<i64> = redisson(&server, WRITE_ACQUIRE, &["rw"], &["120000", &writer]);
+    assert_eq!(taken, None);
+    let ours = sleepy(&server).read_write_lock("rw");
+    let (tx, got) = std::sync::mpsc::channel();
+    let reader = ours.read().clone();
+    std::thread::spawn(move || {
+        let guard = reader.try_lock_for(LONG).unwrap();
+        let _ = tx.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .subscribers("redisson_rwlock:{rw}")
+        > 0));
+    let keys = ["rw", "redisson_rwlock:{rw}", "redisson_unlock_latch:{rw}:x"];
+    let released: Option<i64> = redisson(
+        &server,
+        WRITE_UNLOCK,
+        &keys,
+        &["1", "120000", &writer, "PUBLISH", "1000"],
+    );
+    assert_eq!(released, Some(1));
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their unlock did not wake ours"
+    );
+
+    // Their reader shares with ours and keeps our writer out.
+    let read = ours.read().lock().unwrap();
+    assert_eq!(their_read_acquire(&server), None, "readers do not share");
+    assert!(ours.write().try_lock().is_err_and(|err| err.is_upgrade()));
+    drop(read);
+    let other = sleepy(&server).read_write_lock("rw");
+    assert!(
+        other.write().try_lock().unwrap().is_none(),
+        "our writer beside their reader"
+    );
+    let _: () = redis::cmd("DEL")
+        .arg("rw")
+        .query(&mut server.conn())
+        .unwrap();
+
+    // Our writer holds: their reader is refused until our release wakes it ("1").
+    let write = ours.write().lock().unwrap();
+    let mut listener = listen(&server, "redisson_rwlock:{rw}");
+    assert!(
+        their_read_acquire(&server).is_some(),
+        "their reader beside our writer"
+    );
+    write.unlock().unwrap();
+    assert_eq!(next_message(&mut listener), "1");
+    assert_eq!(their_read_acquire(&server), None);
+}
+
+// Permit-expirable semaphore, §10 (with its purge step).
+const SEMAPHORE_ACQUIRE: &str = r#"
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+  redis.call('zrem', KEYS[2], unpack(expired))
+  local total = redis.call('incrby', KEYS[1], #expired)
+  if total > 0 then redis.call('publish', KEYS[3], total) end
+end
+local value = redis.call('get', KEYS[1])
+if value and tonumber(value) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+  return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[2] and tonumber(first[2]) ~= tonumber(ARGV[4]) then return ':' .. first[2] end
+return nil
+"#;
+
+const SEMAPHORE_RELEASE: &str = r#"
+if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then return 0 end
+local total = redis.call('incrby', KEYS[1], ARGV[2])
+redis.call('publish', KEYS[2], total)
+return 1
+"#;
+
+const SEMAPHORE_KEYS: [&str; 3] = ["pool", "{pool}:timeout", "redisson_sc:{pool}"];
+/// Their permit's id: 16 bytes.
+const THEIR_PERMIT: &str = "0123456789abcdef";
+
+fn their_semaphore_acquire(server: &Server) -> Option<String> {
+    let expiry = (now().parse::<u64>().unwrap() + 120_000).to_string();
+    let args = [
+        "1",
+        &expiry,
+        &now(),
+        "922337203685477",
+        "PUBLISH",
+        THEIR_PERMIT,
+    ];
+    redisson(server, SEMAPHORE_ACQUIRE, &SEMAPHORE_KEYS, &args)
+}
+
+#[test]
+fn semaphore_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    let ours = sleepy(&server).semaphore("pool");
+    assert!(ours.try_set_permits(1).unwrap());
+    // Theirs holds the one permit: our waiter waits, and their release wakes it.
+    assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    assert!(
+        ours.try_acquire().unwrap().is_none(),
+        "two holders of one permit"
+    );
+    let (tx, got) = std::sync::mpsc::channel();
+    let waiter = ours.clone();
+    std::thread::spawn(move || {
+        let permit = waiter.try_acquire_for(LONG).unwrap();
+        let _ = tx.send(permit.map(|permit| permit.release()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .subscribers("redisson_sc:{pool}")
+        > 0));
+    let keys = [SEMAPHORE_KEYS[0], SEMAPHORE_KEYS[2], SEMAPHORE_KEYS[1]];
+    let released: i64 = redisson(
+        &server,
+        SEMAPHORE_RELEASE,
+        &keys,
+        &[THEIR_PERMIT, "1", &now(), "PUBLISH"],
+    );
+    assert_eq!(released, 1);
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their release did not wake ours"
+    );
+
+    // Ours holds it: theirs is refused until our release, whose message says one is free.
+    let permit = ours.acquire().unwrap();
+    let mut listener = listen(&server, "redisson_sc:{pool}");
+    assert_ne!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    permit.release().unwrap();
+    assert_eq!(next_message(&mut listener), "1");
+    assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    assert_eq!(ours.available_permits().unwrap(), 0);
+}
