@@ -181,6 +181,7 @@ fn main() -> Result<()> {
             *max as f64 / (*min).max(1) as f64
         ),
     ));
+    rows.extend(family(&plan, &url, &client, floor)?);
     for &n in plan.held {
         rows.push(("many held", many_held(&url, n)?));
     }
@@ -459,7 +460,7 @@ fn handoff_process(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<Du
 
 /// Pairs per second over all contenders on one key.
 fn contended_threads(plan: &Plan, client: &LockClient, threads: usize) -> f64 {
-    let total: u64 = fairness_counts(client, "bench:contended", threads, plan.contention)
+    let total: u64 = fairness_counts(&client.lock("bench:contended"), threads, plan.contention)
         .iter()
         .sum();
     total as f64 / plan.contention.as_secs_f64()
@@ -483,16 +484,16 @@ fn contended_processes(plan: &Plan, url: &str, processes: usize) -> f64 {
 }
 
 fn fairness(plan: &Plan, client: &LockClient, threads: usize) -> Vec<u64> {
-    fairness_counts(client, "bench:fairness", threads, plan.fairness)
+    fairness_counts(&client.lock("bench:fairness"), threads, plan.fairness)
 }
 
-/// Each of `threads` takes and releases the lock for `span`; returns each one's count.
-fn fairness_counts(client: &LockClient, name: &str, threads: usize, span: Duration) -> Vec<u64> {
+/// Each of `threads` takes and releases `lock` for `span`; returns each one's count.
+fn fairness_counts<K: Kind>(lock: &Lock<K>, threads: usize, span: Duration) -> Vec<u64> {
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let (lock, stop) = (client.lock(name), &stop);
+                let (lock, stop) = (lock.clone(), &stop);
                 scope.spawn(move || {
                     let mut count = 0;
                     while !stop.load(Ordering::Relaxed) {
@@ -507,6 +508,248 @@ fn fairness_counts(client: &LockClient, name: &str, threads: usize, span: Durati
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// The fair lock, the read-write lock and the semaphore: hand-off and fairness of the fair
+/// lock, readers in parallel, and each kind's pair against its own two scripts sent raw.
+fn family(
+    plan: &Plan,
+    url: &str,
+    client: &LockClient,
+    floor: Duration,
+) -> Result<Vec<(&'static str, String)>> {
+    let rt = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+    let mut rows = Vec::new();
+    let mut samples = handoff_threads(plan, client.fair_lock("bench:fair-handoff"))?;
+    let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
+    let counts = fairness_counts(&client.fair_lock("bench:fair-fairness"), 8, plan.fairness);
+    let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
+    rows.push((
+        "fair lock",
+        format!(
+            "hand-off to another thread: p50 {:.1} round trips, p99 {:.1}; 8 threads for {:?}: max / min acquisitions = {max} / {min} = {:.2}",
+            rt(p50),
+            rt(p99),
+            plan.fairness,
+            *max as f64 / (*min).max(1) as f64
+        ),
+    ));
+
+    let rw = client.read_write_lock("bench:rw");
+    let readers = |threads: usize| {
+        let stop = AtomicBool::new(false);
+        let total: u64 = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (read, stop) = (rw.read().clone(), &stop);
+                    scope.spawn(move || {
+                        let mut count = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            read.lock().and_then(|g| g.unlock()).expect("read");
+                            count += 1;
+                        }
+                        count
+                    })
+                })
+                .collect();
+            std::thread::sleep(plan.contention);
+            stop.store(true, Ordering::Relaxed);
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        total as f64 / plan.contention.as_secs_f64()
+    };
+    let one = readers(1);
+    let before = script_time(url);
+    let eight = readers(8);
+    let (usec, calls) = script_time(url);
+    let per_script = (usec - before.0) as f64 / (calls - before.1).max(1) as f64;
+    rows.push((
+        "readers",
+        format!(
+            "read lock+unlock pairs/s: 8 threads {eight:.0} = {:.2} × 1 thread ({one:.0}); Redis runs each of their scripts in {per_script:.1} µs (INFO commandstats), so its one thread allows at most {:.0} pairs/s",
+            eight / one,
+            1e6 / (2.0 * per_script)
+        ),
+    ));
+
+    let mut raw = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let script = |source: &str| Script::new(source);
+    let fair_acquire = script(include_str!("../src/transport/scripts/fair_acquire.lua"));
+    let fair_release = script(include_str!("../src/transport/scripts/fair_release.lua"));
+    let read_acquire = script(include_str!("../src/transport/scripts/read_acquire.lua"));
+    let read_release = script(include_str!("../src/transport/scripts/read_release.lua"));
+    let sem_acquire = script(include_str!(
+        "../src/transport/scripts/semaphore_acquire.lua"
+    ));
+    let sem_release = script(include_str!(
+        "../src/transport/scripts/semaphore_release.lua"
+    ));
+    let (fair, semaphore, reentrant) = (
+        client.fair_lock("bench:fair"),
+        client.semaphore("bench:semaphore"),
+        client.lock("bench:family-reentrant"),
+    );
+    semaphore.try_set_permits(1)?;
+    let _: () = redis::cmd("SET")
+        .arg("bench:semaphore-raw")
+        .arg(1)
+        .query(&mut raw)
+        .expect("permits");
+    let owner = "0123456789abcdef0123456789abcdef:1";
+    let mut request = 0u64;
+    let mut latch = |key: &str| {
+        request += 1;
+        format!("redisson_unlock_latch:{{{key}}}:{request:032x}")
+    };
+    let mut samples: [Vec<Duration>; 7] = Default::default();
+    for _ in 0..plan.rounds {
+        samples[0].push(mean_of(plan.pairs, || {
+            reentrant
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("reentrant");
+        }));
+        samples[1].push(mean_of(plan.pairs, || {
+            fair.lock().and_then(|g| g.unlock()).expect("fair");
+        }));
+        samples[2].push(mean_of(plan.pairs, || {
+            let taken: Option<i64> = fair_acquire
+                .key("bench:fair-raw")
+                .key("redisson_lock_queue:{bench:fair-raw}")
+                .key("redisson_lock_timeout:{bench:fair-raw}")
+                .arg(30_000)
+                .arg(owner)
+                .arg(0)
+                .arg(5_000)
+                .invoke(&mut raw)
+                .expect("fair acquire");
+            assert_eq!(taken, None);
+            let released: Option<i64> = fair_release
+                .key("bench:fair-raw")
+                .key("redisson_lock__channel:{bench:fair-raw}")
+                .key(latch("bench:fair-raw"))
+                .key("redisson_lock_queue:{bench:fair-raw}")
+                .key("redisson_lock_timeout:{bench:fair-raw}")
+                .arg(0)
+                .arg(30_000)
+                .arg(owner)
+                .arg(1)
+                .arg(8_000)
+                .invoke(&mut raw)
+                .expect("fair release");
+            assert_eq!(released, Some(1));
+        }));
+        samples[3].push(mean_of(plan.pairs, || {
+            rw.read().lock().and_then(|g| g.unlock()).expect("read");
+        }));
+        samples[4].push(mean_of(plan.pairs, || {
+            let timeouts = format!("{{bench:rw-raw}}:{owner}:rwlock_timeout");
+            let taken: Option<i64> = read_acquire
+                .key("bench:rw-raw")
+                .key(&timeouts)
+                .arg(30_000)
+                .arg(owner)
+                .arg(format!("{owner}:write"))
+                .arg(0)
+                .invoke(&mut raw)
+                .expect("read acquire");
+            assert_eq!(taken, None);
+            let released: Option<i64> = read_release
+                .key("bench:rw-raw")
+                .key("redisson_rwlock:{bench:rw-raw}")
+                .key(latch("bench:rw-raw"))
+                .key(&timeouts)
+                .key("{bench:rw-raw}")
+                .arg(0)
+                .arg(owner)
+                .arg(1)
+                .arg(8_000)
+                .invoke(&mut raw)
+                .expect("read release");
+            assert_eq!(released, Some(1));
+        }));
+        samples[5].push(mean_of(plan.pairs, || {
+            semaphore
+                .acquire()
+                .and_then(|p| p.release())
+                .expect("semaphore");
+        }));
+        samples[6].push(mean_of(plan.pairs, || {
+            let id = rand_id();
+            let taken: i64 = sem_acquire
+                .key("bench:semaphore-raw")
+                .key("{bench:semaphore-raw}:timeout")
+                .key("redisson_sc:{bench:semaphore-raw}")
+                .arg(&id[..])
+                .arg(30_000)
+                .arg(0)
+                .invoke(&mut raw)
+                .expect("semaphore acquire");
+            assert_eq!(taken, 1);
+            let released: i64 = sem_release
+                .key("bench:semaphore-raw")
+                .key("{bench:semaphore-raw}:timeout")
+                .key("redisson_sc:{bench:semaphore-raw}")
+                .key(latch("bench:semaphore-raw"))
+                .arg(&id[..])
+                .arg(8_000)
+                .invoke(&mut raw)
+                .expect("semaphore release");
+            assert_eq!(released, 1);
+        }));
+    }
+    let [
+        reentrant,
+        fair,
+        fair_raw,
+        read,
+        read_raw,
+        semaphore,
+        semaphore_raw,
+    ] = samples.map(|mut s| percentile(&mut s, 50));
+    let over = |library: Duration, raw: Duration| library.as_secs_f64() / raw.as_secs_f64();
+    rows.push((
+        "family pairs",
+        format!(
+            "uncontended pair against its own two scripts sent raw: fair lock {:.2}, read lock {:.2}, semaphore {:.2}; against the reentrant lock's pair ({} µs): fair {:.2}, read {:.2}, semaphore acquire+release {:.2}",
+            over(fair, fair_raw),
+            over(read, read_raw),
+            over(semaphore, semaphore_raw),
+            micros(reentrant),
+            over(fair, reentrant),
+            over(read, reentrant),
+            over(semaphore, reentrant),
+        ),
+    ));
+    Ok(rows)
+}
+
+/// The microseconds Redis has spent in EVALSHA, and how many it ran (`INFO commandstats`).
+fn script_time(url: &str) -> (u64, u64) {
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .expect("info");
+    let line = info
+        .lines()
+        .find(|line| line.starts_with("cmdstat_evalsha:"))
+        .unwrap_or_default();
+    let field = |name: &str| {
+        line.split([':', ','])
+            .find_map(|field| field.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("usec"), field("calls"))
+}
+
+/// 16 random bytes, as a permit id.
+fn rand_id() -> [u8; 16] {
+    rand::random()
 }
 
 /// `n` locks held at once by one thread for three leases: all still held, renewals

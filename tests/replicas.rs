@@ -38,7 +38,9 @@ fn acked_client(primary: &Server, replicas: u32, timeout: Duration) -> LockClien
 }
 
 fn acknowledged<K: MakeLock>(primary: &Server, replica: &Server) {
-    let client = acked_client(primary, 1, Duration::from_secs(1));
+    // As long as the client's response timeout allows: a busy machine can keep the
+    // replica's acknowledgement for a second.
+    let client = acked_client(primary, 1, Duration::from_secs(4));
     let lock = K::make(&client, &format!("acked-{}", K::NAME));
     let waits = primary.calls("wait");
     let guard = lock.lock().unwrap();
@@ -103,7 +105,7 @@ fn an_acquisition_too_few_replicas_acknowledge_is_given_back() {
     replica.resume();
 
     // Nothing of the refused holds stayed behind, in Redis or in the client.
-    let client = acked_client(&primary, 1, Duration::from_secs(1));
+    let client = acked_client(&primary, 1, Duration::from_secs(4));
     let lock = client.lock("unacked-reentrant");
     let guard = lock.lock().unwrap();
     assert_eq!(lock.hold_count().unwrap(), 1);
