@@ -106,10 +106,13 @@ const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Config {
     /// Sets what the user left unset and depends on another setting: the response timeout
-    /// is the smaller of 2 s and half the renew interval, so that every lease builds.
+    /// is the smaller of 2 s and two thirds of the renew interval, so that every lease
+    /// builds, a third of the interval is left for a renewal to be tried again, and leases
+    /// of 9 s and more keep the 2 s (at 10,000 held locks a 10 s lease lost holds with
+    /// less: renewals in a burst took over 1.7 s on a 2-core machine).
     pub fn derive_defaults(&mut self) {
         if !self.response_timeout_set {
-            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(self.renew_interval() / 2);
+            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(self.renew_interval() * 2 / 3);
         }
     }
 

@@ -66,7 +66,7 @@ impl LockClient {
 /// |---|---|
 /// | [`pool_size`](Self::pool_size) | 8 connections |
 /// | [`connect_timeout`](Self::connect_timeout) | 2 s |
-/// | [`response_timeout`](Self::response_timeout) | 2 s, or half the renew interval when that is less |
+/// | [`response_timeout`](Self::response_timeout) | 2 s, or two thirds of the renew interval when that is less |
 /// | [`lease`](Self::lease) (watchdog lease) | 30 s |
 /// | [`renew_interval`](Self::renew_interval) | lease / 3 |
 /// | [`retry_base`](Self::retry_base) / [`retry_cap`](Self::retry_cap) | 5 ms / 200 ms |
@@ -124,9 +124,10 @@ impl LockClientBuilder {
     /// round on all nodes may take. A call with a deadline returns at most this long after
     /// it.
     ///
-    /// Defaults to the smaller of 2 s and half the [renew interval](Self::renew_interval),
-    /// so that any lease builds with this left unset: 2 s for leases of 12 s and more (the
-    /// default lease of 30 s is renewed every 10 s), 166 ms for a 1 s lease. A value set here
+    /// Defaults to the smaller of 2 s and two thirds of the [renew
+    /// interval](Self::renew_interval), so that any lease builds with this left unset: 2 s
+    /// for leases of 9 s and more (the default lease of 30 s is renewed every 10 s), 222 ms
+    /// for a 1 s lease. A value set here
     /// is used as given: above zero, at most 600 s, and below the renew interval (a renewal
     /// that hangs longer would let the lease run out unnoticed); keep it small against the
     /// lease.

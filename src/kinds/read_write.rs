@@ -12,7 +12,7 @@ use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
 use crate::layout::names;
 use crate::layout::owner::current_thread;
-use crate::lease::holds::Mode;
+use crate::lease::hold_table::Mode;
 use crate::lease::target::Target;
 use crate::transport::scripts;
 

@@ -3,8 +3,8 @@
 //! of one call (client and lock names), each holding's validity and loss, and the watchdog
 //! that renews watched holds on threads of their own. Uses `transport` and everything below.
 
+pub(crate) mod hold_table;
 pub(crate) mod holding;
-pub(crate) mod holds;
 pub(crate) mod shared;
 pub(crate) mod target;
 pub(crate) mod watchdog;

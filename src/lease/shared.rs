@@ -8,8 +8,8 @@ use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::base::lost::LockLost;
 use crate::base::stats::Counters;
+use crate::lease::hold_table::HoldTable;
 use crate::lease::holding::Holding;
-use crate::lease::holds::Holds;
 use crate::lease::workers::Workers;
 use crate::transport::node::Nodes;
 
@@ -19,7 +19,7 @@ pub(crate) struct Shared {
     nodes: Nodes,
     /// The client's UUID, the first half of every reentrant owner field.
     id: String,
-    holds: Holds,
+    holds: HoldTable,
     workers: Workers,
     counters: Counters,
     /// The process the client was built in; a forked child must not act as its owner.
@@ -33,7 +33,7 @@ impl Shared {
             workers: Workers::new(config.watchdog_stack_size, config.renew_interval()),
             nodes,
             config,
-            holds: Holds::default(),
+            holds: HoldTable::default(),
             counters: Counters::default(),
             pid: std::process::id(),
         }
@@ -51,7 +51,7 @@ impl Shared {
         &self.id
     }
 
-    pub fn holds(&self) -> &Holds {
+    pub fn holds(&self) -> &HoldTable {
         &self.holds
     }
 

@@ -379,6 +379,15 @@ impl Sentinel {
             fields.get(2 * at + 1)
         };
         let number = |name: &str| field(name).and_then(|value| value.parse().ok());
+        // While a failover is under way its leader reports the new epoch with the old
+        // address: no answer to act on yet.
+        if field("flags").is_some_and(|flags| flags.contains("failover_in_progress")) {
+            return Err(RedisError::from((
+                ErrorKind::Server(ServerErrorKind::TryAgain),
+                "failover in progress",
+                format!("this sentinel is failing {:?} over", self.master),
+            )));
+        }
         match (field("ip"), number("port"), number("config-epoch")) {
             (Some(host), Some(port), Some(epoch)) => Ok(Named {
                 host: host.clone(),

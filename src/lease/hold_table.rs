@@ -28,13 +28,13 @@ pub enum Mode {
 
 /// The table of one client.
 #[derive(Default)]
-pub(crate) struct Holds {
-    table: Mutex<HashMap<HoldId, Hold>>,
+pub(crate) struct HoldTable {
+    table: Mutex<HashMap<HoldId, Entry>>,
 }
 
 /// The local state of one holding.
-struct Hold {
-    /// Holds taken and not yet released; equals the hash field's value.
+struct Entry {
+    /// HoldTable taken and not yet released; equals the hash field's value.
     count: u32,
     /// How many of them were taken without an explicit lease (watchdog-backed).
     watched: u32,
@@ -52,7 +52,7 @@ pub(crate) struct Release {
     pub lease: Duration,
 }
 
-impl Holds {
+impl HoldTable {
     /// How many holds `id` has, and whether the watchdog renews them.
     pub fn state(&self, id: &HoldId) -> (u32, bool) {
         self.table
@@ -85,7 +85,7 @@ impl Holds {
         let mut started: Option<(Arc<Holding>, Ticket)> = None;
         loop {
             let mut table = self.table.lock();
-            let hold = table.entry(id.clone()).or_insert_with(|| Hold {
+            let hold = table.entry(id.clone()).or_insert_with(|| Entry {
                 count: 0,
                 watched: 0,
                 lease: default_lease,
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_watchdog_starts_outside_the_table_lock() {
-        let holds = Holds::default();
+        let holds = HoldTable::default();
         let workers = Workers::new(64 * 1024, Duration::from_secs(60));
         let id: HoldId = (Arc::from(&b"lock"[..]), 1, Mode::Only);
         let valid_until = Instant::now() + Duration::from_secs(10);
