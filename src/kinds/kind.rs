@@ -1,11 +1,11 @@
 //! The seam between the lock machine and the kinds of lock.
 //!
 //! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
-//! guard carries, whether a guard may move to another thread, and how its waiters wait:
-//! on which channel, for how long at most, and what they undo when they give up. Everything else — the
-//! acquisition quartet, deadlines and jittered retries, pub/sub waiting and hand-on, guards,
-//! loss reporting — is written once, in `lock`, `acquire` and `guard`, and the watchdog in
-//! `watchdog`.
+//! guard carries, whether a guard may move to another thread, and how its waiters wait: on
+//! which channel, for how long at most, and what they undo when they give up. Everything
+//! else — the acquisition quartet, deadlines and jittered retries, pub/sub waiting and
+//! hand-on, guards, loss reporting — is written once, in `lock`, `acquire` and `guard`, and
+//! the watchdog in `watchdog`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,8 +16,10 @@ use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
 
-/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced) or
-/// [`Token`](crate::Token). The trait is sealed; its machinery is internal.
+/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
+/// [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) or
+/// [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
+/// is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}

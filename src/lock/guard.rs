@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::kinds::fenced::Fenced;
 use crate::kinds::kind::{Hold, Kind};
 use crate::kinds::reentrant::Reentrant;
@@ -114,11 +114,14 @@ impl<K: Kind> Drop for LockGuard<K> {
         if self.released {
             return;
         }
-        if let Err(err) = K::release(&self.lock.target, &self.hold) {
-            log::warn!(
+        match K::release(&self.lock.target, &self.hold) {
+            // In a forked child nothing is released, and nothing logged either: the
+            // application's logger may wait on a lock a thread of the parent held.
+            Ok(()) | Err(Error::Forked { .. }) => {}
+            Err(err) => log::warn!(
                 "releasing lock {:?} on drop failed: {err}",
                 self.lock.name()
-            );
+            ),
         }
     }
 }

@@ -11,9 +11,10 @@ use crate::lock::handle::Lock;
 /// Many threads, of any processes, may hold the read lock at once, or one thread the write
 /// lock. Both sides are reentrant; the writer may also take the read lock (and keeps it
 /// after releasing the write lock); a reader asking for the write lock gets
-/// [`Error::Upgrade`](crate::Error::Upgrade) at once, since it would wait for itself. A writer's release wakes every
-/// waiter; the last reader's wakes one. Read holds are renewed by the watchdog like any
-/// other. Redisson's `RReadWriteLock` layout, so Java services share it.
+/// [`Error::Upgrade`](crate::Error::Upgrade) at once, since it would wait for itself. A
+/// writer's release wakes every waiter; the last reader's wakes one. Read holds are renewed
+/// by the watchdog like any other. Redisson's `RReadWriteLock` layout, so Java services
+/// share it.
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;

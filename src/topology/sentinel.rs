@@ -9,10 +9,12 @@
 //! that missed the failover (partitioned, paused) still names the old primary under the old
 //! epoch, and that primary may still say master until it is reconfigured: the client never
 //! moves to an address named under an epoch lower than, or equal to, the one it follows.
-//! Asked afresh, the sentinels' answer is the one named under the highest epoch. A thread stays subscribed to
-//! `+switch-master` on one sentinel, moving to the next when that one stops answering
-//! (PING every ping interval), and asks again where the primary is after each subscription,
-//! since a switch may have been announced meanwhile.
+//! Asked afresh, the sentinels' answer is the one named under the highest epoch.
+//!
+//! A thread stays subscribed to `+switch-master` on one sentinel, moving to the next when
+//! that one stops answering (PING every ping interval), and asks again where the primary
+//! is after each subscription and each announcement, since a switch may have been
+//! announced meanwhile.
 //!
 //! A move starts a new generation (see [`crate::topology::server`]): every pooled connection to the
 //! old primary is retired instead of being used again, and the listeners run: the node
