@@ -86,3 +86,32 @@ fn a_response_timeout_set_by_the_user_is_checked_as_given() {
         .build()
         .unwrap();
 }
+
+#[test]
+fn a_fair_queue_wait_alone_works_across_its_range() {
+    let server = Server::start();
+    let holder = LockClient::open(&server.url()).unwrap().fair_lock("queued");
+    for wait in [
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        redmutex::MAX_LEASE,
+    ] {
+        let client = LockClient::builder(&server.url())
+            .fair_queue_wait(wait)
+            .build()
+            .unwrap_or_else(|err| panic!("fair queue wait {wait:?} alone: {err}"));
+        let lock = client.fair_lock("queued");
+        let guard = holder.lock().unwrap();
+        // Queued behind the holder, then gone from the queue when it gives up.
+        let waited = lock.try_lock_for(Duration::from_millis(300)).unwrap();
+        assert!(waited.is_none(), "{wait:?}: taken while held");
+        let queued: usize = redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{queued}")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(queued, 0, "{wait:?}: left its place behind");
+        drop(guard);
+        let taken = lock.try_lock().unwrap();
+        assert!(taken.is_some(), "{wait:?}: not taken once free");
+    }
+}

@@ -7,24 +7,12 @@ mod support;
 use std::time::Duration;
 
 use redmutex::LockClient;
-use support::{SHORT_LEASE, Server, eventually, spawn_worker};
+use support::{SHORT_LEASE, Server, eventually, get_int, incr, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const NAME: &str = "rw";
 const LONG: Duration = Duration::from_secs(60);
 const NO_HANG: Duration = Duration::from_secs(60);
-
-fn get(redis: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("GET")
-        .arg(key)
-        .query::<Option<i64>>(redis)
-        .unwrap()
-        .unwrap_or(0)
-}
-
-fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
-    redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
-}
 
 #[test]
 fn readers_in_four_processes_overlap_and_no_writer_overlaps_anyone() {
@@ -36,8 +24,11 @@ fn readers_in_four_processes_overlap_and_no_writer_overlaps_anyone() {
         assert!(worker.wait().unwrap().success(), "a worker saw an overlap");
     }
     let mut redis = server.conn();
-    assert!(get(&mut redis, "overlaps") > 0, "readers never overlapped");
-    assert_eq!(get(&mut redis, "writes"), 4 * 5);
+    assert!(
+        get_int(&mut redis, "overlaps") > 0,
+        "readers never overlapped"
+    );
+    assert_eq!(get_int(&mut redis, "writes"), 4 * 5);
     assert!(!server.exists(NAME));
 }
 
@@ -62,7 +53,7 @@ fn read_write_worker() {
                     if thread == 0 && round % 4 == 0 {
                         let guard = lock.write().lock().unwrap();
                         assert_eq!(incr(&mut redis, "writers", 1), 1, "two writers");
-                        assert_eq!(get(&mut redis, "readers"), 0, "a writer among readers");
+                        assert_eq!(get_int(&mut redis, "readers"), 0, "a writer among readers");
                         std::thread::sleep(Duration::from_millis(5));
                         incr(&mut redis, "writes", 1);
                         incr(&mut redis, "writers", -1);
@@ -70,7 +61,11 @@ fn read_write_worker() {
                     }
                     let guard = lock.read().lock().unwrap();
                     let readers = incr(&mut redis, "readers", 1);
-                    assert_eq!(get(&mut redis, "writers"), 0, "a reader beside a writer");
+                    assert_eq!(
+                        get_int(&mut redis, "writers"),
+                        0,
+                        "a reader beside a writer"
+                    );
                     if readers > 1 {
                         incr(&mut redis, "overlaps", 1);
                     }
@@ -160,7 +155,7 @@ fn a_writers_release_wakes_every_waiting_reader_and_the_last_reader_a_writer() {
                 // Held until all three hold at once: only a release that woke them all
                 // lets that happen well within the writer's lease, which the others would
                 // otherwise sleep on.
-                let together = eventually(LONG / 3, || get(&mut redis, "readers") == 3);
+                let together = eventually(LONG / 3, || get_int(&mut redis, "readers") == 3);
                 assert!(together, "the readers were not woken together");
                 guard.unlock().unwrap();
             });

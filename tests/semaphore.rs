@@ -7,24 +7,12 @@ mod support;
 use std::time::Duration;
 
 use redmutex::{Error, LockClient};
-use support::{Server, eventually, spawn_worker};
+use support::{Server, eventually, get_int, incr, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const NAME: &str = "pool";
 const HELD: &str = "{pool}:timeout";
 const NO_HANG: Duration = Duration::from_secs(60);
-
-fn get(redis: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("GET")
-        .arg(key)
-        .query::<Option<i64>>(redis)
-        .unwrap()
-        .unwrap_or(0)
-}
-
-fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
-    redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
-}
 
 #[test]
 fn three_permits_never_have_four_holders_across_four_processes() {
@@ -42,7 +30,10 @@ fn three_permits_never_have_four_holders_across_four_processes() {
         );
     }
     let mut redis = server.conn();
-    assert!(get(&mut redis, "crowded") > 0, "never more than one holder");
+    assert!(
+        get_int(&mut redis, "crowded") > 0,
+        "never more than one holder"
+    );
     assert_eq!(semaphore.available_permits().unwrap(), 3);
     assert!(!server.exists(HELD), "held permits left behind");
 }
@@ -90,7 +81,7 @@ fn one_permit_excludes_like_a_lock() {
             scope.spawn(move || {
                 for _ in 0..50 {
                     let permit = semaphore.acquire().unwrap();
-                    let value = get(&mut redis, "counter");
+                    let value = get_int(&mut redis, "counter");
                     std::thread::yield_now();
                     let _: () = redis::cmd("SET")
                         .arg("counter")
@@ -102,7 +93,7 @@ fn one_permit_excludes_like_a_lock() {
             });
         }
     });
-    assert_eq!(get(&mut server.conn(), "counter"), 4 * 50);
+    assert_eq!(get_int(&mut server.conn(), "counter"), 4 * 50);
 }
 
 #[test]

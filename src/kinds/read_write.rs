@@ -83,8 +83,10 @@ impl Hashed for Read {
         )
     }
 
-    fn renew_cmd(key: &[u8], lease: Duration, field: &str, held: u32, _: bool) -> Cmd {
-        scripts::read_renew(key, &names::read_timeouts(key, field), lease, field, held)
+    fn renew_cmd(key: &[u8], lease: Duration, field: &str, held: &dyn Fn() -> u32, _: bool) -> Cmd {
+        // Every read hold has its own lease key to extend.
+        let timeouts = names::read_timeouts(key, field);
+        scripts::read_renew(key, &timeouts, lease, field, held())
     }
 
     fn grant(reply: Value) -> redis::RedisResult<Grant> {

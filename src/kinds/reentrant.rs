@@ -77,10 +77,17 @@ pub trait Hashed: Machinery {
         owner(target)
     }
 
-    /// The watchdog's renewal of `field`'s `held` holds; with `restore`, a node that lost
-    /// the key gets them back.
-    fn renew_cmd(key: &[u8], lease: Duration, field: &str, held: u32, restore: bool) -> Cmd {
-        scripts::renew(key, lease, field, if restore { held } else { 0 })
+    /// The watchdog's renewal of `field`'s holds, counted by `held` (a look at the client's
+    /// hold table, made only when needed); with `restore`, a node that lost the key gets
+    /// them back.
+    fn renew_cmd(
+        key: &[u8],
+        lease: Duration,
+        field: &str,
+        held: &dyn Fn() -> u32,
+        restore: bool,
+    ) -> Cmd {
+        scripts::renew(key, lease, field, if restore { held() } else { 0 })
     }
 
     /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
@@ -361,8 +368,8 @@ struct Renew<K> {
 impl<K: Hashed> Renewal for Renew<K> {
     fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> Cmd {
         // Where the key is gone (a node restarted empty), the hold goes back with its count.
-        let held = shared.holds().count(&self.id);
-        K::renew_cmd(&self.id.0, lease, &self.field, held, restore)
+        let held = || shared.holds().count(&self.id);
+        K::renew_cmd(&self.id.0, lease, &self.field, &held, restore)
     }
 
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {

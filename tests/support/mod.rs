@@ -574,3 +574,17 @@ pub fn redis_url() -> (String, Option<Server>) {
         }
     }
 }
+
+/// The integer at `key`, 0 when there is none.
+pub fn get_int(redis: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("GET")
+        .arg(key)
+        .query::<Option<i64>>(redis)
+        .unwrap()
+        .unwrap_or(0)
+}
+
+/// `INCRBY key by`: the new value.
+pub fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
+    redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
+}
