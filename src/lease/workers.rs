@@ -302,8 +302,13 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
 /// again and is tried once more a moment later: the hold's validity, not a failed start,
 /// decides when it is lost.
 fn hand_over(schedule: &Schedule, threads: &Threads, id: u64, state: &mut State) {
-    let State::Waiting(work) = std::mem::replace(state, State::Stopped) else {
-        return;
+    let work = match std::mem::replace(state, State::Stopped) {
+        State::Waiting(work) => work,
+        // Running work keeps its thread (and the channel that thread listens on).
+        other => {
+            *state = other;
+            return;
+        }
     };
     match threads.run(work) {
         Ok((worker, tx)) => *state = State::Running { worker, tx },
@@ -370,5 +375,37 @@ fn park_loop(worker: u64, rx: &Receiver<Command>, parked: &Weak<Parked>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_now_makes_running_work_step_and_leaves_it_running() {
+        let workers = Workers::new(128 * 1024, Duration::from_millis(10));
+        let (tx, rx) = unbounded();
+        let far = Duration::from_secs(3600);
+        let work: Work = Box::new(move |stop| {
+            tx.send("started").unwrap();
+            while stop.sleep_until(Instant::now() + far) {
+                tx.send("step").unwrap();
+            }
+            tx.send("stopped").unwrap();
+        });
+        let ticket = workers.start(Instant::now(), work).unwrap();
+        let next = || rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert_eq!(next(), "started");
+        for _ in 0..3 {
+            workers.all_now();
+            assert_eq!(
+                next(),
+                "step",
+                "running work takes its next step and goes on"
+            );
+        }
+        drop(ticket);
+        assert_eq!(next(), "stopped");
     }
 }
