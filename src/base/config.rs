@@ -49,6 +49,8 @@ pub(crate) struct Config {
     pub replica_acks: Option<ReplicaAcks>,
     /// The master name, for a client whose URLs are those of sentinels.
     pub sentinel: Option<String>,
+    /// Whether the URLs are seeds of one Redis Cluster.
+    pub cluster: bool,
     /// What the primary found through Sentinel wants.
     pub primary_credentials: Option<Credentials>,
     /// Certificates for `rediss://` servers.
@@ -95,6 +97,7 @@ impl Default for Config {
             on_lock_lost: None,
             replica_acks: None,
             sentinel: None,
+            cluster: false,
             primary_credentials: None,
             tls: Certificates::default(),
         }

@@ -16,7 +16,8 @@ pub fn subscribe_latency(client: &LockClient, channel: &[u8]) -> io::Result<Dura
     let node = &client.shared().nodes().list()[0];
     let signal = Arc::new(Signal::default());
     let started = Instant::now();
-    let subscription = node.notifier.subscribe(channel, &signal, None)?;
+    let notifier = node.notifier(channel).map_err(io::Error::other)?;
+    let subscription = notifier.subscribe(channel, &signal, None)?;
     let took = started.elapsed();
     drop(subscription);
     Ok(took)

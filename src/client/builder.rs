@@ -58,6 +58,34 @@ impl LockClient {
         builder.config.sentinel = Some(master_name.to_owned());
         builder
     }
+
+    /// Starts a builder for a Redis Cluster, reached first through any of `seed_urls`
+    /// (`redis://host:7000/`; credentials and TLS as in [`builder`](Self::builder), the
+    /// same for every node). Every setting of [`builder`](Self::builder) applies.
+    ///
+    /// The client reads which primary serves each hash slot, keeps a pool per primary and
+    /// sends each command to the primary serving its lock's slot, following the cluster as
+    /// slots move and replicas are promoted. Every key and channel of a lock share its slot
+    /// (Redisson's naming rule); a name whose braces would split them (`a{}b`, `a{b`) is
+    /// refused with [`Error::InvalidName`](crate::Error::InvalidName). Waiters subscribe on
+    /// the primary serving the lock. For Redlock over several clusters, combine cluster
+    /// clients with [`LockClient::redlock_from`]. See the crate README on what survives a
+    /// resharding and a failover.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::cluster(&[
+    ///     "redis://10.0.0.1:7000/",
+    ///     "redis://10.0.0.2:7000/",
+    /// ])
+    /// .build()?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn cluster(seed_urls: &[&str]) -> LockClientBuilder {
+        let mut builder = LockClientBuilder::new(seed_urls);
+        builder.config.cluster = true;
+        builder
+    }
 }
 
 /// Builds a [`LockClient`] with tuned settings; [`LockClient::open`] takes all the defaults.
@@ -309,6 +337,7 @@ impl fmt::Debug for LockClientBuilder {
                 &self.urls.iter().map(|url| redact(url)).collect::<Vec<_>>(),
             )
             .field("master_name", &self.config.sentinel)
+            .field("cluster", &self.config.cluster)
             .finish_non_exhaustive()
     }
 }

@@ -139,6 +139,7 @@ impl LockClient {
     pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
         let nodes = match &config.sentinel {
             Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
+            None if config.cluster => vec![Arc::new(Node::cluster(urls, &config)?)],
             None => urls
                 .iter()
                 .map(|url| Node::new(url, &config).map(Arc::new))

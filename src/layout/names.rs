@@ -137,6 +137,30 @@ pub(crate) fn unlock_latch(key: &[u8], request: &str) -> Vec<u8> {
     .concat()
 }
 
+/// Whether every key and channel of every kind named after `key` falls in the key's own
+/// cluster slot, as a script on a cluster needs. Redisson's rules see to it unless the key
+/// holds braces that make no hash tag (`a{}b`, `a{b`, `a}b`).
+pub(crate) fn one_slot(key: &[u8]) -> bool {
+    use crate::topology::slots::slot;
+    let own = slot(key);
+    let field = "00000000-0000-0000-0000-000000000000:1";
+    let request = "0";
+    [
+        channel(key),
+        fair_queue(key),
+        fair_timeouts(key),
+        waiter_channel(key, field),
+        rwlock_channel(key),
+        read_timeouts(key, field),
+        semaphore_timeouts(key),
+        semaphore_channel(key),
+        fence_counter(key),
+        unlock_latch(key, request),
+    ]
+    .iter()
+    .all(|name| slot(name) == own)
+}
+
 /// 16 bytes from the thread's CSPRNG as 32 lowercase hex digits: the shape of Redisson's
 /// request ids and of node-redlock's lock values. Used for both.
 pub(crate) fn random_id() -> String {
@@ -157,6 +181,27 @@ pub(crate) fn hex_id(bits: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_name_of_a_key_shares_its_slot_unless_its_braces_make_no_tag() {
+        for key in [
+            &b"orders:42"[..],
+            b"{user1}:lock",
+            b"a{{b}",
+            b"p:{x}y{z}",
+            b"{",
+        ] {
+            assert_eq!(
+                one_slot(key),
+                key != b"{",
+                "{:?}",
+                String::from_utf8_lossy(key)
+            );
+        }
+        for key in [&b"a{}b"[..], b"a{b", b"a}b", b"{}"] {
+            assert!(!one_slot(key), "{:?}", String::from_utf8_lossy(key));
+        }
+    }
 
     #[test]
     fn a_message_wakes_one_all_or_as_many_as_it_names() {

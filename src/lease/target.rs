@@ -38,6 +38,13 @@ impl Target {
         } else {
             None
         };
+        let key: Arc<[u8]> = [&shared.config().key_prefix[..], name].concat().into();
+        let invalid = invalid.or_else(|| {
+            let split = shared.nodes().routes_by_slot() && !names::one_slot(&key);
+            split.then_some(
+                "its braces make no hash tag, so its keys would fall in different cluster slots",
+            )
+        });
         let mut display = String::from_utf8_lossy(name).into_owned();
         if display.len() > 64 {
             let cut = (0..=64)
@@ -46,7 +53,6 @@ impl Target {
                 .unwrap_or(0);
             display.truncate(cut);
         }
-        let key: Arc<[u8]> = [&shared.config().key_prefix[..], name].concat().into();
         let channel = names::channel(&key);
         Target {
             shared,

@@ -217,7 +217,12 @@ impl Waiting {
     fn subscribe(&mut self, target: &Target, channel: &[u8], deadline: Option<Instant>) {
         self.subscriptions.clear();
         for node in target.shared.nodes().list() {
-            match node.notifier.subscribe(channel, &self.signal, deadline) {
+            let subscribed = match node.notifier(channel) {
+                Ok(notifier) => (notifier.subscribe(channel, &self.signal, deadline))
+                    .map_err(|err| err.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match subscribed {
                 Ok(subscription) => self.subscriptions.push(subscription),
                 Err(err) => log::debug!(
                     "no unlock notifications from {} for {:?}: {err}",

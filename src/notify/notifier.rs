@@ -156,14 +156,28 @@ impl Notifier {
     }
 }
 
-impl Drop for Notifier {
-    /// Stops the subscriber thread: at once when it waits with nothing subscribed, else when
-    /// it next wakes (within a ping interval), closing the connection.
-    fn drop(&mut self) {
+impl Notifier {
+    /// Stops the subscriber thread (at once when it waits with nothing subscribed, else when
+    /// it next wakes, within a ping interval) and wakes every waiter, which then subscribes
+    /// again where its lock is now: its server no longer serves the lock (a cluster slot
+    /// moved away), or the client is dropped.
+    pub fn retire(&self) {
         if let Some(hub) = self.hub.lock().take() {
-            hub.state.lock().stopped = true;
+            let mut state = hub.state.lock();
+            state.stopped = true;
+            let channels: Vec<Vec<u8>> = state.channels.keys().cloned().collect();
+            for channel in channels {
+                state.raise(&channel, None);
+            }
+            drop(state);
             hub.changed.notify_all();
         }
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.retire();
     }
 }
 

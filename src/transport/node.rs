@@ -1,341 +1,169 @@
-//! The Redis nodes a client locks on: per node a connection pool and an unlock subscriber,
-//! and commands sent to every node at once.
+//! The Redis deployments a client locks on, and how many of them must agree.
+//!
+//! A node is one deployment: a standalone server, the primary Sentinel names, or a Redis
+//! Cluster, whose commands go to the primary serving their key's slot. Where a key lives is
+//! the node's business; how many nodes must agree is [`Nodes`]'s.
 //!
 //! A single-node client has one node and a quorum of one. A Redlock client has N independent
-//! masters and a quorum of N/2 + 1; its commands go out to all nodes before any reply is
-//! read, so a round costs the slowest node's round trip, not the sum of them.
-//!
-//! A node does not keep an address: its topology says where its server is now (a fixed
-//! address, or the primary Sentinel names), and a reply from a server the node has moved
-//! away from is refused and the command sent again.
+//! deployments and a quorum of N/2 + 1; its commands go out to all of them before any reply
+//! is read, so a round costs the slowest node's round trip, not the sum of them.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{
-    Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, RedisResult,
-    ServerErrorKind,
-};
-use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
+use redis::{Cmd, FromRedisValue};
 
 use crate::base::config::Config;
-use crate::base::error::redact;
 use crate::base::error::{Error, NodeError, Result};
-use crate::layout::names;
-use crate::notify::hub::{Settings, Waker};
 use crate::notify::notifier::Notifier;
-use crate::topology::endpoint;
 use crate::topology::quorum;
 use crate::topology::quorum::Tally;
-use crate::topology::sentinel::Sentinel;
-use crate::topology::server::Topology;
-use crate::transport::pool::{Conn, Manager};
+use crate::transport::cluster::Cluster;
 use crate::transport::scripts;
+use crate::transport::shard::{Acked, Pooled, Shard};
 
-type Pooled = r2d2::PooledConnection<Manager>;
-
-/// One Redis server.
+/// One deployment.
 pub(crate) struct Node {
-    /// `host:port`, for errors and logs.
+    /// `host:port`, a Sentinel master name, or `cluster@host:port`, for errors and logs.
     pub name: String,
-    pool: r2d2::Pool<Manager>,
-    /// Opens connections outside the pool, to check the node at build time.
-    direct: Manager,
-    /// Whether the last attempt to open a connection failed. Rounds then wait only a moment
-    /// for a connection to this node (which still starts a reconnect in the background)
-    /// instead of their whole timeout; the next successful connect clears it.
-    unreachable: Arc<AtomicBool>,
-    pub notifier: Arc<Notifier>,
-    /// Where the server is now.
-    topology: Arc<Topology>,
+    route: Route,
+}
+
+/// Where a node's commands go.
+enum Route {
+    /// To its one server.
+    One(Arc<Shard>),
+    /// To the primary serving their key's slot.
+    Cluster(Arc<Cluster>),
+}
+
+/// A command sent on a connection whose reply is still to be read.
+struct Sent {
+    shard: Arc<Shard>,
+    conn: Pooled,
 }
 
 impl Node {
-    /// Parses `url` and prepares the pool; opens nothing yet.
+    /// The server at `url`; opens nothing yet.
     pub fn new(url: &str, config: &Config) -> Result<Node> {
-        let invalid = |source| Error::InvalidUrl {
-            url: redact(url),
-            source,
-        };
-        crate::base::tls::check_url(url).map_err(invalid)?;
-        let info = url.into_connection_info().map_err(invalid)?;
-        let name = info.addr().to_string();
-        let client =
-            endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
-                setting: "tls certificates",
-                reason: source.to_string(),
-            })?;
-        Ok(Node::at(name, Topology::Fixed(Box::new(client)), config))
+        Ok(Node::one(Shard::new(url, config)?))
     }
 
     /// The primary that the sentinels at `sentinel_urls` name for `master`, followed across
     /// failovers; named after `master`. Asks nothing yet.
     pub fn sentinel(sentinel_urls: &[String], master: &str, config: &Config) -> Result<Node> {
-        let sentinel = Sentinel::start(sentinel_urls, master, config)?;
-        let node = Node::at(master.to_owned(), Topology::Sentinel(sentinel), config);
-        // The subscriber follows the primary: it reconnects there, subscribes again and
-        // wakes every waiter.
-        let notifier = Arc::downgrade(&node.notifier);
-        node.on_move(move || notifier.upgrade().map(|n| n.reconnect()).is_some());
-        Ok(node)
+        Ok(Node::one(Shard::sentinel(sentinel_urls, master, config)?))
     }
 
-    fn at(name: String, topology: Topology, config: &Config) -> Node {
-        let topology = Arc::new(topology);
-        let unreachable = Arc::new(AtomicBool::new(false));
-        let manager = || Manager {
-            topology: topology.clone(),
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-            unreachable: unreachable.clone(),
-        };
-        // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
-        // reaper job (every 30 s) before they end; one thread that ends at once is enough.
-        let maintenance = ScheduledThreadPool::builder()
-            .num_threads(1)
-            .thread_name_pattern("redmutex-pool")
-            .on_drop_behavior(OnPoolDropBehavior::DiscardPendingScheduled)
-            .build();
-        let pool = r2d2::Pool::builder()
-            .thread_pool(Arc::new(maintenance))
-            .max_size(config.pool_size)
-            // One connection kept ready in the background, so that a round on many nodes
-            // rarely waits to open one.
-            .min_idle(Some(1))
-            .test_on_check_out(false)
-            .connection_timeout(config.connect_timeout)
-            .build_unchecked(manager());
-        let notifier = Arc::new(Notifier::new(Settings {
-            topology: topology.clone(),
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-            ping_interval: config.ping_interval,
-            wake_prefix: names::wake_channel_prefix(&config.key_prefix),
-            waker: waker(pool.clone(), topology.clone()),
-        }));
-        Node {
-            name,
-            pool,
-            direct: manager(),
-            unreachable,
-            notifier,
-            topology,
-        }
-    }
-
-    /// Runs `listener` each time the node's server moves (a Sentinel failover), after the
-    /// connections to the old one are retired, until it returns false.
-    pub fn on_move(&self, listener: impl Fn() -> bool + Send + Sync + 'static) {
-        self.topology.on_move(listener);
-    }
-
-    /// Opens a fresh connection, within the connect and response timeouts, loads the scripts
-    /// and checks that the user may run what the locks need on `probe_key` (a lock key under
-    /// the client's prefix), its channel and its latch.
-    pub fn check(&self, probe_key: &[u8]) -> Result<()> {
-        let channel = names::channel(probe_key);
-        let latch = names::unlock_latch(probe_key, &names::random_id());
-        let cmd = scripts::check(probe_key, &channel, &latch);
-        self.topology.endpoint()?;
-        let denied: Vec<String> = self
-            .direct
-            .open()
-            .and_then(|mut conn| conn.run(|c| query_loading_scripts(c, &cmd)))
-            .map_err(|source| match source.kind() {
-                ErrorKind::Server(ServerErrorKind::NoPerm) => Error::Permission {
-                    node: self.name.clone(),
-                    denied: vec![source.to_string()],
-                },
-                _ => self.redis_error(source),
-            })?;
-        if denied.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Permission {
-                node: self.name.clone(),
-                denied,
-            })
-        }
-    }
-
-    /// Runs `cmd`, loading the scripts if Redis lost them, giving up at `end` at the latest. A
-    /// connection found dead (Redis restarted, the connection closed while idle) is dropped
-    /// and the command sent again on another; every command this crate sends is safe to
-    /// repeat.
-    pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
-        self.run_with(end, |c| query_loading_scripts(c, cmd))
-    }
-
-    /// Runs `cmd` and then `wait` (a `WAIT`) on the same connection, as `run` does; the
-    /// second value is WAIT's reply.
-    fn run_waiting<T: FromRedisValue>(
-        &self,
-        cmd: &Cmd,
-        wait: &Cmd,
-        end: Instant,
-    ) -> Result<(T, i64)> {
-        self.run_with(end, |c| exchange_waiting(c, cmd, wait))
-    }
-
-    fn run_with<T>(
-        &self,
-        end: Instant,
-        exchange: impl Fn(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        let mut attempts_left = self.pool.max_size() + 1;
-        loop {
-            let mut conn = self.checkout(|| {
-                let left = end.saturating_duration_since(Instant::now());
-                left.min(self.direct.connect_timeout)
-            })?;
-            attempts_left -= 1;
-            let result = self.within(&mut conn, end, &exchange);
-            match self.moved(&mut conn, result) {
-                Err(err)
-                    if attempts_left > 0 && err.is_connection_dropped() && Instant::now() < end =>
-                {
-                    log::debug!("connection to {} dropped, retrying: {err}", self.name);
-                }
-                result => return result.map_err(|source| self.redis_error(source)),
-            }
-        }
-    }
-
-    /// A pooled connection, as [`checkout`] gives one.
-    fn checkout(&self, wait: impl Fn() -> Duration) -> Result<Pooled> {
-        checkout(&self.pool, &self.topology, wait).map_err(|source| self.pool_error(source))
-    }
-
-    /// Refuses a reply from a server that is no longer the node's: one answered `READONLY`
-    /// on a topology that follows its primary (which then finds where it went), or one read
-    /// after the server moved. The command is then to be sent again to where the server is
-    /// now, as after a dropped connection; a lock granted by a demoted primary is no lock.
-    fn moved<T>(&self, conn: &mut Conn, result: RedisResult<T>) -> RedisResult<T> {
-        let readonly = self.topology.follows()
-            && matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly));
-        if readonly {
-            self.topology.demoted(conn.generation);
-        }
-        if !readonly && conn.generation == self.topology.generation() {
-            return result;
-        }
-        conn.retire();
-        Err(RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            "the primary moved; the reply came from the old one",
-        )))
-    }
-
-    /// Runs `f` on `conn` with replies awaited no later than `end`. The connection's own read
-    /// timeout is the full response timeout, so it is only shortened (two system calls) when
-    /// less than that is left.
-    fn within<T>(
-        &self,
-        conn: &mut Conn,
-        end: Instant,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> redis::RedisResult<T> {
-        let full = self.direct.response_timeout;
-        let wait = end.saturating_duration_since(Instant::now());
-        let shorten = wait < full - full / 10;
-        conn.run(|c| {
-            if shorten {
-                c.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-            }
-            let result = f(c);
-            if shorten {
-                c.set_read_timeout(Some(full))?;
-            }
-            result
+    /// The Redis Cluster that the servers at `seed_urls` belong to; asks nothing yet.
+    pub fn cluster(seed_urls: &[String], config: &Config) -> Result<Node> {
+        let cluster = Cluster::new(seed_urls, config)?;
+        Ok(Node {
+            name: cluster.name.clone(),
+            route: Route::Cluster(Arc::new(cluster)),
         })
     }
 
-    /// Checks out a connection, waiting at most until `deadline` (only a moment while the
-    /// node is unreachable), and sends `packed`.
-    fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
-        let mut conn = self.checkout(|| match self.unreachable.load(Ordering::Relaxed) {
-            true => Duration::ZERO,
-            false => deadline.saturating_duration_since(Instant::now()),
-        })?;
-        conn.run(|c| c.send_packed_command(packed))
-            .map_err(|source| self.redis_error(source))?;
-        Ok(conn)
+    fn one(shard: Shard) -> Node {
+        Node {
+            name: shard.name.clone(),
+            route: Route::One(Arc::new(shard)),
+        }
     }
 
-    /// Reads the reply to what `send` sent, waiting at most until `deadline`.
+    /// Whether keys are placed by their cluster slot, so that a lock's keys must share one.
+    pub fn routes_by_slot(&self) -> bool {
+        matches!(self.route, Route::Cluster(_))
+    }
+
+    /// Runs `listener` each time where the node's keys live changes (a Sentinel failover, a
+    /// new cluster slot map), until it returns false.
+    pub fn on_move(&self, listener: impl Fn() -> bool + Send + Sync + 'static) {
+        match &self.route {
+            Route::One(shard) => shard.on_move(listener),
+            Route::Cluster(cluster) => cluster.on_move(listener),
+        }
+    }
+
+    /// Connects and checks that the user may run what the locks need on `probe_key`, as
+    /// [`Shard::check`] does; a cluster reads its slot map first and checks the primary
+    /// serving the probe key.
+    pub fn check(&self, probe_key: &[u8]) -> Result<()> {
+        match &self.route {
+            Route::One(shard) => shard.check(probe_key),
+            Route::Cluster(cluster) => {
+                cluster.refresh()?;
+                cluster.shard_for_key(probe_key)?.check(probe_key)
+            }
+        }
+    }
+
+    /// The unlock notifier of the server where `channel` is published.
+    pub fn notifier(&self, channel: &[u8]) -> Result<Arc<Notifier>> {
+        match &self.route {
+            Route::One(shard) => Ok(shard.notifier.clone()),
+            Route::Cluster(cluster) => Ok(cluster.shard_for_key(channel)?.notifier.clone()),
+        }
+    }
+
+    /// Runs `cmd` where its key lives, giving up at `end` at the latest.
+    pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
+        match &self.route {
+            Route::One(shard) => shard.run(cmd, end),
+            Route::Cluster(cluster) => cluster.run(cmd, None, end).map(|(reply, _)| reply),
+        }
+    }
+
+    /// Runs `cmd` and then `wait` (a `WAIT`) on the same connection; the second value is
+    /// WAIT's reply, when one was sent.
+    fn run_acked<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        wait: Option<&Cmd>,
+        end: Instant,
+    ) -> Result<Acked<T>> {
+        match &self.route {
+            Route::One(shard) => shard.run_routed(cmd, wait, false, end),
+            Route::Cluster(cluster) => cluster.run(cmd, wait, end),
+        }
+    }
+
+    /// Sends `packed` (which is `cmd`, and maybe a `WAIT` after it) to where `cmd`'s key
+    /// lives, waiting for a connection until `deadline` at most.
+    fn send(&self, cmd: &Cmd, packed: &[u8], deadline: Instant) -> Result<Sent> {
+        let shard = match &self.route {
+            Route::One(shard) => shard.clone(),
+            Route::Cluster(cluster) => cluster.shard_of(cmd)?,
+        };
+        let conn = shard.send(packed, deadline)?;
+        Ok(Sent { shard, conn })
+    }
+
+    /// Reads the reply to what [`send`](Self::send) sent. On a cluster, a reply that sends
+    /// the command elsewhere is followed as [`run`](Self::run) does.
     fn receive<T: FromRedisValue>(
         &self,
-        conn: &mut Conn,
+        mut sent: Sent,
         cmd: &Cmd,
         wait: Option<&Cmd>,
         deadline: Instant,
     ) -> Result<Acked<T>> {
-        let reply = self.within(conn, deadline, |c| match wait {
-            None => match c.recv_response()?.extract_error() {
-                Err(err) if is_noscript(&err) => Ok((query_loading_scripts(c, cmd)?, None)),
-                value => Ok((redis::from_redis_value(value?)?, None)),
-            },
-            Some(wait) => match receive_waiting(c) {
-                Err(err) if is_noscript(&err) => {
-                    scripts::load_all(c)?;
-                    let (reply, acked) = exchange_waiting(c, cmd, wait)?;
-                    Ok((reply, Some(acked)))
-                }
-                reply => reply.map(|(reply, acked)| (reply, Some(acked))),
-            },
-        });
-        self.moved(conn, reply)
-            .map_err(|source| self.redis_error(source))
-    }
-
-    fn redis_error(&self, source: redis::RedisError) -> Error {
-        Error::Redis {
-            lock: None,
-            node: self.name.clone(),
-            source,
-        }
-    }
-
-    fn pool_error(&self, source: r2d2::Error) -> Error {
-        Error::Pool {
-            lock: None,
-            node: self.name.clone(),
-            source,
+        let reply = sent.shard.receive(&mut sent.conn, cmd, wait, deadline);
+        match (&self.route, &reply) {
+            (Route::Cluster(_), Err(err)) if is_cluster_redirect(err) => {
+                drop(sent);
+                self.run_acked(cmd, wait, deadline)
+            }
+            _ => reply,
         }
     }
 }
 
-/// A reply, and the reply of the `WAIT` sent after it, if one was.
-type Acked<T> = (T, Option<i64>);
-
-/// A connection of `pool`, opened where the server is now: any opened before it moved is
-/// retired on the way. `wait` says how long to wait for one when none is idle.
-fn checkout(
-    pool: &r2d2::Pool<Manager>,
-    topology: &Topology,
-    wait: impl Fn() -> Duration,
-) -> std::result::Result<Pooled, r2d2::Error> {
-    loop {
-        let mut conn = match pool.try_get() {
-            Some(conn) => conn,
-            None => pool.get_timeout(wait().max(Duration::from_millis(1)))?,
-        };
-        if conn.generation == topology.generation() {
-            return Ok(conn);
-        }
-        conn.retire();
-    }
-}
-
-/// Publishes a wake-up for the subscriber thread over a pooled connection.
-fn waker(pool: r2d2::Pool<Manager>, topology: Arc<Topology>) -> Waker {
-    Arc::new(move |channel: &[u8], wait: Duration| {
-        let mut conn = checkout(&pool, &topology, || wait)
-            .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?;
-        conn.run(|c| redis::cmd("PUBLISH").arg(channel).arg("w").query::<i64>(c))
-            .map(drop)
-    })
+/// A cluster's answer that the command belongs elsewhere or later.
+fn is_cluster_redirect(err: &Error) -> bool {
+    use redis::{ErrorKind::Server, ServerErrorKind::*};
+    matches!(err, Error::Redis { source, .. }
+        if matches!(source.kind(), Server(Moved | Ask | TryAgain | ClusterDown)))
 }
 
 /// The nodes of one client and how many of them must agree.
@@ -368,6 +196,11 @@ impl Nodes {
 
     pub fn list(&self) -> &[Arc<Node>] {
         &self.list
+    }
+
+    /// Whether any node places keys by cluster slot.
+    pub fn routes_by_slot(&self) -> bool {
+        self.list.iter().any(|node| node.routes_by_slot())
     }
 
     /// A round's yes-or-no answers: `yes` of them said yes, `failed` nodes said nothing.
@@ -418,10 +251,7 @@ impl Nodes {
         let round = Instant::now() + self.timeout;
         let deadline = limit.map_or(round, |limit| limit.min(round));
         let replies = match &self.list[..] {
-            [node] => vec![
-                node.run_waiting(cmd, wait, deadline)
-                    .map(|(reply, acked)| (reply, Some(acked))),
-            ],
+            [node] => vec![node.run_acked(cmd, Some(wait), deadline)],
             _ => self.fan_out(cmd, Some(wait), deadline),
         };
         let checked = self.list.iter().zip(replies).map(|(node, reply)| {
@@ -456,13 +286,13 @@ impl Nodes {
         while !pending.is_empty() {
             let mut sent = Vec::with_capacity(pending.len());
             for i in pending.drain(..) {
-                match self.list[i].send(&packed, deadline) {
+                match self.list[i].send(cmd, &packed, deadline) {
                     Ok(conn) => sent.push((i, conn)),
                     Err(err) => settle(&mut results[i], Err(err)),
                 }
             }
-            for (i, mut conn) in sent {
-                let result = self.list[i].receive(&mut conn, cmd, wait, deadline);
+            for (i, conn) in sent {
+                let result = self.list[i].receive(conn, cmd, wait, deadline);
                 if matches!(&result, Err(err) if err.is_dropped_connection())
                     && Instant::now() < deadline
                 {
@@ -552,50 +382,4 @@ fn settle<T>(slot: &mut Option<Result<T>>, result: Result<T>) {
     if !keep_earlier {
         *slot = Some(result);
     }
-}
-
-fn query_loading_scripts<T: FromRedisValue>(
-    c: &mut Connection,
-    cmd: &Cmd,
-) -> redis::RedisResult<T> {
-    match cmd.query(c) {
-        Err(err) if is_noscript(&err) => {
-            scripts::load_all(c)?;
-            cmd.query(c)
-        }
-        result => result,
-    }
-}
-
-/// Sends `cmd` and `wait` in one write and reads both replies, loading the scripts and
-/// trying once more if Redis lost them.
-fn exchange_waiting<T: FromRedisValue>(
-    c: &mut Connection,
-    cmd: &Cmd,
-    wait: &Cmd,
-) -> redis::RedisResult<(T, i64)> {
-    let mut packed = cmd.get_packed_command();
-    wait.write_packed_command(&mut packed);
-    c.send_packed_command(&packed)?;
-    match receive_waiting(c) {
-        Err(err) if is_noscript(&err) => {
-            scripts::load_all(c)?;
-            c.send_packed_command(&packed)?;
-            receive_waiting(c)
-        }
-        result => result,
-    }
-}
-
-/// Reads the replies to a command and the `WAIT` sent after it. Both are read even when the
-/// first is an error, so that the connection stays in step.
-fn receive_waiting<T: FromRedisValue>(c: &mut Connection) -> redis::RedisResult<(T, i64)> {
-    let reply = c.recv_response()?;
-    let acked = c.recv_response()?.extract_error();
-    let reply = redis::from_redis_value(reply.extract_error()?)?;
-    Ok((reply, redis::from_redis_value(acked?)?))
-}
-
-fn is_noscript(err: &redis::RedisError) -> bool {
-    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }

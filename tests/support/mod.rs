@@ -10,11 +10,14 @@
 //! lock libraries (redis-py, node-redlock) driven as subprocesses.
 #![allow(dead_code)]
 
+mod cluster;
 mod peer;
 mod proxy;
 mod sentinel;
 pub mod tls;
 
+#[allow(unused_imports)] // Used by some of the test binaries only.
+pub use cluster::Cluster;
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use peer::Peer;
 #[allow(unused_imports)] // Used by some of the test binaries only.
@@ -164,6 +167,20 @@ impl Server {
         conn.set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         conn
+    }
+
+    /// A plain connection, if the server answers within a second.
+    pub fn try_conn(&self) -> Option<redis::Connection> {
+        let conn = (self.redis_client())
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        Some(conn)
+    }
+
+    /// Whether the server was started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
     }
 
     /// A builder for this server with test-friendly timeouts. Tests that shorten the lease

@@ -1,0 +1,437 @@
+//! A Redis Cluster as one node of a client: a shard per primary, chosen by the slot of each
+//! command's first key, on plain connections.
+//!
+//! The `redis` crate's cluster connection is not used: its blocking flavour re-sends a
+//! command that timed out up to 16 times and stops following `MOVED` when its retries are
+//! turned off, and it has no pub/sub. Here each primary is a [`Shard`] like a standalone
+//! server (pool, subscriber, deadlines, scripts loaded per server on `NOSCRIPT`), and the
+//! routing is ours: `MOVED` patches the slot map and sends the command to the new owner,
+//! `ASK` sends it once to the importing server after `ASKING`, `TRYAGAIN` and `CLUSTERDOWN`
+//! are retried after a pause, and a server that cannot be reached makes the map be read
+//! again (a failover promotes a replica). Every retry keeps to the caller's deadline; every
+//! script is safe to repeat.
+//!
+//! When the map changes, shards that serve no slot any more are dropped (their waiters are
+//! woken and subscribe again on the new owner) and the listeners run (every watched hold is
+//! renewed at once, where its slot is now).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use redis::{
+    Arg, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError,
+    ServerErrorKind, Value,
+};
+
+use crate::base::config::Config;
+use crate::base::error::{Error, Result, redact};
+use crate::base::retry::Backoff;
+use crate::topology::endpoint;
+use crate::topology::server::Topology;
+use crate::topology::slots::{self, Addr, SlotMap};
+use crate::transport::shard::{Acked, Shard};
+
+/// How often at most the slot map is read again after a server could not be reached.
+const REFRESH_EVERY: Duration = Duration::from_millis(100);
+
+type Listener = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The primaries of one cluster and which slots each serves.
+pub(crate) struct Cluster {
+    /// `cluster@host:port` of the first seed, for errors and logs.
+    pub name: String,
+    /// The seeds: where to ask for the map when no known primary answers; the first one's
+    /// credentials and TLS settings serve every shard.
+    seeds: Vec<Client>,
+    config: Config,
+    map: RwLock<SlotMap>,
+    shards: Mutex<HashMap<Addr, Arc<Shard>>>,
+    /// When the map was last read; held while it is being read.
+    refreshed: Mutex<Option<Instant>>,
+    listeners: Arc<Mutex<Vec<Listener>>>,
+}
+
+/// What a cluster error asks of the client.
+enum Redirect {
+    /// The slot is served elsewhere for good.
+    Moved(Addr),
+    /// This one command goes to the importing server.
+    Ask(Addr),
+    /// The slot is being migrated or has no primary for now: try again shortly.
+    Later,
+    /// The server could not be reached: read the map again, then try again.
+    Unreachable,
+}
+
+impl Cluster {
+    /// Checks the seed URLs; connects to nothing yet.
+    pub fn new(urls: &[String], config: &Config) -> Result<Cluster> {
+        let seeds = urls
+            .iter()
+            .map(|url| {
+                let invalid = |source| Error::InvalidUrl {
+                    url: redact(url),
+                    source,
+                };
+                crate::base::tls::check_url(url).map_err(invalid)?;
+                let info = url.as_str().into_connection_info().map_err(invalid)?;
+                endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
+                    setting: "tls certificates",
+                    reason: source.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let first = seeds.first().ok_or_else(|| Error::InvalidConfig {
+            setting: "urls",
+            reason: "at least one seed URL is needed".into(),
+        })?;
+        Ok(Cluster {
+            name: format!("cluster@{}", first.get_connection_info().addr()),
+            seeds,
+            config: config.clone(),
+            map: RwLock::default(),
+            shards: Mutex::default(),
+            refreshed: Mutex::default(),
+            listeners: Arc::default(),
+        })
+    }
+
+    /// Runs `listener` after every change of the slot map, until it returns false.
+    pub fn on_move(&self, listener: impl Fn() -> bool + Send + Sync + 'static) {
+        self.listeners.lock().push(Box::new(listener));
+    }
+
+    /// Runs `cmd` (and `wait` after it) on the primary serving the slot of its first key,
+    /// following redirections until `end`.
+    pub fn run<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        wait: Option<&Cmd>,
+        end: Instant,
+    ) -> Result<Acked<T>> {
+        let slot = routing_key(cmd).map_or(0, slots::slot);
+        let mut asking: Option<Arc<Shard>> = None;
+        let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
+        let mut redirects = 0;
+        loop {
+            let (shard, ask) = match asking.take() {
+                Some(shard) => (shard, true),
+                None => (self.shard_for(slot, end)?, false),
+            };
+            let result = shard.run_routed(cmd, wait, ask, end);
+            let Err(err) = &result else {
+                return result;
+            };
+            let Some(redirect) = redirect(err, &shard) else {
+                return result;
+            };
+            if Instant::now() >= end {
+                return result;
+            }
+            redirects += 1;
+            let pause = match redirect {
+                Redirect::Moved(addr) => {
+                    log::debug!("slot {slot} moved to {}:{}", addr.0, addr.1);
+                    self.map.write().moved(slot, addr);
+                    redirects > 3
+                }
+                Redirect::Ask(addr) => {
+                    asking = Some(self.shard_at(&addr)?);
+                    redirects > 3
+                }
+                Redirect::Later => true,
+                Redirect::Unreachable => {
+                    self.refresh_soon();
+                    true
+                }
+            };
+            if pause {
+                let left = end.saturating_duration_since(Instant::now());
+                std::thread::sleep(backoff.next_delay(Some(left)));
+            }
+        }
+    }
+
+    /// The shard serving the slot of `cmd`'s first key, as the map says now.
+    pub fn shard_of(&self, cmd: &Cmd) -> Result<Arc<Shard>> {
+        let slot = routing_key(cmd).map_or(0, slots::slot);
+        self.shard_now(slot)
+    }
+
+    /// The shard serving `key`'s slot as the map says now, without waiting.
+    pub fn shard_for_key(&self, key: &[u8]) -> Result<Arc<Shard>> {
+        self.shard_now(slots::slot(key))
+    }
+
+    fn shard_now(&self, slot: u16) -> Result<Arc<Shard>> {
+        let owner = self.map.read().owner(slot).cloned();
+        match owner {
+            Some(addr) => self.shard_at(&addr),
+            None => {
+                self.refresh_soon();
+                Err(self.unserved(slot))
+            }
+        }
+    }
+
+    /// The shard serving `slot`, reading the map again while none does, until `end`.
+    fn shard_for(&self, slot: u16, end: Instant) -> Result<Arc<Shard>> {
+        let mut backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+        loop {
+            match self.shard_now(slot) {
+                Err(err) if Instant::now() < end => {
+                    log::debug!("{err}; reading the slot map again");
+                    let left = end.saturating_duration_since(Instant::now());
+                    std::thread::sleep(backoff.next_delay(Some(left)));
+                }
+                shard => return shard,
+            }
+        }
+    }
+
+    fn unserved(&self, slot: u16) -> Error {
+        Error::Redis {
+            lock: None,
+            node: self.name.clone(),
+            source: RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ClusterDown),
+                "no primary is known to serve the slot",
+                format!("slot {slot}"),
+            )),
+        }
+    }
+
+    /// The shard of the primary at `addr`, made on first use.
+    fn shard_at(&self, addr: &Addr) -> Result<Arc<Shard>> {
+        let mut shards = self.shards.lock();
+        if let Some(shard) = shards.get(addr) {
+            return Ok(shard.clone());
+        }
+        let client = self.client_at(addr).map_err(|source| Error::Redis {
+            lock: None,
+            node: format!("{}:{}", addr.0, addr.1),
+            source,
+        })?;
+        let shard = Arc::new(Shard::at(
+            format!("{}:{}", addr.0, addr.1),
+            Topology::Fixed(Box::new(client)),
+            &self.config,
+        ));
+        shards.insert(addr.clone(), shard.clone());
+        Ok(shard)
+    }
+
+    /// A client for the server at `addr`, with the first seed's credentials and TLS
+    /// settings.
+    fn client_at(&self, addr: &Addr) -> redis::RedisResult<Client> {
+        let seed = self.seeds[0].get_connection_info();
+        let (host, port) = (addr.0.clone(), addr.1);
+        let at = match seed.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        endpoint::client(seed.clone().set_addr(at), &self.config.tls)
+    }
+
+    /// Reads the slot map from the first server that answers, the known primaries first,
+    /// then the seeds, and installs it.
+    pub fn refresh(&self) -> Result<()> {
+        let mut refreshed = self.refreshed.lock();
+        let result = self.read_map();
+        *refreshed = Some(Instant::now());
+        drop(refreshed);
+        self.install(result?);
+        Ok(())
+    }
+
+    /// Reads the map again unless that was done within [`REFRESH_EVERY`] or is under way.
+    fn refresh_soon(&self) {
+        let Some(mut refreshed) = self.refreshed.try_lock() else {
+            return;
+        };
+        if refreshed.is_some_and(|at| at.elapsed() < REFRESH_EVERY) {
+            return;
+        }
+        let result = self.read_map();
+        *refreshed = Some(Instant::now());
+        drop(refreshed);
+        match result {
+            Ok(map) => self.install(map),
+            Err(err) => log::debug!("reading the slot map of {} failed: {err}", self.name),
+        }
+    }
+
+    fn read_map(&self) -> Result<SlotMap> {
+        let known: Vec<Addr> = self.map.read().primaries().cloned().collect();
+        let mut last = None;
+        for i in 0..known.len() + self.seeds.len() {
+            let (client, host) = match known.get(i) {
+                Some(addr) => match self.client_at(addr) {
+                    Ok(client) => (client, addr.0.clone()),
+                    Err(_) => continue,
+                },
+                None => {
+                    let seed = self.seeds[i - known.len()].clone();
+                    let host = host_of(seed.get_connection_info().addr());
+                    (seed, host)
+                }
+            };
+            let name = client.get_connection_info().addr().to_string();
+            let asked = endpoint::connect(
+                &client,
+                self.config.connect_timeout,
+                self.config.response_timeout,
+            )
+            .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+            let error = match asked {
+                Ok(reply) => match SlotMap::from_cluster_slots(reply, &host) {
+                    Some(map) => return Ok(map),
+                    None => RedisError::from((
+                        ErrorKind::Parse,
+                        "CLUSTER SLOTS answered with an unexpected shape",
+                    )),
+                },
+                Err(err) => err,
+            };
+            last = Some(Error::Redis {
+                lock: None,
+                node: name,
+                source: error,
+            });
+        }
+        Err(last.unwrap_or_else(|| self.unserved(0)))
+    }
+
+    /// Installs `map`; when it differs from the map known, drops the shards that serve no
+    /// slot any more (their waiters subscribe again where the slot is now) and runs the
+    /// listeners.
+    fn install(&self, map: SlotMap) {
+        if !map.is_complete() {
+            log::warn!("{}: some slots have no primary", self.name);
+        }
+        let primaries: Vec<Addr> = map.primaries().cloned().collect();
+        {
+            let mut current = self.map.write();
+            if *current == map {
+                return;
+            }
+            *current = map;
+        }
+        let gone: Vec<Arc<Shard>> = {
+            let mut shards = self.shards.lock();
+            let stale: Vec<Addr> = (shards.keys())
+                .filter(|addr| !primaries.contains(addr))
+                .cloned()
+                .collect();
+            stale
+                .iter()
+                .filter_map(|addr| shards.remove(addr))
+                .collect()
+        };
+        for shard in &gone {
+            log::info!("{} no longer serves any slot of {}", shard.name, self.name);
+            shard.notifier.retire();
+        }
+        // The caller may be a watchdog thread whose renewal found the change, and a listener
+        // hands work to every watchdog thread: it runs on a thread of its own.
+        let listeners = self.listeners.clone();
+        let spawned = std::thread::Builder::new()
+            .name("redmutex-cluster".into())
+            .stack_size(64 * 1024)
+            .spawn(move || listeners.lock().retain(|listener| listener()));
+        if let Err(err) = spawned {
+            log::warn!("{}: holds are renewed at their next turn: {err}", self.name);
+        }
+    }
+}
+
+/// The first key of `cmd`: the first of a script's keys (`EVALSHA sha numkeys key ..`), else
+/// the first argument; `None` for a script without keys.
+fn routing_key(cmd: &Cmd) -> Option<&[u8]> {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    });
+    let name = args.next()??;
+    let scripted = [
+        &b"EVALSHA"[..],
+        b"EVAL",
+        b"EVALSHA_RO",
+        b"EVAL_RO",
+        b"FCALL",
+    ]
+    .iter()
+    .any(|known| name.eq_ignore_ascii_case(known));
+    if scripted {
+        args.next()?;
+        if args.next()?? == b"0" {
+            return None;
+        }
+    }
+    args.next()?
+}
+
+/// What `err`, returned by `shard`, asks of the routing; `None`: it is the command's answer.
+fn redirect(err: &Error, shard: &Shard) -> Option<Redirect> {
+    let source = match err {
+        Error::Pool { .. } => return Some(Redirect::Unreachable),
+        Error::Redis { source, .. } => source,
+        _ => return None,
+    };
+    if let Some((to, _)) = source.redirect_node() {
+        let (host, port) = to.rsplit_once(':')?;
+        let port = port.parse().ok()?;
+        let host = match host {
+            "" | "?" => shard.name.rsplit_once(':')?.0.to_owned(),
+            host => host.to_owned(),
+        };
+        return Some(match source.kind() {
+            ErrorKind::Server(ServerErrorKind::Ask) => Redirect::Ask((host, port)),
+            _ => Redirect::Moved((host, port)),
+        });
+    }
+    match source.kind() {
+        ErrorKind::Server(ServerErrorKind::TryAgain | ServerErrorKind::ClusterDown) => {
+            Some(Redirect::Later)
+        }
+        _ if source.is_io_error() || source.is_connection_dropped() => Some(Redirect::Unreachable),
+        _ => None,
+    }
+}
+
+fn host_of(addr: &ConnectionAddr) -> String {
+    match addr {
+        ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_routes_by_its_first_key() {
+        let mut script = redis::cmd("EVALSHA");
+        script
+            .arg("sha")
+            .arg(2)
+            .arg("lock")
+            .arg("channel")
+            .arg("argv");
+        assert_eq!(routing_key(&script), Some(&b"lock"[..]));
+        let mut keyless = redis::cmd("EVALSHA");
+        keyless.arg("sha").arg(0).arg("argv");
+        assert_eq!(routing_key(&keyless), None);
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg("channel").arg("0");
+        assert_eq!(routing_key(&publish), Some(&b"channel"[..]));
+    }
+}
