@@ -15,9 +15,20 @@ use support::{Cluster, MakeLock, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// The number of the lock's channels (of any kind) subscribed on `server`.
+/// The number of the lock's channels (of any kind) subscribed on `server`, sharded (as on
+/// Redis 7) or not.
 fn subscribed(server: &support::Server, name: &str) -> usize {
-    server.channels(&format!("*{{{name}}}*"))
+    let pattern = format!("*{{{name}}}*");
+    server.channels(&pattern) + shard_channels(server, &pattern)
+}
+
+fn shard_channels(server: &support::Server, pattern: &str) -> usize {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .arg(pattern)
+        .query(&mut server.conn())
+        .unwrap();
+    channels.len()
 }
 
 /// Takes, waits, wakes and releases one kind on the cluster: the waiter subscribes on the
@@ -50,6 +61,8 @@ fn takes_waits_wakes_and_releases<K: MakeLock>(cluster: &Cluster, ours: &LockCli
             "{kind} {name}: the waiter subscribes on the primary serving the lock"
         );
         assert!(rx.try_recv().is_err(), "{kind} {name}: waits");
+        // Every node is Redis 7: the subscription is sharded, and no classic one is made.
+        assert_eq!(owner.channels(&format!("*{{{name}}}*")), 0, "{kind} {name}");
         guard.unlock().unwrap();
         assert!(waiter.join().unwrap(), "{kind} {name}: woken and taken");
         assert!(!lock.is_locked().unwrap(), "{kind} {name}");
@@ -345,4 +358,34 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
             Err(err) => assert!(lost && err.is_lost(), "{err}"),
         }
     }
+}
+
+/// A waiter's sharded subscription follows its lock's slot: when the slot migrates, the old
+/// primary drops the subscription, the waiter subscribes on the new one, and the release
+/// there wakes it.
+#[test]
+fn a_waiter_follows_its_lock_s_slot_to_another_primary() {
+    let cluster = Cluster::start();
+    let holder = cluster.client();
+    let guard = holder.lock("moving").lock().unwrap();
+    let rival = cluster.client().lock("moving");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    let from = cluster.owner_of("moving").port();
+    assert!(eventually(LONG, || subscribed(
+        cluster.by_port(from),
+        "moving"
+    ) == 1));
+    let to = cluster
+        .primaries()
+        .into_iter()
+        .find(|s| s.port() != from)
+        .unwrap();
+    cluster.migrate(cluster.slot("moving"), to);
+    assert!(
+        eventually(LONG, || subscribed(to, "moving") == 1),
+        "the waiter subscribed where the slot is now"
+    );
+    assert_eq!(subscribed(cluster.by_port(from), "moving"), 0);
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
 }

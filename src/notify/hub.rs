@@ -25,6 +25,9 @@ pub(crate) struct Settings {
     /// Wake channels are this followed by a random id, one per subscriber thread.
     pub wake_prefix: Vec<u8>,
     pub waker: Waker,
+    /// Whether lock channels are subscribed with `SSUBSCRIBE` (a cluster's sharded pub/sub,
+    /// where scripts `SPUBLISH`) rather than `SUBSCRIBE`.
+    pub sharded: bool,
 }
 
 /// What waiters and the subscriber thread share.
@@ -64,6 +67,9 @@ pub(crate) enum Sub {
     Live,
     /// Redis refused the subscription (ACL): its waiters poll instead.
     Refused,
+    /// The server no longer serves the channel's cluster slot: its waiters subscribe again
+    /// where the slot is now.
+    Gone,
 }
 
 pub(crate) struct Channel {

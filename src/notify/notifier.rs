@@ -75,6 +75,10 @@ impl Notifier {
                 wake_all_on_confirm: false,
             });
         entry.waiters.push_back(signal.clone());
+        if entry.sub == Sub::Gone {
+            // The map has been read again since: try here once more.
+            entry.sub = Sub::Wanted;
+        }
         if entry.sub == Sub::Wanted && entry.waiters.len() == 1 {
             if !state.reading {
                 hub.changed.notify_all();
@@ -98,7 +102,8 @@ impl Notifier {
         loop {
             match state.channels.get(channel).map(|entry| entry.sub) {
                 _ if state.stopped => break,
-                Some(Sub::Live) | None => break,
+                // Gone: not live, so the waiter subscribes again after its next attempt.
+                Some(Sub::Live | Sub::Gone) | None => break,
                 Some(Sub::Refused) => {
                     drop(state);
                     drop(subscription);
@@ -182,9 +187,12 @@ impl Drop for Notifier {
 }
 
 impl Subscription {
-    /// Whether the hub still runs; a waiter whose hub ended subscribes again.
+    /// Whether the hub still runs and its server still has the channel; a waiter whose
+    /// subscription is not live subscribes again.
     pub fn is_live(&self) -> bool {
-        !self.hub.state.lock().stopped
+        let state = self.hub.state.lock();
+        !state.stopped
+            && (state.channels.get(&self.channel)).is_none_or(|entry| entry.sub != Sub::Gone)
     }
 
     /// Whether Redis has confirmed the subscription, so that an unlock from now on wakes
@@ -220,7 +228,7 @@ impl Drop for Subscription {
         {
             entry.waiters.remove(at);
         }
-        if entry.waiters.is_empty() && matches!(entry.sub, Sub::Wanted | Sub::Refused) {
+        if entry.waiters.is_empty() && matches!(entry.sub, Sub::Wanted | Sub::Refused | Sub::Gone) {
             state.channels.remove(&self.channel);
         }
     }

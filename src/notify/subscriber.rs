@@ -270,7 +270,7 @@ impl<'a> Link<'a> {
                 Sub::Sent { .. } => {}
                 _ if entry.waiters.is_empty() => {
                     if entry.sub == Sub::Live {
-                        command(out, "UNSUBSCRIBE", name, None);
+                        command(out, self.verb("UNSUBSCRIBE"), name, None);
                     }
                     gone.push(name.clone());
                 }
@@ -279,11 +279,11 @@ impl<'a> Link<'a> {
                         command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
                         self.wake_subscribed = true;
                     }
-                    command(out, "SUBSCRIBE", name, None);
+                    command(out, self.verb("SUBSCRIBE"), name, None);
                     entry.sub = Sub::Sent { fence };
                     subscribed = true;
                 }
-                Sub::Live | Sub::Refused => {}
+                Sub::Live | Sub::Refused | Sub::Gone => {}
             }
         }
         for name in gone {
@@ -299,6 +299,15 @@ impl<'a> Link<'a> {
         if !active && self.wake_subscribed {
             command(out, "UNSUBSCRIBE", &self.hub.wake_channel, None);
             self.wake_subscribed = false;
+        }
+    }
+
+    /// The (un)subscribe command for lock channels: `verb`, or its sharded form.
+    fn verb(&self, verb: &'static str) -> &'static str {
+        match (self.settings.sharded, verb) {
+            (true, "SUBSCRIBE") => "SSUBSCRIBE",
+            (true, "UNSUBSCRIBE") => "SUNSUBSCRIBE",
+            _ => verb,
         }
     }
 
@@ -353,7 +362,7 @@ impl<'a> Link<'a> {
                     self.on_fence(number);
                 }
             }
-            PushKind::Message => {
+            PushKind::Message | PushKind::SMessage => {
                 let payload = match data.next() {
                     Some(Value::BulkString(payload)) => payload,
                     _ => Vec::new(),
@@ -361,9 +370,28 @@ impl<'a> Link<'a> {
                 let woken = names::woken_by(&channel, &payload);
                 self.hub.state.lock().raise(&channel, woken);
             }
-            PushKind::Subscribe => self.on_subscribed(&channel),
+            PushKind::Subscribe | PushKind::SSubscribe => self.on_subscribed(&channel),
+            PushKind::SUnsubscribe => self.on_moved_away(&channel),
             _ => {}
         }
+    }
+
+    /// Redis unsubscribed a sharded channel by itself, or one we asked to leave is gone: if
+    /// waiters still wait on it, its slot moved to another server, where they subscribe
+    /// again after their next attempt.
+    fn on_moved_away(&self, channel: &[u8]) {
+        let mut state = self.hub.state.lock();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return;
+        };
+        if entry.waiters.is_empty() {
+            return;
+        }
+        entry.sub = Sub::Gone;
+        for waiter in &entry.waiters {
+            waiter.raise();
+        }
+        self.hub.changed.notify_all();
     }
 
     fn on_subscribed(&self, channel: &[u8]) {
@@ -391,12 +419,27 @@ impl<'a> Link<'a> {
         }
         self.next_probe = Instant::now() + self.settings.ping_interval;
         let mut state = self.hub.state.lock();
+        // A sharded subscription answered MOVED: the slot is served elsewhere.
+        let moved = (self.last_error.as_deref())
+            .and_then(|err| err.get(..5))
+            .is_some_and(|code| code.eq_ignore_ascii_case("MOVED"));
         let mut names = Vec::new();
         for (name, entry) in state.channels.iter_mut() {
             if matches!(entry.sub, Sub::Sent { fence } if fence <= number) {
+                if moved {
+                    entry.sub = Sub::Gone;
+                    for waiter in &entry.waiters {
+                        waiter.raise();
+                    }
+                    continue;
+                }
                 entry.sub = Sub::Refused;
                 names.push(String::from_utf8_lossy(name).into_owned());
             }
+        }
+        if moved {
+            self.last_error = None;
+            self.hub.changed.notify_all();
         }
         if !names.is_empty() {
             let reason = self

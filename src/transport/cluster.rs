@@ -15,8 +15,10 @@
 //! woken and subscribe again on the new owner) and the listeners run (every watched hold is
 //! renewed at once, where its slot is now).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -31,6 +33,7 @@ use crate::base::retry::Backoff;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
 use crate::topology::slots::{self, Addr, SlotMap};
+use crate::transport::scripts;
 use crate::transport::shard::{Acked, Shard};
 
 /// How often at most the slot map is read again after a server could not be reached.
@@ -51,6 +54,9 @@ pub(crate) struct Cluster {
     /// When the map was last read; held while it is being read.
     refreshed: Mutex<Option<Instant>>,
     listeners: Arc<Mutex<Vec<Listener>>>,
+    /// Whether every primary has sharded pub/sub (Redis 7): scripts then `SPUBLISH` and
+    /// waiters `SSUBSCRIBE`. Decided when the client is built.
+    sharded: AtomicBool,
 }
 
 /// What a cluster error asks of the client.
@@ -95,6 +101,7 @@ impl Cluster {
             shards: Mutex::default(),
             refreshed: Mutex::default(),
             listeners: Arc::default(),
+            sharded: AtomicBool::new(false),
         })
     }
 
@@ -112,6 +119,7 @@ impl Cluster {
         end: Instant,
     ) -> Result<Acked<T>> {
         let slot = routing_key(cmd).map_or(0, slots::slot);
+        let cmd = &*self.flavour(cmd);
         let mut asking: Option<Arc<Shard>> = None;
         let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
         let mut redirects = 0;
@@ -152,6 +160,40 @@ impl Cluster {
                 std::thread::sleep(backoff.next_delay(Some(left)));
             }
         }
+    }
+
+    /// `cmd` as this cluster runs it: a script that publishes in its sharded flavour when
+    /// the cluster has sharded pub/sub.
+    pub fn flavour<'a>(&self, cmd: &'a Cmd) -> Cow<'a, Cmd> {
+        match self.sharded.load(Ordering::Relaxed) {
+            true => scripts::sharded(cmd).map_or(Cow::Borrowed(cmd), Cow::Owned),
+            false => Cow::Borrowed(cmd),
+        }
+    }
+
+    /// Reads the slot map and decides, once, whether to use sharded pub/sub: when every
+    /// primary answers `PUBSUB SHARDNUMSUB` (Redis 7 and later), as Redisson decides.
+    pub fn start(&self) -> Result<()> {
+        self.refresh()?;
+        let primaries: Vec<Addr> = self.map.read().primaries().cloned().collect();
+        let sharded = primaries.iter().all(|addr| {
+            let answered = self.client_at(addr).and_then(|client| {
+                let mut conn = endpoint::connect(
+                    &client,
+                    self.config.connect_timeout,
+                    self.config.response_timeout,
+                )?;
+                redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .query::<Value>(&mut conn)
+            });
+            if let Err(err) = &answered {
+                log::info!("{}:{} has no sharded pub/sub: {err}", addr.0, addr.1);
+            }
+            answered.is_ok()
+        });
+        self.sharded.store(sharded, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The shard serving the slot of `cmd`'s first key, as the map says now.
@@ -218,6 +260,7 @@ impl Cluster {
             format!("{}:{}", addr.0, addr.1),
             Topology::Fixed(Box::new(client)),
             &self.config,
+            self.sharded.load(Ordering::Relaxed),
         ));
         shards.insert(addr.clone(), shard.clone());
         Ok(shard)

@@ -8,6 +8,7 @@
 //! deployments and a quorum of N/2 + 1; its commands go out to all of them before any reply
 //! is read, so a round costs the slowest node's round trip, not the sum of them.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,7 +93,7 @@ impl Node {
         match &self.route {
             Route::One(shard) => shard.check(probe_key),
             Route::Cluster(cluster) => {
-                cluster.refresh()?;
+                cluster.start()?;
                 cluster.shard_for_key(probe_key)?.check(probe_key)
             }
         }
@@ -131,11 +132,21 @@ impl Node {
     /// Sends `packed` (which is `cmd`, and maybe a `WAIT` after it) to where `cmd`'s key
     /// lives, waiting for a connection until `deadline` at most.
     fn send(&self, cmd: &Cmd, packed: &[u8], deadline: Instant) -> Result<Sent> {
-        let shard = match &self.route {
-            Route::One(shard) => shard.clone(),
-            Route::Cluster(cluster) => cluster.shard_of(cmd)?,
+        let (shard, conn) = match &self.route {
+            Route::One(shard) => (shard.clone(), shard.send(packed, deadline)?),
+            Route::Cluster(cluster) => {
+                let shard = cluster.shard_of(cmd)?;
+                let conn = match cluster.flavour(cmd) {
+                    Cow::Borrowed(_) => shard.send(packed, deadline)?,
+                    Cow::Owned(flavoured) => {
+                        let mut repacked = flavoured.get_packed_command();
+                        repacked.extend_from_slice(&packed[cmd.get_packed_command().len()..]);
+                        shard.send(&repacked, deadline)?
+                    }
+                };
+                (shard, conn)
+            }
         };
-        let conn = shard.send(packed, deadline)?;
         Ok(Sent { shard, conn })
     }
 
@@ -148,7 +159,11 @@ impl Node {
         wait: Option<&Cmd>,
         deadline: Instant,
     ) -> Result<Acked<T>> {
-        let reply = sent.shard.receive(&mut sent.conn, cmd, wait, deadline);
+        let flavoured = match &self.route {
+            Route::One(_) => Cow::Borrowed(cmd),
+            Route::Cluster(cluster) => cluster.flavour(cmd),
+        };
+        let reply = (sent.shard).receive(&mut sent.conn, &flavoured, wait, deadline);
         match (&self.route, &reply) {
             (Route::Cluster(_), Err(err)) if is_cluster_redirect(err) => {
                 drop(sent);

@@ -4,10 +4,11 @@
 //! order its header (`scripts/*.lua`) states, so no call site knows that order. Its doc says
 //! what the script replies.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{Cmd, Connection, FromRedisValue, ParsingError, RedisResult, Script, Value};
+use redis::{Arg, Cmd, Connection, FromRedisValue, ParsingError, RedisResult, Script, Value};
 
 /// The message Redisson publishes on a lock's channel when its last hold goes.
 const UNLOCK_MESSAGE: &str = "0";
@@ -18,48 +19,72 @@ fn unlock_message(wake: bool) -> &'static str {
     if wake { UNLOCK_MESSAGE } else { "" }
 }
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-static FENCED_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/fenced_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/force_unlock.lua")));
-static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/check.lua")));
-static FAIR_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/fair_acquire.lua")));
-static FAIR_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/fair_release.lua")));
-static FAIR_GIVE_UP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/fair_give_up.lua")));
-static READ_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/read_acquire.lua")));
-static READ_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/read_release.lua")));
-static READ_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/read_renew.lua")));
-static WRITE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/write_acquire.lua")));
-static WRITE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/write_release.lua")));
-static SEMAPHORE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_acquire.lua")));
-static SEMAPHORE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_release.lua")));
-static SEMAPHORE_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_renew.lua")));
-static SEMAPHORE_AVAILABLE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_available.lua")));
-static SEMAPHORE_ADD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_add.lua")));
-static TOKEN_PROBE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/token_probe.lua")));
-static TOKEN_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/token_release.lua")));
-static TOKEN_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/token_renew.lua")));
+/// Declares each script as a static, and lists every script's source in [`SOURCES`].
+macro_rules! scripts {
+    ($($name:ident => $file:literal,)*) => {
+        $(static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(include_str!(concat!("scripts/", $file))));)*
+        /// The source of every script.
+        const SOURCES: &[&str] = &[$(include_str!(concat!("scripts/", $file))),*];
+    };
+}
+
+scripts! {
+    ACQUIRE => "acquire.lua",
+    FENCED_ACQUIRE => "fenced_acquire.lua",
+    RELEASE => "release.lua",
+    RENEW => "renew.lua",
+    FORCE_UNLOCK => "force_unlock.lua",
+    CHECK => "check.lua",
+    FAIR_ACQUIRE => "fair_acquire.lua",
+    FAIR_RELEASE => "fair_release.lua",
+    FAIR_GIVE_UP => "fair_give_up.lua",
+    READ_ACQUIRE => "read_acquire.lua",
+    READ_RELEASE => "read_release.lua",
+    READ_RENEW => "read_renew.lua",
+    WRITE_ACQUIRE => "write_acquire.lua",
+    WRITE_RELEASE => "write_release.lua",
+    SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
+    SEMAPHORE_RELEASE => "semaphore_release.lua",
+    SEMAPHORE_RENEW => "semaphore_renew.lua",
+    SEMAPHORE_AVAILABLE => "semaphore_available.lua",
+    SEMAPHORE_ADD => "semaphore_add.lua",
+    TOKEN_PROBE => "token_probe.lua",
+    TOKEN_RELEASE => "token_release.lua",
+    TOKEN_RENEW => "token_renew.lua",
+}
+
+/// The scripts that publish, in the flavour for a cluster's sharded pub/sub: `'publish'`
+/// (the call and the ACL check) becomes `'spublish'`. By the hash of the classic flavour:
+/// the sharded flavour's source and hash.
+static SHARDED: LazyLock<HashMap<String, (String, String)>> = LazyLock::new(|| {
+    let publishing = SOURCES.iter().filter(|source| source.contains("'publish'"));
+    publishing
+        .map(|source| {
+            let sharded = source.replace("'publish'", "'spublish'");
+            let hash = Script::new(&sharded).get_hash().to_owned();
+            (Script::new(source).get_hash().to_owned(), (sharded, hash))
+        })
+        .collect()
+});
+
+/// `cmd` (an `EVALSHA`) in the sharded flavour, if its script publishes.
+pub(crate) fn sharded(cmd: &Cmd) -> Option<Cmd> {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        Arg::Simple(bytes) => bytes,
+        _ => &[],
+    });
+    if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let (_, hash) = SHARDED.get(std::str::from_utf8(args.next()?).ok()?)?;
+    let mut flavoured = redis::cmd("EVALSHA");
+    flavoured.arg(hash.as_str());
+    for arg in args {
+        flavoured.arg(arg);
+    }
+    Some(flavoured)
+}
 
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
@@ -421,33 +446,40 @@ pub(crate) fn millis(duration: Duration) -> u64 {
     duration.as_millis() as u64
 }
 
-/// Loads every script on `conn`, after Redis answered NOSCRIPT (a restart, SCRIPT FLUSH).
+/// Loads every script on `conn`, in both flavours, after Redis answered NOSCRIPT (a
+/// restart, a failover, `SCRIPT FLUSH`): one round trip.
 pub(crate) fn load_all(conn: &mut Connection) -> RedisResult<()> {
-    for script in [
-        &ACQUIRE,
-        &FENCED_ACQUIRE,
-        &FAIR_ACQUIRE,
-        &FAIR_RELEASE,
-        &FAIR_GIVE_UP,
-        &SEMAPHORE_ACQUIRE,
-        &SEMAPHORE_RELEASE,
-        &SEMAPHORE_RENEW,
-        &SEMAPHORE_ADD,
-        &SEMAPHORE_AVAILABLE,
-        &READ_ACQUIRE,
-        &READ_RELEASE,
-        &READ_RENEW,
-        &WRITE_ACQUIRE,
-        &WRITE_RELEASE,
-        &RELEASE,
-        &RENEW,
-        &FORCE_UNLOCK,
-        &CHECK,
-        &TOKEN_PROBE,
-        &TOKEN_RELEASE,
-        &TOKEN_RENEW,
-    ] {
-        script.load(conn)?;
+    let mut load = redis::pipe();
+    let sharded = SHARDED.values().map(|(source, _)| source.as_str());
+    for source in SOURCES.iter().copied().chain(sharded) {
+        load.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
     }
-    Ok(())
+    load.query::<()>(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_that_publish_have_a_sharded_flavour_that_only_spublishes() {
+        assert!(SHARDED.len() >= 8, "{} scripts publish", SHARDED.len());
+        for (source, _) in SHARDED.values() {
+            assert!(!source.contains("'publish'") && source.contains("'spublish'"));
+        }
+        let second = Duration::from_secs(1);
+        let classic = release(
+            b"lock", b"channel", b"latch", second, "field", 1, second, true,
+        );
+        let flavoured = sharded(&classic).expect("a release publishes");
+        let (a, b): (Vec<_>, Vec<_>) = (
+            classic.args_iter().map(|a| format!("{a:?}")).collect(),
+            flavoured.args_iter().map(|a| format!("{a:?}")).collect(),
+        );
+        assert_eq!(a.len(), b.len());
+        assert_ne!(a[1], b[1], "another script");
+        assert_eq!(a[2..], b[2..], "the same keys and arguments");
+        let acquire = acquire(b"lock", second, "field", 0);
+        assert!(sharded(&acquire).is_none(), "an acquire publishes nothing");
+    }
 }

@@ -60,14 +60,24 @@ impl Shard {
                 setting: "tls certificates",
                 reason: source.to_string(),
             })?;
-        Ok(Shard::at(name, Topology::Fixed(Box::new(client)), config))
+        Ok(Shard::at(
+            name,
+            Topology::Fixed(Box::new(client)),
+            config,
+            false,
+        ))
     }
 
     /// The primary that the sentinels at `sentinel_urls` name for `master`, followed across
     /// failovers; named after `master`. Asks nothing yet.
     pub fn sentinel(sentinel_urls: &[String], master: &str, config: &Config) -> Result<Shard> {
         let sentinel = Sentinel::start(sentinel_urls, master, config)?;
-        let node = Shard::at(master.to_owned(), Topology::Sentinel(sentinel), config);
+        let node = Shard::at(
+            master.to_owned(),
+            Topology::Sentinel(sentinel),
+            config,
+            false,
+        );
         // The subscriber follows the primary: it reconnects there, subscribes again and
         // wakes every waiter.
         let notifier = Arc::downgrade(&node.notifier);
@@ -75,7 +85,9 @@ impl Shard {
         Ok(node)
     }
 
-    pub fn at(name: String, topology: Topology, config: &Config) -> Shard {
+    /// A shard whose server is where `topology` says; with `sharded`, its subscriber uses a
+    /// cluster's sharded pub/sub.
+    pub fn at(name: String, topology: Topology, config: &Config, sharded: bool) -> Shard {
         let topology = Arc::new(topology);
         let unreachable = Arc::new(AtomicBool::new(false));
         let manager = || Manager {
@@ -107,6 +119,7 @@ impl Shard {
             ping_interval: config.ping_interval,
             wake_prefix: names::wake_channel_prefix(&config.key_prefix),
             waker: waker(pool.clone(), topology.clone()),
+            sharded,
         }));
         Shard {
             name,
