@@ -3,7 +3,8 @@
 //! `cargo run --release --example bench` starts a throwaway redis-server unless `REDIS_URL`
 //! is set. Absolute times on shared machines swing severalfold; the ratios are the result.
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
-//! `bench quick` runs shorter rounds (for a smoke test).
+//! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
+//! Cluster rows.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -53,6 +54,9 @@ fn main() -> Result<()> {
     } else {
         FULL
     };
+    if args.iter().any(|arg| arg == "cluster") {
+        return print(cluster(&plan)?);
+    }
     let (url, _throwaway) = support::redis_url();
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
@@ -188,7 +192,12 @@ fn main() -> Result<()> {
     rows.push(("redlock", redlock(&plan)?));
     rows.push(("sentinel", sentinel(&plan)?));
     rows.push(("replica acks", replica_acks(&plan)?));
+    rows.extend(cluster(&plan)?);
 
+    print(rows)
+}
+
+fn print(rows: Vec<(&str, String)>) -> Result<()> {
     println!("| row | measure |");
     println!("|---|---|");
     for (row, measure) in rows {
@@ -940,22 +949,8 @@ fn sentinel(plan: &Plan) -> Result<String> {
 /// An acquisition that waits for one replica (`min_replica_acks(1, ..)`) against one that
 /// does not, both in round trips of a no-op script on the same primary, interleaved.
 fn replica_acks(plan: &Plan) -> Result<String> {
-    let primary = support::Server::start();
-    let replica = support::Server::start();
-    let () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(primary.port())
-        .query(&mut replica.conn())
-        .expect("replicaof");
+    let (primary, _replica) = primary_with_replica();
     let mut raw = primary.conn();
-    let online = support::eventually(Duration::from_secs(30), || {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut raw)
-            .unwrap();
-        info.contains("state=online")
-    });
-    assert!(online, "the replica never came online");
     let acked = LockClient::builder(&primary.url())
         .min_replica_acks(1, Duration::from_secs(1))
         .build()?
@@ -991,6 +986,162 @@ fn replica_acks(plan: &Plan) -> Result<String> {
         without / floor,
         floor * 1e6
     ))
+}
+
+/// A standalone primary with one replica online.
+fn primary_with_replica() -> (support::Server, support::Server) {
+    let primary = support::Server::start();
+    let replica = support::Server::start();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut replica.conn())
+        .expect("replicaof");
+    let mut raw = primary.conn();
+    let online = support::eventually(Duration::from_secs(30), || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut raw)
+            .unwrap();
+        info.contains("state=online")
+    });
+    assert!(online, "the replica never came online");
+    (primary, replica)
+}
+
+/// Redis Cluster (three primaries with a replica each), interleaved: lock+unlock against a
+/// standalone primary with a replica and against its own scripts sent raw to the owning
+/// primary; hand-off between threads; 64 threads over 1,000 names against the same on the
+/// standalone primary.
+fn cluster(plan: &Plan) -> Result<Vec<(&'static str, String)>> {
+    let cluster = support::Cluster::start();
+    let client = cluster.client();
+    let (primary, _replica) = primary_with_replica();
+    let single = LockClient::open(&primary.url())?;
+    let name = "bench:cluster";
+    let (on_cluster, on_single) = (client.lock(name), single.lock(name));
+    let mut raw = cluster.owner_of(name).conn();
+    let noop = Script::new("return nil");
+    let acquire = Script::new(include_str!("../src/transport/scripts/acquire.lua"));
+    // Every primary is Redis 7: the client publishes sharded, so the raw release does too.
+    let release = Script::new(
+        &include_str!("../src/transport/scripts/release.lua").replace("'publish'", "'spublish'"),
+    );
+    let (mut floor, mut scripts, mut pairs, mut singles) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut call = 0u64;
+    let (mut raw_cpu, mut lib_cpu) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..plan.rounds {
+        floor.push(mean_of(2 * plan.pairs, || {
+            let () = noop.invoke(&mut raw).expect("evalsha");
+        }));
+        let started = cpu_time();
+        scripts.push(mean_of(plan.pairs, || {
+            let _: Option<i64> = (acquire.key("bench:raw").arg(30_000).arg("bench:1").arg(0))
+                .invoke(&mut raw)
+                .expect("acquire");
+            call += 1;
+            let _: Option<i64> = (release
+                .key("bench:raw")
+                .key("redisson_lock__channel:{bench:raw}")
+                .key(format!("redisson_unlock_latch:{{bench:raw}}:{call:032x}")))
+            .arg(0)
+            .arg(30_000)
+            .arg("bench:1")
+            .arg(1)
+            .arg(8_000)
+            .invoke(&mut raw)
+            .expect("release");
+        }));
+        let between = cpu_time();
+        raw_cpu += between - started;
+        pairs.push(mean_of(plan.pairs, || {
+            on_cluster
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("lock+unlock");
+        }));
+        lib_cpu += cpu_time() - between;
+        singles.push(mean_of(plan.pairs, || {
+            on_single
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("lock+unlock");
+        }));
+    }
+    // Each round's ratio, then their median: drift between rounds cancels out.
+    let median_ratio = |a: &[Duration], b: &[Duration]| {
+        let mut ratios: Vec<f64> = (a.iter().zip(b))
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios[ratios.len() / 2]
+    };
+    let (to_single, to_raw) = (
+        median_ratio(&pairs, &singles),
+        median_ratio(&pairs, &scripts),
+    );
+    let floor = percentile(&mut floor, 50);
+    let (pair, single_pair) = (percentile(&mut pairs, 50), percentile(&mut singles, 50));
+    let mut rows = vec![(
+        "cluster",
+        format!(
+            "lock+unlock: {} µs; median ratio of a round to a standalone primary with a replica ({} µs): {to_single:.2}; to its own scripts sent raw to the owning primary: {to_raw:.2}; client CPU per pair: {:.1} µs, raw {:.1} µs",
+            micros(pair),
+            micros(single_pair),
+            lib_cpu.as_secs_f64() * 1e6 / f64::from(plan.pairs * plan.rounds as u32),
+            raw_cpu.as_secs_f64() * 1e6 / f64::from(plan.pairs * plan.rounds as u32),
+        ),
+    )];
+    let rt = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+    let mut samples = handoff_threads(plan, client.lock(name))?;
+    let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
+    rows.push((
+        "cluster hand-off",
+        format!(
+            "another thread: p50 {} µs = {:.1} round trips; p99 {} µs = {:.1} round trips",
+            micros(p50),
+            rt(p50),
+            micros(p99),
+            rt(p99)
+        ),
+    ));
+    let spread = |client: &LockClient| spread_pairs(plan, client, 64, 1_000);
+    let (on_cluster, on_single) = (spread(&client), spread(&single));
+    rows.push((
+        "cluster spread",
+        format!(
+            "64 threads over 1,000 names: {on_cluster:.0} pairs/s = {:.2} × the same on a standalone primary ({on_single:.0} pairs/s)",
+            on_cluster / on_single
+        ),
+    ));
+    Ok(rows)
+}
+
+/// Lock+unlock pairs per second of `threads` threads, each taking names of `names` in turn
+/// from its own starting point, for the contention span.
+fn spread_pairs(plan: &Plan, client: &LockClient, threads: usize, names: usize) -> f64 {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (client, stop) = (client.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut done = 0u64;
+                let mut i = t * names / threads;
+                while !stop.load(Ordering::Relaxed) {
+                    let lock = client.lock(format!("bench:spread:{}", i % names));
+                    lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+                    done += 1;
+                    i += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    std::thread::sleep(plan.contention);
+    stop.store(true, Ordering::Relaxed);
+    let total: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    total as f64 / plan.contention.as_secs_f64()
 }
 
 /// The child side of the process rows.
@@ -1063,6 +1214,15 @@ fn wall_nanos() -> u128 {
 }
 
 /// Resident set size of this process, from /proc (Linux).
+/// CPU time this process (every thread of it) has used.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
 fn resident_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm

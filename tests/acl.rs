@@ -10,9 +10,15 @@ use support::{MakeLock, SHORT_LEASE, Server, channel, eventually, response_timeo
 
 /// The `ACL SETUSER` command of the README, continuation lines joined, split into words.
 fn readme_rules() -> Vec<String> {
+    rules("ACL SETUSER locker on")
+}
+
+/// The README's `ACL SETUSER` command that begins with `start`, continuation lines joined,
+/// split into words.
+fn rules(start: &str) -> Vec<String> {
     let readme = include_str!("../README.md");
     let start = readme
-        .find("ACL SETUSER locker")
+        .find(start)
         .expect("the README lists the ACL of a lock user");
     let mut command = String::new();
     for line in readme[start..].lines() {
@@ -175,4 +181,58 @@ fn the_readme_user_may_touch_nothing_outside_its_prefix() {
         .build()
         .unwrap_err();
     assert!(outside.is_permission(), "{outside}");
+}
+
+/// On a cluster, every kind's waiter is woken by the release as the README's user with the
+/// README's cluster rights added, on every node.
+#[test]
+fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
+    let cluster = support::Cluster::start();
+    let extra = rules("ACL SETUSER locker +cluster");
+    let mut url = String::new();
+    for server in &cluster.servers {
+        url = readme_user(server);
+        let mut cmd = redis::cmd("ACL");
+        for word in &extra[1..] {
+            cmd.arg(word);
+        }
+        let () = cmd.query(&mut server.conn()).unwrap();
+    }
+    let build = |retry_cap: Duration| {
+        LockClient::cluster(&[&url])
+            .key_prefix("myapp:")
+            .retry_cap(retry_cap)
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (
+        build(Duration::from_millis(200)),
+        build(Duration::from_secs(600)),
+    );
+    for name in ["one", "two", "three", "four"] {
+        let lock = holder.lock(name);
+        let guard = lock.lock().unwrap();
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                // A retry cap far beyond the test: only an unlock message wakes it in time.
+                let lock = waiter.lock(name);
+                let guard = lock.try_lock_for(Duration::from_secs(120)).unwrap();
+                guard.expect("woken").unlock().unwrap();
+            });
+            let owner = cluster.owner_of(&format!("myapp:{name}"));
+            let channel = channel(&format!("myapp:{name}"));
+            assert!(eventually(Duration::from_secs(30), || {
+                let subscribed: Vec<(String, usize)> = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(&channel)
+                    .query(&mut owner.conn())
+                    .unwrap();
+                subscribed[0].1 > 0
+            }));
+            guard.unlock().unwrap();
+            waiting.join().unwrap();
+        });
+        let _held = waiter.lock(name).lock().unwrap();
+        assert!(lock.force_unlock().unwrap());
+    }
 }

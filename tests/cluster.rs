@@ -311,6 +311,14 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
             == 3,
         "the names cover every shard"
     );
+    // A waiter on one of the killed shard's locks.
+    let waited = owners.iter().position(|&o| o == victim).unwrap();
+    let rival = cluster.client().lock(&names[waited]);
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    assert!(eventually(LONG, || subscribed(
+        cluster.by_port(victim),
+        &names[waited]
+    ) == 1));
     let promoted = cluster.kill(victim);
     let renewals = client.stats().renewals;
     let live = |i: usize| !guards[i].is_lost();
@@ -341,6 +349,15 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
             assert!(owner.exists(name), "{name}");
         }
     }
+    if live(waited) {
+        assert!(
+            eventually(LONG, || subscribed(
+                cluster.by_port(promoted),
+                &names[waited]
+            ) == 1),
+            "the waiter subscribed again on the promoted replica"
+        );
+    }
     let lost = names.len() - (0..names.len()).filter(|&i| live(i)).count();
     assert_eq!(
         client.stats().locks_lost as usize,
@@ -358,6 +375,7 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
             Err(err) => assert!(lost && err.is_lost(), "{err}"),
         }
     }
+    assert!(waiter.join().unwrap(), "the waiter got the lock");
 }
 
 /// A waiter's sharded subscription follows its lock's slot: when the slot migrates, the old
@@ -388,4 +406,25 @@ fn a_waiter_follows_its_lock_s_slot_to_another_primary() {
     assert_eq!(subscribed(cluster.by_port(from), "moving"), 0);
     guard.unlock().unwrap();
     assert!(waiter.join().unwrap());
+}
+
+/// Redlock stays a quorum over independent deployments, one of which is a cluster: the lock
+/// is taken on all three, a rival waits, and the release frees it everywhere.
+#[test]
+fn redlock_takes_a_cluster_as_one_of_its_nodes() {
+    let cluster = Cluster::start();
+    let (a, b) = (support::Server::start(), support::Server::start());
+    let clients = [cluster.client(), a.client(), b.client()];
+    let ours = LockClient::redlock_from(&clients).unwrap();
+    let theirs = LockClient::redlock_from(&[cluster.client(), a.client(), b.client()]).unwrap();
+    let name = "redlocked";
+    let guard = ours.lock(name).lock().unwrap();
+    assert!(cluster.owner_of(name).exists(name) && a.exists(name) && b.exists(name));
+    let rival = theirs.lock(name);
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+    assert!(!ours.lock(name).is_locked().unwrap());
+    let err = ours.lock("a{}b").try_lock().map(drop).unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
 }

@@ -143,6 +143,8 @@ impl Cluster {
                 Redirect::Moved(addr) => {
                     log::debug!("slot {slot} moved to {}:{}", addr.0, addr.1);
                     self.map.write().moved(slot, addr);
+                    // Other slots may have moved too (a failover moves a whole shard's).
+                    self.refresh_soon();
                     redirects > 3
                 }
                 Redirect::Ask(addr) => {
@@ -171,8 +173,9 @@ impl Cluster {
         }
     }
 
-    /// Reads the slot map and decides, once, whether to use sharded pub/sub: when every
-    /// primary answers `PUBSUB SHARDNUMSUB` (Redis 7 and later), as Redisson decides.
+    /// Reads the slot map and decides, once, whether to use sharded pub/sub: when no
+    /// primary refuses `PUBSUB SHARDNUMSUB` (Redis 7 and later answer it), as Redisson
+    /// decides. A primary that cannot be reached now does not decide.
     pub fn start(&self) -> Result<()> {
         self.refresh()?;
         let primaries: Vec<Addr> = self.map.read().primaries().cloned().collect();
@@ -187,10 +190,13 @@ impl Cluster {
                     .arg("SHARDNUMSUB")
                     .query::<Value>(&mut conn)
             });
-            if let Err(err) = &answered {
-                log::info!("{}:{} has no sharded pub/sub: {err}", addr.0, addr.1);
+            match answered {
+                Err(err) if err.code().is_some() => {
+                    log::info!("{}:{} has no sharded pub/sub: {err}", addr.0, addr.1);
+                    false
+                }
+                _ => true,
             }
-            answered.is_ok()
         });
         self.sharded.store(sharded, Ordering::Relaxed);
         Ok(())
@@ -352,21 +358,16 @@ impl Cluster {
         Err(last.unwrap_or_else(|| self.unserved(0)))
     }
 
-    /// Installs `map`; when it differs from the map known, drops the shards that serve no
-    /// slot any more (their waiters subscribe again where the slot is now) and runs the
-    /// listeners.
+    /// Installs `map`. Shards that serve no slot any more are dropped (their waiters
+    /// subscribe again where the slot is now); when there were such (a failover), the
+    /// listeners run. A slot that migrated between primaries that remain needs neither: its
+    /// keys moved with it.
     fn install(&self, map: SlotMap) {
         if !map.is_complete() {
             log::warn!("{}: some slots have no primary", self.name);
         }
         let primaries: Vec<Addr> = map.primaries().cloned().collect();
-        {
-            let mut current = self.map.write();
-            if *current == map {
-                return;
-            }
-            *current = map;
-        }
+        *self.map.write() = map;
         let gone: Vec<Arc<Shard>> = {
             let mut shards = self.shards.lock();
             let stale: Vec<Addr> = (shards.keys())
@@ -381,6 +382,9 @@ impl Cluster {
         for shard in &gone {
             log::info!("{} no longer serves any slot of {}", shard.name, self.name);
             shard.notifier.retire();
+        }
+        if gone.is_empty() {
+            return;
         }
         // The caller may be a watchdog thread whose renewal found the change, and a listener
         // hands work to every watchdog thread: it runs on a thread of its own.
