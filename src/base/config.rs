@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::error::{Error, Result};
+use crate::base::health::HealthChange;
 use crate::base::lost::LockLost;
 use crate::base::tls::Certificates;
 
@@ -22,6 +23,7 @@ const MAX_REPLICAS: u32 = 64;
 const MIN_QUEUE_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) type LostCallback = Arc<dyn Fn(&LockLost) + Send + Sync>;
+pub(crate) type HealthCallback = Arc<dyn Fn(&HealthChange) + Send + Sync>;
 
 /// The settings of a [`LockClient`](crate::LockClient). All defaults live in the `Default` impl below.
 #[derive(Clone)]
@@ -45,6 +47,7 @@ pub(crate) struct Config {
     /// How long a fair-lock waiter keeps its place in the queue without coming back.
     pub fair_queue_wait: Duration,
     pub on_lock_lost: Option<LostCallback>,
+    pub on_health_change: Option<HealthCallback>,
     /// Replicas that must acknowledge each acquisition, and how long to wait for them.
     pub replica_acks: Option<ReplicaAcks>,
     /// The master name, for a client whose URLs are those of sentinels.
@@ -95,6 +98,7 @@ impl Default for Config {
             ping_interval: Duration::from_secs(1),
             fair_queue_wait: Duration::from_secs(5),
             on_lock_lost: None,
+            on_health_change: None,
             replica_acks: None,
             sentinel: None,
             cluster: false,

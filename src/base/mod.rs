@@ -1,9 +1,10 @@
-//! What every layer uses: the client's settings and their limits, the one error type, the
-//! loss report, jittered backoff, the counters, and TLS settings. Uses nothing else of the
-//! crate.
+//! What every layer uses: the client's settings and their limits, the one error type, a
+//! hold's health and the loss report, jittered backoff, the counters, and TLS settings. Uses
+//! nothing else of the crate.
 
 pub(crate) mod config;
 pub(crate) mod error;
+pub(crate) mod health;
 pub(crate) mod lost;
 pub(crate) mod retry;
 pub(crate) mod stats;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::base::config::{Config, Credentials, ReplicaAcks};
 use crate::base::error::Result;
 use crate::base::error::redact;
+use crate::base::health::HealthChange;
 use crate::base::lost::LockLost;
 use crate::client::lock_client::LockClient;
 
@@ -104,6 +105,7 @@ impl LockClient {
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
 /// | [`fair_queue_wait`](Self::fair_queue_wait) | 5 s |
 /// | [`on_lock_lost`](Self::on_lock_lost) | none (losses are logged) |
+/// | [`on_health_change`](Self::on_health_change) | none |
 /// | [`min_replica_acks`](Self::min_replica_acks) | off |
 /// | [`primary_credentials`](Self::primary_credentials) (Sentinel clients) | none |
 ///
@@ -231,6 +233,32 @@ impl LockClientBuilder {
     /// [`MAX_LEASE`](crate::MAX_LEASE); defaults to 5 s.
     pub fn fair_queue_wait(mut self, wait: Duration) -> Self {
         self.config.fair_queue_wait = wait;
+        self
+    }
+
+    /// Called each time a watched hold's [`Health`](crate::Health) changes: to
+    /// `Uncertain` when a renewal fails while the hold is still valid, back to `Held` when a
+    /// later renewal gets through, and to `Lost` when the hold is found gone. A holder can
+    /// pause side effects on `Uncertain`, before the loss is certain (Apache Curator's
+    /// SUSPENDED against LOST). It runs on the thread that saw the change: the watchdog's,
+    /// or the caller's when a release or a re-entry finds a loss. Keep it short. Defaults to
+    /// none; [`LockGuard::health`](crate::LockGuard::health) tells the same on demand.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::builder("redis://127.0.0.1:6379/")
+    ///     .on_health_change(|change| {
+    ///         if change.to != redmutex::Health::Held {
+    ///             eprintln!("pausing work under {}: {:?}", change.name, change.to);
+    ///         }
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn on_health_change(
+        mut self,
+        callback: impl Fn(&HealthChange) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.on_health_change = Some(Arc::new(callback));
         self
     }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::base::health::Health;
 use crate::topology::quorum::validity_end;
 
 /// One uninterrupted holding of a lock: from the first hold to the last release, or until it
@@ -13,6 +14,8 @@ use crate::topology::quorum::validity_end;
 #[derive(Debug)]
 pub(crate) struct Holding {
     lost: AtomicBool,
+    /// The last renewal did not get through.
+    uncertain: AtomicBool,
     valid_until: Mutex<Instant>,
     /// Held by the watchdog for a renewal round and by a release while it runs, so that a
     /// late renewal cannot put back a hold that the release just deleted.
@@ -23,6 +26,7 @@ impl Holding {
     pub fn new(valid_until: Instant) -> Self {
         Holding {
             lost: AtomicBool::new(false),
+            uncertain: AtomicBool::new(false),
             valid_until: Mutex::new(valid_until),
             round: Mutex::new(()),
         }
@@ -30,6 +34,27 @@ impl Holding {
 
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Acquire)
+    }
+
+    /// Where the holding stands: lost, uncertain (the last renewal failed, or the validity
+    /// ran out), or held.
+    pub fn health(&self) -> Health {
+        if self.is_lost() {
+            Health::Lost
+        } else if self.uncertain.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
+            Health::Uncertain
+        } else {
+            Health::Held
+        }
+    }
+
+    /// Records whether the last renewal got through; returns what the health was before,
+    /// when this changed it.
+    pub fn set_uncertain(&self, uncertain: bool) -> Option<Health> {
+        let before = self.health();
+        self.uncertain.store(uncertain, Ordering::Release);
+        let after = self.health();
+        (before != after).then_some(before)
     }
 
     /// Marks the holding lost; true the first time.

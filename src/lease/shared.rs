@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
+use crate::base::health::{Health, HealthChange};
 use crate::base::lost::LockLost;
 use crate::base::stats::Counters;
 use crate::lease::hold_table::HoldTable;
@@ -79,9 +80,11 @@ impl Shared {
     /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
     /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
     pub fn report_lost(&self, name: &str, holding: &Holding, error: Option<Error>) {
+        let before = holding.health();
         if !holding.mark_lost() {
             return;
         }
+        self.health_changed(name, before, Health::Lost);
         self.counters.lost();
         match &error {
             None => log::warn!("lock {name:?} was lost: its key or field is gone"),
@@ -96,6 +99,23 @@ impl Shared {
             };
             if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
                 log::error!("the on_lock_lost callback panicked for lock {name:?}");
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Tells the health callback, if any, that the hold on `name` went from `from` to `to`.
+    pub fn health_changed(&self, name: &str, from: Health, to: Health) {
+        log::debug!("lock {name:?}: {from:?} -> {to:?}");
+        if let Some(callback) = &self.config.on_health_change {
+            let change = HealthChange {
+                name: name.to_owned(),
+                from,
+                to,
+            };
+            if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&change))).is_err() {
+                log::error!("the on_health_change callback panicked for lock {name:?}");
             }
         }
     }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::base::error::NodeError;
+use crate::base::health::Health;
 use crate::base::retry::Backoff;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
@@ -95,11 +96,17 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
         let valid_until = job.holding.valid_until();
         match tally.verdict() {
             Verdict::Yes => {
+                if let Some(from) = job.holding.set_uncertain(false) {
+                    shared.health_changed(&job.name, from, Health::Held);
+                }
                 next = sent + interval;
                 backoff = fresh_backoff();
                 continue;
             }
             Verdict::Unknown if Instant::now() < valid_until => {
+                if let Some(from) = job.holding.set_uncertain(true) {
+                    shared.health_changed(&job.name, from, Health::Uncertain);
+                }
                 log::warn!(
                     "renewing lock {:?} reached {} of {} nodes, retrying until its validity runs out",
                     job.name,

@@ -66,6 +66,15 @@ impl<K: Kind> LockGuard<K> {
         self.hold.holding.is_lost()
     }
 
+    /// Where the hold stands: [`Health::Held`](crate::Health::Held) while its last
+    /// acquisition or renewal got through and is valid;
+    /// [`Uncertain`](crate::Health::Uncertain) once a renewal failed (until one gets
+    /// through) or an unrenewed lease's validity ran out; [`Lost`](crate::Health::Lost)
+    /// once the hold is known to be gone (as [`is_lost`](Self::is_lost)).
+    pub fn health(&self) -> crate::Health {
+        self.hold.holding.health()
+    }
+
     /// Until when the lock is surely held: the last acquisition or renewal that reached a
     /// quorum, plus the lease, less an allowance for clock drift (1% of the lease + 2 ms).
     /// Check it before a side effect that must not happen without the lock; past it, the

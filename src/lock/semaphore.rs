@@ -199,6 +199,11 @@ impl Permit {
         self.guard.is_lost()
     }
 
+    /// Where the permit stands (see [`LockGuard::health`]).
+    pub fn health(&self) -> crate::Health {
+        self.guard.health()
+    }
+
     /// Until when the permit is surely held (see [`LockGuard::valid_until`]).
     pub fn valid_until(&self) -> Instant {
         self.guard.valid_until()
