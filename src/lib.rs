@@ -131,6 +131,7 @@ pub use base::stats::Stats;
 #[doc(hidden)]
 pub use client::bench_hooks;
 pub use client::builder::LockClientBuilder;
+pub use client::doctor::{Finding, Level, Report};
 pub use client::lock_client::LockClient;
 pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;

@@ -149,8 +149,13 @@ impl LockClient {
         let shared = &client.shared;
         let probe = [&shared.config().key_prefix[..], b"redmutex:probe"].concat();
         let nodes = shared.nodes();
-        let (answers, mut failed) =
-            nodes.split(nodes.list().iter().map(|node| node.check(&probe)).collect());
+        let checked: Vec<Result<()>> = nodes.list().iter().map(|n| n.check(&probe)).collect();
+        let answered: Vec<_> = (nodes.list().iter().zip(&checked))
+            .filter(|(_, checked)| checked.is_ok())
+            .filter_map(|(node, _)| node.shards().ok())
+            .flatten()
+            .collect();
+        let (answers, mut failed) = nodes.split(checked);
         // Missing rights are a mistake to fix, not an outage to ride out on a quorum.
         if let Some(at) = failed
             .iter()
@@ -161,6 +166,7 @@ impl LockClient {
         if answers.len() < nodes.quorum() {
             return Err(nodes.no_quorum(failed));
         }
+        crate::client::doctor::warn_about_eviction(&answered, shared.config());
         Ok(client)
     }
 

@@ -4,4 +4,5 @@
 #[doc(hidden)]
 pub mod bench_hooks;
 pub(crate) mod builder;
+pub(crate) mod doctor;
 pub(crate) mod lock_client;

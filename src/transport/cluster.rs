@@ -399,6 +399,14 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The primaries the map names now.
+    pub fn primaries(&self) -> Result<Vec<Arc<Shard>>> {
+        let known: Vec<Addr> = self.map.read().primaries().cloned().collect();
+        known.iter().map(|addr| self.shard_at(addr)).collect()
+    }
+}
+
 /// The first key of `cmd`: the first of a script's keys (`EVALSHA sha numkeys key ..`), else
 /// the first argument; `None` for a script without keys.
 fn routing_key(cmd: &Cmd) -> Option<&[u8]> {

@@ -107,6 +107,14 @@ impl Node {
         }
     }
 
+    /// The servers of the node: its one server, or a cluster's primaries.
+    pub fn shards(&self) -> Result<Vec<Arc<Shard>>> {
+        match &self.route {
+            Route::One(shard) => Ok(vec![shard.clone()]),
+            Route::Cluster(cluster) => cluster.primaries(),
+        }
+    }
+
     /// Runs `cmd` where its key lives, giving up at `end` at the latest.
     pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
         match &self.route {
