@@ -131,7 +131,8 @@ pub use base::stats::Stats;
 #[doc(hidden)]
 pub use client::bench_hooks;
 pub use client::builder::LockClientBuilder;
-pub use client::doctor::{Finding, Level, Report};
+pub use client::checks::{Finding, Level, Report};
+pub use client::inspect::{Holder, LockInfo, LockKind};
 pub use client::lock_client::LockClient;
 pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;

@@ -113,7 +113,7 @@ impl LockClient {
         &self.shared
     }
 
-    fn target(&self, name: &[u8]) -> Target {
+    pub(crate) fn target(&self, name: &[u8]) -> Target {
         Target::new(self.shared.clone(), name)
     }
 
@@ -166,7 +166,7 @@ impl LockClient {
         if answers.len() < nodes.quorum() {
             return Err(nodes.no_quorum(failed));
         }
-        crate::client::doctor::warn_about_eviction(&answered, shared.config());
+        crate::client::checks::warn_about_eviction(&answered, shared.config());
         Ok(client)
     }
 

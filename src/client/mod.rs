@@ -4,5 +4,7 @@
 #[doc(hidden)]
 pub mod bench_hooks;
 pub(crate) mod builder;
+pub(crate) mod checks;
 pub(crate) mod doctor;
+pub(crate) mod inspect;
 pub(crate) mod lock_client;

@@ -36,6 +36,7 @@ scripts! {
     RENEW => "renew.lua",
     FORCE_UNLOCK => "force_unlock.lua",
     CHECK => "check.lua",
+    INSPECT => "inspect.lua",
     FAIR_ACQUIRE => "fair_acquire.lua",
     FAIR_RELEASE => "fair_release.lua",
     FAIR_GIVE_UP => "fair_give_up.lua",
@@ -54,14 +55,18 @@ scripts! {
     TOKEN_RENEW => "token_renew.lua",
 }
 
-/// The scripts that publish, in the flavour for a cluster's sharded pub/sub: `'publish'`
-/// (the call and the ACL check) becomes `'spublish'`. By the hash of the classic flavour:
-/// the sharded flavour's source and hash.
+/// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
+/// pub/sub: `'publish'` (the call and the ACL check) becomes `'spublish'`, and `'numsub'`
+/// `'shardnumsub'`. By the hash of the classic flavour: the sharded flavour's source and
+/// hash.
 static SHARDED: LazyLock<HashMap<String, (String, String)>> = LazyLock::new(|| {
-    let publishing = SOURCES.iter().filter(|source| source.contains("'publish'"));
-    publishing
+    let classic = |source: &&&str| source.contains("'publish'") || source.contains("'numsub'");
+    SOURCES
+        .iter()
+        .filter(classic)
         .map(|source| {
-            let sharded = source.replace("'publish'", "'spublish'");
+            let sharded =
+                (source.replace("'publish'", "'spublish'")).replace("'numsub'", "'shardnumsub'");
             let hash = Script::new(&sharded).get_hash().to_owned();
             (Script::new(source).get_hash().to_owned(), (sharded, hash))
         })
@@ -429,6 +434,14 @@ pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: boo
     cmd
 }
 
+/// Read what the lock at `keys[0]` is made of, writing nothing: `keys` are the lock key,
+/// its channel, the fair queue and timeouts, the fencing counter, the semaphore's held
+/// permits, the read-write lock's and the semaphore's channels. Replies as
+/// `scripts/inspect.lua` says.
+pub(crate) fn inspect(keys: &[&[u8]; 8]) -> Cmd {
+    evalsha(&INSPECT, keys)
+}
+
 /// `EVALSHA <sha> <number of keys> <keys...>`, with room for up to 6 arguments, so that
 /// building the command does not grow it piecemeal.
 fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
@@ -465,7 +478,8 @@ mod tests {
     fn scripts_that_publish_have_a_sharded_flavour_that_only_spublishes() {
         assert!(SHARDED.len() >= 8, "{} scripts publish", SHARDED.len());
         for (source, _) in SHARDED.values() {
-            assert!(!source.contains("'publish'") && source.contains("'spublish'"));
+            assert!(!source.contains("'publish'") && !source.contains("'numsub'"));
+            assert!(source.contains("'spublish'") || source.contains("'shardnumsub'"));
         }
         let second = Duration::from_secs(1);
         let classic = release(

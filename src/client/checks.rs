@@ -1,0 +1,426 @@
+//! The checks of [`LockClient::doctor`](crate::LockClient::doctor), each on one server, and
+//! the [`Report`] they make. Every check only reads; where a managed service denies `CONFIG`
+//! or `INFO`, the finding says "unknown" instead of failing.
+
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Cmd;
+
+use crate::base::config::Config;
+use crate::base::error::{Error, Result};
+use crate::topology::quorum::validity_end;
+use crate::transport::shard::Shard;
+
+/// How a finding rates, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Level {
+    /// Safe for locks.
+    Ok,
+    /// The server would not tell (a right or command denied).
+    Unknown,
+    /// Locks work, with a risk the reason names.
+    Warn,
+    /// Locks can be lost or granted twice, or cannot work.
+    Fail,
+}
+
+/// One check on one server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Finding {
+    /// What was checked: `eviction`, `persistence`, `replicas`, `version`, `rights`,
+    /// `round trip`, `clock` or `idle timeout`.
+    pub check: &'static str,
+    /// The server, as `host:port` (or a Sentinel master name, a cluster's `cluster@..`).
+    pub server: String,
+    /// How it rates.
+    pub level: Level,
+    /// What was found, and why it matters.
+    pub reason: String,
+    /// What to change, when something should be.
+    pub fix: Option<String>,
+}
+
+/// The findings of [`LockClient::doctor`](crate::LockClient::doctor), server by server.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Report {
+    /// Every finding, in the order the checks ran.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// The worst level found; `Ok` for an empty report.
+    pub fn worst(&self) -> Level {
+        (self.findings.iter().map(|f| f.level).max()).unwrap_or(Level::Ok)
+    }
+
+    pub(crate) fn push(&mut self, check: &'static str, server: &str, level: Level, reason: String) {
+        self.findings.push(Finding {
+            check,
+            server: server.to_owned(),
+            level,
+            reason,
+            fix: None,
+        });
+    }
+
+    pub(crate) fn fix(&mut self, fix: &str) {
+        if let Some(last) = self.findings.last_mut() {
+            last.fix = Some(fix.to_owned());
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Ok => "ok",
+            Level::Unknown => "unknown",
+            Level::Warn => "warn",
+            Level::Fail => "fail",
+        })
+    }
+}
+
+impl fmt::Display for Report {
+    /// One line per finding: level, check, server, reason, and the fix after it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for finding in &self.findings {
+            write!(
+                f,
+                "{:<8}{:<14}{:<24}{}",
+                finding.level.to_string(),
+                finding.check,
+                finding.server,
+                finding.reason
+            )?;
+            if let Some(fix) = &finding.fix {
+                write!(f, "; fix: {fix}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Logs, once per client at build, an eviction policy that can evict a held lock.
+pub(crate) fn warn_about_eviction(shards: &[std::sync::Arc<Shard>], config: &Config) {
+    let mut report = Report::default();
+    for shard in shards {
+        eviction(&mut report, shard, config);
+    }
+    for finding in report.findings.iter().filter(|f| f.level >= Level::Warn) {
+        log::warn!(
+            "{}: {}; {}",
+            finding.server,
+            finding.reason,
+            finding.fix.as_deref().unwrap_or("")
+        );
+    }
+}
+
+fn deadline(config: &Config) -> Instant {
+    Instant::now() + config.connect_timeout + config.response_timeout
+}
+
+/// `CONFIG GET name`: its value, `None` when the server has no such setting.
+fn config_get(shard: &Shard, name: &str, config: &Config) -> Result<Option<String>> {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg(name);
+    let pairs: Vec<String> = shard.run(&cmd, deadline(config))?;
+    Ok(pairs.into_iter().nth(1))
+}
+
+/// A field of `INFO section`.
+fn info(shard: &Shard, section: &str, field: &str, config: &Config) -> Result<Option<String>> {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg(section);
+    let text: String = shard.run(&cmd, deadline(config))?;
+    let prefix = format!("{field}:");
+    Ok(text
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|value| value.trim().to_owned()))
+}
+
+/// Records that `check` could not be made: unknown when the server refused the command
+/// (rights, a managed service), failed when it could not be reached.
+fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Error) {
+    let refused = matches!(err, Error::Redis { source, .. } if source.code().is_some());
+    let level = if refused { Level::Unknown } else { Level::Fail };
+    report.push(check, &shard.name, level, format!("could not tell: {err}"));
+}
+
+pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {
+    let read = config_get(shard, "maxmemory-policy", config).and_then(|policy| {
+        let policy = policy.unwrap_or_default();
+        if policy == "noeviction" {
+            return Ok((policy, 0));
+        }
+        let max: u64 = (config_get(shard, "maxmemory", config)?)
+            .and_then(|max| max.parse().ok())
+            .unwrap_or(0);
+        Ok((policy, max))
+    });
+    let (policy, max) = match read {
+        Ok(read) => read,
+        Err(err) => return could_not(report, "eviction", shard, &err),
+    };
+    let (level, reason) = match (policy.as_str(), max) {
+        ("noeviction", _) => (Level::Ok, "maxmemory-policy noeviction".to_owned()),
+        (_, 0) => (
+            Level::Warn,
+            format!("maxmemory-policy {policy} would evict held locks once a maxmemory is set"),
+        ),
+        _ => (
+            Level::Fail,
+            format!(
+                "maxmemory-policy {policy} with maxmemory {max}: a full Redis evicts held locks"
+            ),
+        ),
+    };
+    report.push("eviction", &shard.name, level, reason);
+    if level != Level::Ok {
+        report
+            .fix("CONFIG SET maxmemory-policy noeviction (or keep locks on a Redis of their own)");
+    }
+}
+
+pub(crate) fn persistence(report: &mut Report, shard: &Shard, config: &Config, redlock: bool) {
+    let read = config_get(shard, "appendonly", config)
+        .and_then(|aof| Ok((aof, config_get(shard, "appendfsync", config)?)));
+    let (aof, fsync) = match read {
+        Ok((aof, fsync)) => (aof.unwrap_or_default(), fsync.unwrap_or_default()),
+        Err(err) => return could_not(report, "persistence", shard, &err),
+    };
+    let (level, reason, fix) = match (aof.as_str(), fsync.as_str(), redlock) {
+        ("yes", "always", _) => (Level::Ok, "appendonly yes, appendfsync always", None),
+        ("yes", _, false) => (Level::Ok, "appendonly yes", None),
+        ("yes", _, true) => (
+            Level::Warn,
+            "appendfsync is not always: a crash may forget locks granted in the last second, and Redlock's safety needs every grant on disk",
+            Some(
+                "CONFIG SET appendfsync always, or restart a crashed node only after the longest lease",
+            ),
+        ),
+        (_, _, true) => (
+            Level::Fail,
+            "appendonly no: a restarted node forgets its locks, and Redlock may then grant a lock twice",
+            Some(
+                "CONFIG SET appendonly yes and appendfsync always, or restart a crashed node only after the longest lease",
+            ),
+        ),
+        _ => (
+            Level::Warn,
+            "appendonly no: a restart forgets every lock while their holders go on",
+            Some("CONFIG SET appendonly yes, or restart only after the longest lease"),
+        ),
+    };
+    report.push("persistence", &shard.name, level, reason.to_owned());
+    if let Some(fix) = fix {
+        report.fix(fix);
+    }
+}
+
+pub(crate) fn replicas(report: &mut Report, shard: &Shard, config: &Config) {
+    let read = info(shard, "replication", "connected_slaves", config).and_then(|replicas| {
+        let min: u32 = (config_get(shard, "min-replicas-to-write", config)?)
+            .and_then(|min| min.parse().ok())
+            .unwrap_or(0);
+        Ok((replicas.and_then(|n| n.parse().ok()).unwrap_or(0u32), min))
+    });
+    let (replicas, min) = match read {
+        Ok(read) => read,
+        Err(err) => return could_not(report, "replicas", shard, &err),
+    };
+    let acks = config.replica_acks.map_or(0, |acks| acks.replicas);
+    if replicas == 0 || min > 0 || acks > 0 {
+        let reason = format!(
+            "{replicas} replicas; min-replicas-to-write {min}; the client waits for {acks}"
+        );
+        return report.push("replicas", &shard.name, Level::Ok, reason);
+    }
+    report.push(
+        "replicas",
+        &shard.name,
+        Level::Warn,
+        format!("{replicas} replicas, none required to have a lock before it is granted: a failover may promote one that never saw it"),
+    );
+    report.fix("the client's min_replica_acks(1, ..), or CONFIG SET min-replicas-to-write 1");
+}
+
+pub(crate) fn version(report: &mut Report, shard: &Shard, config: &Config) {
+    let version = match info(shard, "server", "redis_version", config) {
+        Ok(version) => version.unwrap_or_default(),
+        Err(err) => return could_not(report, "version", shard, &err),
+    };
+    let major: u32 = (version.split('.').next())
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(0);
+    let (level, reason) = match major {
+        0..=5 => (
+            Level::Fail,
+            format!("Redis {version}: unlock notifications need RESP3 (Redis 6)"),
+        ),
+        6 => (
+            Level::Warn,
+            format!(
+                "Redis {version}: no sharded pub/sub on a cluster, and rights are only found missing when a lock first needs them"
+            ),
+        ),
+        _ => (Level::Ok, format!("Redis {version}")),
+    };
+    report.push("version", &shard.name, level, reason);
+    if level != Level::Ok {
+        report.fix("upgrade to Redis 7");
+    }
+}
+
+pub(crate) fn idle_timeout(report: &mut Report, shard: &Shard, config: &Config) {
+    let seconds: u64 = match config_get(shard, "timeout", config) {
+        Ok(timeout) => timeout.and_then(|t| t.parse().ok()).unwrap_or(0),
+        Err(err) => return could_not(report, "idle timeout", shard, &err),
+    };
+    let idle = Duration::from_secs(seconds);
+    let (level, reason) = if seconds == 0 {
+        (Level::Ok, "idle clients are never closed".to_owned())
+    } else if idle <= config.ping_interval {
+        (
+            Level::Fail,
+            format!(
+                "idle clients are closed after {seconds} s, within the subscriber's ping interval: waiters lose their notifications"
+            ),
+        )
+    } else {
+        (
+            Level::Warn,
+            format!(
+                "idle clients are closed after {seconds} s: pooled connections are opened again after a quiet spell"
+            ),
+        )
+    };
+    report.push("idle timeout", &shard.name, level, reason);
+    if level != Level::Ok {
+        report.fix("CONFIG SET timeout 0");
+    }
+}
+
+/// Times five `TIME` calls, records the median round trip, and returns the server clock's
+/// offset from this machine's, taken at the middle of the fastest call.
+pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) -> Option<f64> {
+    let time = Cmd::new().arg("TIME").to_owned();
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let (sent, wall) = (Instant::now(), SystemTime::now());
+        match shard.run::<(u64, u64)>(&time, deadline(config)) {
+            Ok((secs, micros)) => {
+                let took = sent.elapsed();
+                let middle = wall + took / 2;
+                let here = middle.duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+                samples.push((took, secs as f64 + micros as f64 / 1e6 - here));
+            }
+            Err(err) => {
+                could_not(report, "round trip", shard, &err);
+                return None;
+            }
+        }
+    }
+    samples.sort_by_key(|&(took, _)| took);
+    let median = samples[samples.len() / 2].0;
+    let level = if median * 4 > config.response_timeout {
+        Level::Warn
+    } else {
+        Level::Ok
+    };
+    let reason = format!(
+        "{} µs (TIME, median of 5); response timeout {:?}",
+        median.as_micros(),
+        config.response_timeout
+    );
+    report.push("round trip", &shard.name, level, reason);
+    if level != Level::Ok {
+        report.fix("a response_timeout well above the round trip, or a nearer Redis");
+    }
+    Some(samples[0].1)
+}
+
+/// Redlock: each node's clock against the median of them all. Expiry runs on each node's
+/// own clock; a node whose clock is off by more than the drift Redlock allows for is one
+/// that stepped or runs at another rate, and may expire a lock early.
+pub(crate) fn clocks(report: &mut Report, offsets: &[(String, f64)], config: &Config) {
+    for (server, level, reason) in clock_findings(offsets, allowance(config.lease)) {
+        report.push("clock", &server, level, reason);
+        if level != Level::Ok {
+            report.fix("run NTP (slewing, not stepping) on every Redlock node");
+        }
+    }
+}
+
+/// The drift Redlock allows for on a lease: what `validity_end` takes off it.
+fn allowance(lease: Duration) -> f64 {
+    let start = Instant::now();
+    let valid = validity_end(start, lease).map_or(Duration::ZERO, |end| end - start);
+    lease.saturating_sub(valid).as_secs_f64()
+}
+
+/// Per server, its clock's offset from the median of all, rated against `allowance`
+/// seconds.
+fn clock_findings(offsets: &[(String, f64)], allowance: f64) -> Vec<(String, Level, String)> {
+    let mut sorted: Vec<f64> = offsets.iter().map(|&(_, offset)| offset).collect();
+    sorted.sort_by(f64::total_cmp);
+    let Some(&median) = sorted.get(sorted.len() / 2) else {
+        return Vec::new();
+    };
+    offsets
+        .iter()
+        .map(|(server, offset)| {
+            let off = offset - median;
+            let level = if off.abs() > allowance {
+                Level::Warn
+            } else {
+                Level::Ok
+            };
+            let reason = format!(
+                "{:+.1} ms from the other nodes' median (allowed drift {:.1} ms)",
+                off * 1e3,
+                allowance * 1e3
+            );
+            (server.clone(), level, reason)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_whose_clock_is_off_by_more_than_the_drift_is_a_warning() {
+        let offsets = [
+            ("a".to_owned(), 0.010),
+            ("b".to_owned(), 0.012),
+            ("c".to_owned(), 5.0),
+        ];
+        let findings = clock_findings(&offsets, 0.302);
+        let levels: Vec<Level> = findings.iter().map(|f| f.1).collect();
+        assert_eq!(levels, [Level::Ok, Level::Ok, Level::Warn]);
+        assert!(findings[2].2.contains("+4988.0 ms"), "{}", findings[2].2);
+        assert!(clock_findings(&[], 0.3).is_empty());
+    }
+
+    #[test]
+    fn the_allowance_is_redlock_s_drift() {
+        let allowed = allowance(Duration::from_secs(30));
+        assert!((0.30..0.31).contains(&allowed), "{allowed}");
+    }
+
+    #[test]
+    fn levels_order_from_best_to_worst() {
+        assert!(Level::Ok < Level::Unknown && Level::Unknown < Level::Warn);
+        assert!(Level::Warn < Level::Fail);
+        assert_eq!(Report::default().worst(), Level::Ok);
+    }
+}

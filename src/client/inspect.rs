@@ -1,0 +1,386 @@
+//! Who holds what: [`LockClient::inspect`] reads one lock of any kind, [`LockClient::locks`]
+//! finds the locks under the client's prefix. Both only read.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::base::error::{Error, Result};
+use crate::client::lock_client::LockClient;
+use crate::layout::names;
+use crate::transport::scripts;
+
+/// What kind of lock a key holds, as its layout tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// Nothing is stored under the name: the lock is free.
+    Free,
+    /// A hash of owners and hold counts. A fair lock without waiters looks the same.
+    Reentrant,
+    /// A reentrant lock with a fencing counter beside it.
+    Fenced,
+    /// A reentrant lock with a queue of waiters beside it.
+    Fair,
+    /// A hash with a `mode` field: readers' and a writer's holds.
+    ReadWrite,
+    /// A string holding a token (`SET NX`), as redis-py, redsync and node-redlock write.
+    Token,
+    /// A string holding a number: the permits of a semaphore left.
+    Semaphore,
+    /// A key of another Redis type, which is no lock.
+    Other(String),
+}
+
+/// One holder of a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// Who holds: an owner field (`<client-uuid>:<thread-id>`), a token, or a permit id.
+    pub id: String,
+    /// How many holds (reentrant locks); 1 for tokens and permits.
+    pub holds: u64,
+    /// `read` or `write` for a read-write lock's holders.
+    pub mode: Option<&'static str>,
+    /// A permit's own lease left.
+    pub lease_left: Option<Duration>,
+}
+
+/// Everything [`LockClient::inspect`] found about a lock.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The lock's name, without the client's prefix (lossily decoded).
+    pub name: String,
+    /// Its kind; [`LockKind::Free`] when nothing is stored.
+    pub kind: LockKind,
+    /// Who holds it.
+    pub holders: Vec<Holder>,
+    /// The lock key's time to live; `None` for no key or a key without expiry.
+    pub lease_left: Option<Duration>,
+    /// Clients waiting for an unlock message: subscribers of its channels, or the fair
+    /// queue's length if that is more. `None` when the user may not count subscribers.
+    pub waiters: Option<u64>,
+    /// The fair lock's waiting owners, first in line first.
+    pub queue: Vec<String>,
+    /// The fencing counter: the last token issued.
+    pub fence: Option<u64>,
+    /// A semaphore's permits left to take.
+    pub available: Option<u64>,
+    /// The Redis keys and channels this lock is made of.
+    pub keys: Vec<String>,
+    /// The server that answered, as `host:port` (a cluster's, or a Redlock client's first
+    /// node with the lock).
+    pub server: String,
+}
+
+/// What the inspect script replied, in order.
+struct Raw {
+    kind: String,
+    pttl: i64,
+    fields: Vec<(String, String)>,
+    queue: Vec<(String, i64)>,
+    fence: i64,
+    permits: Vec<(String, i64)>,
+    subscribers: i64,
+    value: String,
+    now: i64,
+}
+
+impl LockClient {
+    /// Reads the lock `name` of whatever kind it is: its holders, lease left, waiters, the
+    /// fair queue, the fencing counter, a semaphore's permits, and the keys involved. Reads
+    /// only, in one script on the server that owns the name. On Redlock, the first node
+    /// that has the lock answers.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let info = client.inspect("orders:42")?;
+    /// for holder in &info.holders {
+    ///     println!("{} holds {} ({:?} left)", holder.id, holder.holds, info.lease_left);
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn inspect(&self, name: impl AsRef<[u8]>) -> Result<LockInfo> {
+        let target = self.target(name.as_ref());
+        let key = target.begin()?;
+        let names = [
+            key.to_vec(),
+            names::channel(key),
+            names::fair_queue(key),
+            names::fair_timeouts(key),
+            names::fence_counter(key),
+            names::semaphore_timeouts(key),
+            names::rwlock_channel(key),
+            names::semaphore_channel(key),
+        ];
+        let keys: [&[u8]; 8] = std::array::from_fn(|i| &names[i][..]);
+        let cmd = scripts::inspect(&keys);
+        let nodes = self.shared().nodes();
+        let results = nodes.run_all::<Value>(&cmd, None);
+        let (mut free, mut failed) = (None, None);
+        for (node, result) in nodes.list().iter().zip(results) {
+            match result.and_then(|value| parse(value).ok_or_else(|| malformed(&node.name))) {
+                Ok(raw) if raw.kind != "none" || !raw.queue.is_empty() => {
+                    return Ok(info(target.name(), &names, raw, &node.name));
+                }
+                Ok(raw) => drop(free.get_or_insert((raw, node.name.clone()))),
+                Err(err) => drop(failed.get_or_insert(err)),
+            }
+        }
+        match (free, failed) {
+            (Some((raw, server)), _) => Ok(info(target.name(), &names, raw, &server)),
+            (None, failed) => Err(failed
+                .unwrap_or_else(|| malformed("no node"))
+                .with_lock(target.name())),
+        }
+    }
+
+    /// The locks under the client's prefix whose names match `pattern` (a Redis glob, `*`
+    /// for all), sorted by name: found with `SCAN` (never `KEYS`) on every server, read as
+    /// [`inspect`](Self::inspect) does. Auxiliary keys (queues, counters, permits, latches)
+    /// and keys of other types are skipped. Reads only.
+    pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        let shared = self.shared();
+        shared.check_process()?;
+        let config = shared.config();
+        let prefix = &config.key_prefix;
+        let mut glob = escape_glob(prefix);
+        glob.extend_from_slice(pattern.as_bytes());
+        let mut found = BTreeSet::new();
+        for node in shared.nodes().list() {
+            for shard in node.shards()? {
+                let mut cursor = 0u64;
+                loop {
+                    let mut scan = redis::cmd("SCAN");
+                    scan.arg(cursor)
+                        .arg("MATCH")
+                        .arg(&glob)
+                        .arg("COUNT")
+                        .arg(500);
+                    let end = std::time::Instant::now() + config.response_timeout;
+                    let (next, keys): (u64, Vec<Vec<u8>>) = shard.run(&scan, end)?;
+                    for key in keys {
+                        if let Some(name) = key.strip_prefix(&prefix[..])
+                            && !auxiliary(&key)
+                        {
+                            found.insert(name.to_vec());
+                        }
+                    }
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
+                }
+            }
+        }
+        let mut locks = Vec::new();
+        for name in found {
+            let info = self.inspect(&name)?;
+            if !matches!(info.kind, LockKind::Free | LockKind::Other(_)) {
+                locks.push(info);
+            }
+        }
+        Ok(locks)
+    }
+}
+
+fn malformed(node: &str) -> Error {
+    Error::Redis {
+        lock: None,
+        node: node.to_owned(),
+        source: redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "the inspect script answered with an unexpected shape",
+        )),
+    }
+}
+
+/// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
+/// counters, queues) and a read hold's lease key.
+fn auxiliary(key: &[u8]) -> bool {
+    key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
+}
+
+/// `bytes` with Redis glob's special characters escaped.
+fn escape_glob(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for &b in bytes {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
+fn parse(value: Value) -> Option<Raw> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let mut next = || items.next();
+    let kind = text(next()?)?;
+    let pttl = int(next()?)?;
+    let fields = pairs(next()?, text, text)?;
+    let queue = pairs(next()?, text, int)?;
+    let fence = int(next()?)?;
+    // Permit ids are 16 bytes, shown as 32 hex digits as Redisson shows them.
+    let permits = pairs(next()?, hex, |v| text(v)?.parse().ok())?;
+    let subscribers = int(next()?)?;
+    let value = text(next()?)?;
+    let now = int(next()?)?;
+    Some(Raw {
+        kind,
+        pttl,
+        fields,
+        queue,
+        fence,
+        permits,
+        subscribers,
+        value,
+        now,
+    })
+}
+
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::SimpleString(text) => Some(text),
+        Value::Okay => Some("OK".into()),
+        _ => None,
+    }
+}
+
+fn int(value: Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(n),
+        Value::BulkString(bytes) => std::str::from_utf8(&bytes).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn hex(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+        _ => None,
+    }
+}
+
+/// A flat array of names and values, as pairs.
+fn pairs<T>(
+    value: Value,
+    first: impl Fn(Value) -> Option<String>,
+    second: impl Fn(Value) -> Option<T>,
+) -> Option<Vec<(String, T)>> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let mut out = Vec::new();
+    while let Some(name) = items.next() {
+        out.push((first(name)?, second(items.next()?)?));
+    }
+    Some(out)
+}
+
+fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
+    let mut holders = Vec::new();
+    let mut available = None;
+    let kind = match raw.kind.as_str() {
+        "none" if raw.queue.is_empty() => LockKind::Free,
+        "none" => LockKind::Fair,
+        "hash" if raw.fields.iter().any(|(field, _)| field == "mode") => {
+            for (field, count) in &raw.fields {
+                if field == "mode" {
+                    continue;
+                }
+                let (id, mode) = match field.strip_suffix(":write") {
+                    Some(owner) => (owner, "write"),
+                    None => (field.as_str(), "read"),
+                };
+                holders.push(Holder {
+                    id: id.to_owned(),
+                    holds: count.parse().unwrap_or(0),
+                    mode: Some(mode),
+                    lease_left: None,
+                });
+            }
+            LockKind::ReadWrite
+        }
+        "hash" => {
+            for (field, count) in &raw.fields {
+                holders.push(Holder {
+                    id: field.clone(),
+                    holds: count.parse().unwrap_or(0),
+                    mode: None,
+                    lease_left: None,
+                });
+            }
+            if !raw.queue.is_empty() {
+                LockKind::Fair
+            } else if raw.fence >= 0 {
+                LockKind::Fenced
+            } else {
+                LockKind::Reentrant
+            }
+        }
+        "string" => match raw.value.parse::<u64>() {
+            Ok(left) => {
+                available = Some(left);
+                for (id, ends) in &raw.permits {
+                    holders.push(Holder {
+                        id: id.clone(),
+                        holds: 1,
+                        mode: None,
+                        lease_left: Some(Duration::from_millis(
+                            ends.saturating_sub(raw.now).max(0) as u64,
+                        )),
+                    });
+                }
+                LockKind::Semaphore
+            }
+            Err(_) => {
+                holders.push(Holder {
+                    id: raw.value.clone(),
+                    holds: 1,
+                    mode: None,
+                    lease_left: None,
+                });
+                LockKind::Token
+            }
+        },
+        other => LockKind::Other(other.to_owned()),
+    };
+    let queue: Vec<String> = raw.queue.iter().map(|(owner, _)| owner.clone()).collect();
+    let waiters = (raw.subscribers >= 0).then(|| (raw.subscribers as u64).max(queue.len() as u64));
+    let keys = relevant_keys(&kind, names);
+    LockInfo {
+        name: name.to_owned(),
+        kind,
+        holders,
+        lease_left: (raw.pttl >= 0).then(|| Duration::from_millis(raw.pttl as u64)),
+        waiters,
+        queue,
+        fence: (raw.fence >= 0).then_some(raw.fence as u64),
+        available,
+        keys,
+        server: server.to_owned(),
+    }
+}
+
+/// The keys and channels of `kind` among `names` (in the inspect script's order).
+fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
+    let picks: &[usize] = match kind {
+        LockKind::Fair => &[0, 1, 2, 3],
+        LockKind::Fenced => &[0, 1, 4],
+        LockKind::ReadWrite => &[0, 6],
+        LockKind::Semaphore => &[0, 5, 7],
+        LockKind::Free | LockKind::Reentrant | LockKind::Token | LockKind::Other(_) => &[0, 1],
+    };
+    picks
+        .iter()
+        .map(|&i| String::from_utf8_lossy(&names[i]).into_owned())
+        .collect()
+}

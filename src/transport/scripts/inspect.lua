@@ -1,0 +1,60 @@
+-- Read everything a lock of any kind is made of, writing nothing.
+-- KEYS[1]  lock key
+-- KEYS[2]  its lock channel, "redisson_lock__channel:{<key>}"
+-- KEYS[3]  the fair lock's queue, "redisson_lock_queue:{<key>}"
+-- KEYS[4]  the fair lock's timeouts, "redisson_lock_timeout:{<key>}"
+-- KEYS[5]  the fencing counter, "redisson_lock_token:{<key>}"
+-- KEYS[6]  the semaphore's held permits, "{<key>}:timeout"
+-- KEYS[7]  the read-write lock's channel, "redisson_rwlock:{<key>}"
+-- KEYS[8]  the semaphore's channel, "redisson_sc:{<key>}"
+-- Reply    {type, pttl, fields, queue, fence, permits, subscribers, value, now}:
+--            type         the lock key's Redis type, "none" when there is no key;
+--            pttl         its time to live in milliseconds (-1: none, -2: no key);
+--            fields       a hash's fields and values, flat; empty for other types;
+--            queue        the fair queue's owner fields in order, each followed by when
+--                         its place lapses (milliseconds since the epoch, or -1), flat;
+--            fence        the fencing counter, or -1 when there is none;
+--            permits      the held permits' ids and when their leases end, flat;
+--            subscribers  of the lock's, the read-write lock's and the semaphore's
+--                         channels, and of each queued owner's own channel;
+--            value        a string key's value, or "" for other types;
+--            now          the server's clock, in milliseconds since the epoch.
+-- Counting subscribers needs PUBSUB rights; without them the count is -1.
+local kind = redis.call('type', KEYS[1]).ok
+local fields, value = {}, ''
+if kind == 'hash' then
+    fields = redis.call('hgetall', KEYS[1])
+elseif kind == 'string' then
+    value = redis.call('get', KEYS[1])
+end
+local queue = {}
+if redis.call('type', KEYS[3]).ok == 'list' then
+    for _, owner in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+        queue[#queue + 1] = owner
+        queue[#queue + 1] = tonumber(redis.call('zscore', KEYS[4], owner) or -1)
+    end
+end
+local fence = -1
+if redis.call('type', KEYS[5]).ok == 'string' then
+    fence = tonumber(redis.call('get', KEYS[5])) or -1
+end
+local permits = {}
+if redis.call('type', KEYS[6]).ok == 'zset' then
+    permits = redis.call('zrange', KEYS[6], 0, -1, 'withscores')
+end
+local channels = {KEYS[2], KEYS[7], KEYS[8]}
+for i = 1, #queue, 2 do
+    channels[#channels + 1] = KEYS[2] .. ':' .. queue[i]
+end
+local subscribers = -1
+local counted, counts = pcall(redis.call, 'pubsub', 'numsub', unpack(channels))
+if counted then
+    subscribers = 0
+    for i = 2, #counts, 2 do
+        subscribers = subscribers + counts[i]
+    end
+end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+return {kind, redis.call('pttl', KEYS[1]), fields, queue, fence, permits, subscribers,
+    value, now}
