@@ -24,7 +24,10 @@ fn modules() -> BTreeMap<String, String> {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
-            if path.is_dir() {
+            if path.is_dir() && prefix.is_empty() && name == "bin" {
+                // The command-line tool is a crate of its own, on the public API.
+                continue;
+            } else if path.is_dir() {
                 walk(&path, &format!("{prefix}{name}::"), out);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let module = match name.as_str() {

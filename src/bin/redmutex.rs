@@ -1,0 +1,328 @@
+//! `redmutex`: who holds which lock, breaking one that is stuck, and whether a Redis is safe
+//! for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
+//! usage.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use redmutex::{Holder, Level, LockClient, LockInfo, LockKind, Report};
+use serde_json::{Value, json};
+
+/// Inspect and operate the Redis locks of redmutex and Redisson.
+#[derive(Parser)]
+#[command(name = "redmutex", version)]
+struct Cli {
+    /// A Redis URL; repeat it for Redlock nodes, sentinels (with --sentinel) or cluster
+    /// seeds (with --cluster).
+    #[arg(long = "url", env = "REDIS_URL", value_delimiter = ',', global = true)]
+    urls: Vec<String>,
+    /// The URLs are sentinels; this is the master name.
+    #[arg(long, global = true, conflicts_with = "cluster")]
+    sentinel: Option<String>,
+    /// The URLs are seeds of a Redis Cluster.
+    #[arg(long, global = true)]
+    cluster: bool,
+    /// The key prefix of the locks (the client's `key_prefix`).
+    #[arg(long, default_value = "", global = true)]
+    prefix: String,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A table of the locks whose names match PATTERN (a Redis glob).
+    Locks {
+        #[arg(default_value = "*")]
+        pattern: String,
+    },
+    /// Everything known about one lock, and the Redis keys involved.
+    Show { name: String },
+    /// Deletes a lock whoever holds it and wakes its waiters.
+    Unlock {
+        name: String,
+        /// Required: breaking a lock can let two holders in.
+        #[arg(long)]
+        force: bool,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Checks the servers for settings that break locks.
+    Doctor,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.urls.is_empty() {
+        eprintln!("redmutex: no server: pass --url or set REDIS_URL");
+        return ExitCode::from(2);
+    }
+    match run(&cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("redmutex: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn client(cli: &Cli) -> redmutex::Result<LockClient> {
+    let urls: Vec<&str> = cli.urls.iter().map(String::as_str).collect();
+    let builder = match (&cli.sentinel, cli.cluster, urls.len()) {
+        (Some(master), _, _) => LockClient::sentinel(&urls, master),
+        (None, true, _) => LockClient::cluster(&urls),
+        (None, false, 1) => LockClient::builder(urls[0]),
+        (None, false, _) => LockClient::redlock_builder(&urls),
+    };
+    builder.key_prefix(&cli.prefix).build()
+}
+
+fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
+    let client = client(cli)?;
+    match &cli.command {
+        Command::Locks { pattern } => {
+            let locks = client.locks(pattern)?;
+            if cli.json {
+                print_json(&Value::Array(locks.iter().map(lock_json).collect()));
+            } else {
+                print_table(&locks);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { name } => {
+            let info = client.inspect(name)?;
+            if cli.json {
+                print_json(&lock_json(&info));
+            } else {
+                print_lock(&info);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Unlock { name, force, yes } => unlock(cli, &client, name, *force, *yes),
+        Command::Doctor => {
+            let report = client.doctor()?;
+            if cli.json {
+                print_json(&report_json(&report));
+            } else {
+                print!("{report}");
+            }
+            Ok(match report.worst() {
+                Level::Ok | Level::Unknown => ExitCode::SUCCESS,
+                _ => ExitCode::from(1),
+            })
+        }
+    }
+}
+
+fn unlock(
+    cli: &Cli,
+    client: &LockClient,
+    name: &str,
+    force: bool,
+    yes: bool,
+) -> redmutex::Result<ExitCode> {
+    if !force {
+        eprintln!("redmutex: unlock breaks a lock that someone may hold; add --force");
+        return Ok(ExitCode::from(2));
+    }
+    let info = client.inspect(name)?;
+    let removed = match &info.kind {
+        LockKind::Free => {
+            eprintln!("redmutex: {name} is not locked");
+            return Ok(ExitCode::from(1));
+        }
+        LockKind::Semaphore | LockKind::Other(_) => {
+            eprintln!(
+                "redmutex: {name} is {}, which unlock does not break",
+                kind_name(&info.kind)
+            );
+            return Ok(ExitCode::from(1));
+        }
+        _ => info.keys[0].clone(),
+    };
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            eprintln!("redmutex: not asking on a non-terminal: add --yes");
+            return Ok(ExitCode::from(2));
+        }
+        eprint!(
+            "break {name} ({}, held by {})? [y/N] ",
+            kind_name(&info.kind),
+            holders_text(&info.holders)
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer).ok();
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("redmutex: left as it was");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let deleted = match info.kind {
+        LockKind::Fair => client.fair_lock(name).force_unlock()?,
+        LockKind::ReadWrite => client.read_write_lock(name).write().force_unlock()?,
+        LockKind::Token => client.token_lock(name).force_unlock()?,
+        _ => client.lock(name).force_unlock()?,
+    };
+    if cli.json {
+        print_json(&json!({
+            "name": name,
+            "removed": deleted.then_some(removed.as_str()),
+            "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
+        }));
+    } else if deleted {
+        println!(
+            "removed {removed} ({}, held by {}); waiters told",
+            kind_name(&info.kind),
+            holders_text(&info.holders)
+        );
+    } else {
+        println!("{name} was released meanwhile; nothing removed");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind_name(kind: &LockKind) -> String {
+    match kind {
+        LockKind::Free => "free".into(),
+        LockKind::Reentrant => "reentrant".into(),
+        LockKind::Fenced => "fenced".into(),
+        LockKind::Fair => "fair".into(),
+        LockKind::ReadWrite => "read-write".into(),
+        LockKind::Token => "token".into(),
+        LockKind::Semaphore => "semaphore".into(),
+        LockKind::Other(kind) => format!("a {kind}, no lock"),
+        _ => "unknown".into(),
+    }
+}
+
+fn holder_text(holder: &Holder) -> String {
+    let mut text = holder.id.clone();
+    if let Some(mode) = holder.mode {
+        text = format!("{mode} {text}");
+    }
+    if holder.holds > 1 {
+        text += &format!(" ×{}", holder.holds);
+    }
+    if let Some(left) = holder.lease_left {
+        text += &format!(" ({} left)", duration_text(Some(left)));
+    }
+    text
+}
+
+fn holders_text(holders: &[Holder]) -> String {
+    match holders {
+        [] => "nobody".into(),
+        _ => (holders.iter().map(holder_text))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn duration_text(duration: Option<Duration>) -> String {
+    match duration {
+        None => "-".into(),
+        Some(d) if d >= Duration::from_secs(10) => format!("{}s", d.as_secs()),
+        Some(d) => format!("{:.1}s", d.as_secs_f64()),
+    }
+}
+
+fn waiters_text(info: &LockInfo) -> String {
+    info.waiters.map_or("?".into(), |n| n.to_string())
+}
+
+fn print_table(locks: &[LockInfo]) {
+    let rows: Vec<[String; 5]> = locks
+        .iter()
+        .map(|info| {
+            [
+                info.name.clone(),
+                kind_name(&info.kind),
+                holders_text(&info.holders),
+                duration_text(info.lease_left),
+                waiters_text(info),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = (row.iter().zip(widths))
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+fn print_lock(info: &LockInfo) {
+    println!("name:       {}", info.name);
+    println!("kind:       {}", kind_name(&info.kind));
+    println!("server:     {}", info.server);
+    println!("lease left: {}", duration_text(info.lease_left));
+    println!("holders:    {}", holders_text(&info.holders));
+    println!("waiters:    {}", waiters_text(info));
+    if !info.queue.is_empty() {
+        println!("queue:      {}", info.queue.join(", "));
+    }
+    if let Some(fence) = info.fence {
+        println!("fence:      {fence}");
+    }
+    if let Some(available) = info.available {
+        println!("available:  {available}");
+    }
+    println!("keys:       {}", info.keys.join(", "));
+}
+
+fn holder_json(holder: &Holder) -> Value {
+    json!({
+        "id": holder.id,
+        "holds": holder.holds,
+        "mode": holder.mode,
+        "lease_left_ms": holder.lease_left.map(|d| d.as_millis() as u64),
+    })
+}
+
+fn lock_json(info: &LockInfo) -> Value {
+    json!({
+        "name": info.name,
+        "kind": kind_name(&info.kind),
+        "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
+        "lease_left_ms": info.lease_left.map(|d| d.as_millis() as u64),
+        "waiters": info.waiters,
+        "queue": info.queue,
+        "fence": info.fence,
+        "available": info.available,
+        "keys": info.keys,
+        "server": info.server,
+    })
+}
+
+fn report_json(report: &Report) -> Value {
+    let findings: Vec<Value> = (report.findings.iter())
+        .map(|f| {
+            json!({
+                "check": f.check,
+                "server": f.server,
+                "level": f.level.to_string(),
+                "reason": f.reason,
+                "fix": f.fix,
+            })
+        })
+        .collect();
+    json!({ "worst": report.worst().to_string(), "findings": findings })
+}
+
+fn print_json(value: &Value) {
+    println!("{value:#}");
+}

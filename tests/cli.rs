@@ -1,0 +1,187 @@
+//! The `redmutex` tool, run as a subprocess against real servers: `locks` and `show` list
+//! every kind while held, waited for and released; `--json` parses; `unlock --force` frees
+//! a lock and wakes its waiter; `doctor` rates eviction policies and says "unknown" where
+//! CONFIG is denied; bad usage exits with 2.
+#![cfg(feature = "cli")]
+
+mod support;
+
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use redmutex::LockClient;
+use support::{Server, eventually};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs the tool against `url` with `args`; returns its exit code and standard output.
+fn tool(url: &str, args: &[&str]) -> (i32, String) {
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL").arg("--url").arg(url).args(args);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output.status.code().unwrap_or(-1), stdout)
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|err| panic!("{err}: {text}"))
+}
+
+#[test]
+fn locks_and_show_list_every_kind_held_waited_for_and_released() {
+    let server = Server::start();
+    let url = server.url();
+    let (ours, theirs) = (server.client(), server.client());
+    let reentrant = ours.lock("orders:42").lock().unwrap();
+    let token = ours.token_lock("jobs:7").lock().unwrap();
+    let fenced = ours.fenced_lock("ledger").lock().unwrap();
+    let rw = ours.read_write_lock("config");
+    let read = rw.read().lock().unwrap();
+    let semaphore = ours.semaphore("pool");
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let fair = ours.fair_lock("queue").lock().unwrap();
+    let rival = theirs.fair_lock("queue");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(PATIENCE).unwrap().is_some());
+    assert!(eventually(PATIENCE, || ours
+        .inspect("queue")
+        .unwrap()
+        .queue
+        .len()
+        == 1));
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0, "{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{table}");
+    let permit_id = permit.id();
+    for (name, kind, holder) in [
+        ("orders:42", "reentrant", ours.id()),
+        ("jobs:7", "token", token.token()),
+        ("ledger", "fenced", ours.id()),
+        ("config", "read-write", ours.id()),
+        ("pool", "semaphore", permit_id.as_str()),
+        ("queue", "fair", ours.id()),
+    ] {
+        let line = (lines.iter())
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{table}"));
+        assert!(line.contains(kind), "{line}");
+        assert!(line.contains(holder), "{line}: the holder is named");
+    }
+    let (_, listed) = tool(&url, &["locks", "--json"]);
+    let listed = json(&listed);
+    assert_eq!(listed.as_array().unwrap().len(), 6);
+    let queue = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == "queue")
+        .unwrap();
+    assert_eq!(queue["queue"].as_array().unwrap().len(), 1, "{queue}");
+    assert!(queue["waiters"].as_u64().unwrap() >= 1);
+
+    let (code, shown) = tool(&url, &["show", "ledger"]);
+    assert_eq!(code, 0);
+    assert!(
+        shown.contains(&format!("fence:      {}", fenced.token())),
+        "{shown}"
+    );
+    assert!(shown.contains("redisson_lock_token:{ledger}"), "{shown}");
+    let (_, shown) = tool(&url, &["show", "jobs:7", "--json"]);
+    assert_eq!(json(&shown)["holders"][0]["id"], token.token());
+
+    drop((reentrant, token, fenced, read, fair));
+    assert!(waiter.join().unwrap());
+    permit.release().unwrap();
+    let (_, table) = tool(&url, &["locks"]);
+    let names: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["pool"],
+        "only the semaphore's permits stay:\n{table}"
+    );
+    let (code, shown) = tool(&url, &["show", "orders:42"]);
+    assert_eq!(code, 0);
+    assert!(shown.contains("kind:       free"), "{shown}");
+}
+
+#[test]
+fn unlock_force_frees_a_lock_and_wakes_its_waiter() {
+    let server = Server::start();
+    let url = server.url();
+    let holder = server.client();
+    let guard = holder.lock("stuck").lock().unwrap();
+    // A retry cap far beyond the test: only the unlock message wakes it in time.
+    let waiting = server
+        .builder()
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let rival = waiting.lock("stuck");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(PATIENCE).unwrap().is_some());
+    assert!(eventually(PATIENCE, || holder
+        .inspect("stuck")
+        .unwrap()
+        .waiters
+        == Some(1)));
+
+    let (code, _) = tool(&url, &["unlock", "stuck"]);
+    assert_eq!(code, 2, "without --force");
+    let (code, _) = tool(&url, &["unlock", "stuck", "--force"]);
+    assert_eq!(code, 2, "no terminal to ask on, and no --yes");
+    assert!(holder.lock("stuck").is_locked().unwrap());
+
+    let (code, said) = tool(&url, &["unlock", "stuck", "--force", "--yes"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("removed stuck"), "{said}");
+    assert!(said.contains(holder.id()), "{said}");
+    assert!(waiter.join().unwrap(), "the waiter was woken and took it");
+    assert!(guard.unlock().unwrap_err().is_lost());
+    let (code, _) = tool(&url, &["unlock", "nothing", "--force", "--yes"]);
+    assert_eq!(code, 1, "nothing to unlock");
+}
+
+#[test]
+fn doctor_rates_eviction_and_says_unknown_without_config_rights() {
+    let server = Server::start();
+    let url = server.url();
+    let (code, said) = tool(&url, &["doctor"]);
+    // The test servers run without persistence: a warning.
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("ok      eviction"), "{said}");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .arg("maxmemory")
+        .arg("100mb")
+        .query(&mut server.conn())
+        .unwrap();
+    let (code, said) = tool(&url, &["doctor"]);
+    assert_eq!(code, 1);
+    assert!(said.contains("fail    eviction"), "{said}");
+    let (_, said) = tool(&url, &["doctor", "--json"]);
+    let report = json(&said);
+    assert_eq!(report["worst"], "fail");
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("reader")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-config"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let narrow = format!("redis://reader:secret@127.0.0.1:{}/", server.port());
+    let (_, said) = tool(&narrow, &["doctor"]);
+    assert!(said.contains("unknown eviction"), "{said}");
+}
+
+#[test]
+fn bad_usage_exits_with_2_and_errors_with_1() {
+    let server = Server::start();
+    assert_eq!(tool(&server.url(), &["frobnicate"]).0, 2);
+    assert_eq!(tool(&server.url(), &["show"]).0, 2);
+    assert_eq!(tool("redis://127.0.0.1:1/", &["locks"]).0, 1, "unreachable");
+    assert_eq!(tool("not a url", &["locks"]).0, 1);
+    let _ = LockClient::open(&server.url()).unwrap();
+}
