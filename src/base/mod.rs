@@ -6,6 +6,7 @@ pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod health;
 pub(crate) mod lost;
+pub(crate) mod metrics;
 pub(crate) mod retry;
 pub(crate) mod stats;
 pub(crate) mod tls;

@@ -1,5 +1,6 @@
 //! Counters a client keeps about renewals and losses, for monitoring.
 
+use crate::base::metrics;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a client's watchdogs renewed and what its holds lost since it was built; see [`LockClient::stats`](crate::LockClient::stats).
@@ -26,14 +27,17 @@ pub(crate) struct Counters {
 impl Counters {
     pub fn renewed(&self) {
         self.renewals.fetch_add(1, Ordering::Relaxed);
+        metrics::renewal(true);
     }
 
     pub fn renewal_failed(&self) {
         self.renewal_failures.fetch_add(1, Ordering::Relaxed);
+        metrics::renewal(false);
     }
 
     pub fn lost(&self) {
         self.locks_lost.fetch_add(1, Ordering::Relaxed);
+        metrics::lost();
     }
 
     pub fn snapshot(&self) -> Stats {

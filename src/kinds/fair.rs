@@ -29,6 +29,8 @@ use crate::transport::scripts;
 pub struct Fair;
 
 impl Machinery for Fair {
+    const LABEL: &'static str = "fair";
+
     type Held = ();
     type Affinity = *const ();
 

@@ -27,6 +27,8 @@ use crate::transport::scripts;
 pub struct Fenced;
 
 impl Machinery for Fenced {
+    const LABEL: &'static str = "fenced";
+
     type Held = u64;
     type Affinity = *const ();
 

@@ -85,6 +85,8 @@ pub(crate) mod sealed {
         /// Whether waiters poll at least every retry cap even with notifications: for
         /// layouts shared with libraries whose releases publish nothing.
         const POLLS: bool = false;
+        /// The kind's name in metrics.
+        const LABEL: &'static str;
 
         /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
         fn attempt(

@@ -52,6 +52,8 @@ fn keys(target: &Target) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
 }
 
 impl Machinery for Permits {
+    const LABEL: &'static str = "semaphore";
+
     type Held = PermitHeld;
     type Affinity = ();
 

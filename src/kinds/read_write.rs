@@ -36,6 +36,8 @@ fn one_node(target: &Target) -> Result<()> {
 }
 
 impl Machinery for Read {
+    const LABEL: &'static str = "read";
+
     type Held = ();
     type Affinity = *const ();
 
@@ -97,6 +99,8 @@ impl Hashed for Read {
 }
 
 impl Machinery for Write {
+    const LABEL: &'static str = "write";
+
     type Held = ();
     type Affinity = *const ();
 

@@ -28,6 +28,8 @@ use crate::transport::scripts::{self, FRESH, Released};
 pub struct Reentrant;
 
 impl Machinery for Reentrant {
+    const LABEL: &'static str = "reentrant";
+
     type Held = ();
     type Affinity = *const ();
 

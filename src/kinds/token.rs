@@ -42,6 +42,8 @@ pub struct TokenHeld {
 }
 
 impl Machinery for Token {
+    const LABEL: &'static str = "token";
+
     type Held = TokenHeld;
     type Affinity = ();
     const POLLS: bool = true;

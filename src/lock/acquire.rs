@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
+use crate::base::metrics;
 use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::target::Target;
@@ -102,10 +103,20 @@ impl<K: Kind> Lock<K> {
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
         let mut queued = false;
+        let started = Instant::now();
         let result = self.wait_for(lease, deadline, &mut queued);
         if queued && !matches!(result, Ok(Some(_))) {
             K::give_up(&self.target);
         }
+        let outcome = match &result {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timeout",
+            Err(err) => {
+                metrics::error(err);
+                "error"
+            }
+        };
+        metrics::acquisition(K::LABEL, outcome, started.elapsed());
         result
     }
 
@@ -127,6 +138,8 @@ impl<K: Kind> Lock<K> {
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
         let mut waiting = Waiting::new();
+        // When an unlock message last woke this waiter, for the hand-off it lets in.
+        let mut woken_at = None;
         // Waiters poll at least every retry cap, notifications or not, where a lock can be
         // freed without a message: by a library that publishes none, or on Redlock, where
         // a failed attempt gives back what it took without waking anyone.
@@ -137,6 +150,9 @@ impl<K: Kind> Lock<K> {
             let notified = waiting.confirmed() && !polls;
             let ttl = match K::attempt(target, lease, limit)? {
                 Attempt::Acquired(hold) => {
+                    if let Some(woken) = woken_at {
+                        metrics::handoff(K::LABEL, Instant::elapsed(&woken));
+                    }
                     waiting.woken = false;
                     waiting.signal.take();
                     return Ok(Some(LockGuard::new(self.clone(), hold)));
@@ -144,6 +160,7 @@ impl<K: Kind> Lock<K> {
                 Attempt::Busy(ttl) => {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
+                    woken_at = None;
                     *queued = true;
                     ttl
                 }
@@ -177,6 +194,9 @@ impl<K: Kind> Lock<K> {
             waiting.woken = waiting
                 .signal
                 .wait(left.map_or(bound, |left| bound.min(left)));
+            if waiting.woken {
+                woken_at = Some(Instant::now());
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
+use crate::base::metrics;
 use crate::kinds::fenced::Fenced;
 use crate::kinds::kind::{Hold, Kind};
 use crate::kinds::reentrant::Reentrant;
@@ -33,6 +34,8 @@ pub struct LockGuard<K: Kind = Reentrant> {
     lock: Lock<K>,
     pub(crate) hold: Hold<K::Held>,
     released: bool,
+    /// When the hold was taken, for the hold time.
+    taken: Instant,
     _affinity: PhantomData<K::Affinity>,
 }
 
@@ -42,6 +45,7 @@ impl<K: Kind> LockGuard<K> {
             lock,
             hold,
             released: false,
+            taken: Instant::now(),
             _affinity: PhantomData,
         }
     }
@@ -53,7 +57,17 @@ impl<K: Kind> LockGuard<K> {
     /// their lease runs out; they are no longer renewed.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        K::release(&self.lock.target, &self.hold)
+        self.release()
+    }
+
+    /// Gives the hold back, recording the hold time and any error.
+    fn release(&self) -> Result<()> {
+        metrics::released(K::LABEL, self.taken.elapsed());
+        let result = K::release(&self.lock.target, &self.hold);
+        if let Err(err) = &result {
+            metrics::error(err);
+        }
+        result
     }
 
     /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
@@ -123,7 +137,7 @@ impl<K: Kind> Drop for LockGuard<K> {
         if self.released {
             return;
         }
-        match K::release(&self.lock.target, &self.hold) {
+        match self.release() {
             // In a forked child nothing is released, and nothing logged either: the
             // application's logger may wait on a lock a thread of the parent held.
             Ok(()) | Err(Error::Forked { .. }) => {}
