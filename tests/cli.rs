@@ -177,6 +177,67 @@ fn doctor_rates_eviction_and_says_unknown_without_config_rights() {
 }
 
 #[test]
+fn doctor_warns_of_a_redlock_node_whose_clock_is_skewed() {
+    let servers = [Server::start(), Server::start(), Server::start()];
+    let skewed = support::ClockSkew::start(servers[2].port(), Duration::from_secs(5));
+    let urls = format!("{},{},{}", servers[0].url(), servers[1].url(), skewed.url());
+    let (code, said) = tool(&urls, &["doctor"]);
+    assert_eq!(code, 1, "{said}");
+    let port = skewed
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let line = (said.lines())
+        .find(|line| line.contains("clock") && line.contains(&format!(":{port} ")))
+        .unwrap_or_else(|| panic!("no clock line for the skewed node:\n{said}"));
+    assert!(line.starts_with("warn"), "{line}");
+    let others = said
+        .lines()
+        .filter(|l| l.starts_with("ok      clock"))
+        .count();
+    assert_eq!(others, 2, "{said}");
+}
+
+#[test]
+fn locks_show_and_unlock_route_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    let client = cluster.client();
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let guards: Vec<_> = names
+        .iter()
+        .map(|n| client.lock(n).lock().unwrap())
+        .collect();
+    let seed = &cluster.seeds()[0];
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env("REDIS_URL", seed)
+        .args(["--cluster", "locks", "--json"]);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let listed = json(&String::from_utf8_lossy(&output.stdout));
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), names.len(), "{listed:?}");
+    for lock in listed {
+        let name = lock["name"].as_str().unwrap();
+        let owner = cluster.owner_of(name).port();
+        assert!(
+            lock["server"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(":{owner}")),
+            "{lock}: read from the primary serving it"
+        );
+    }
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env("REDIS_URL", seed)
+        .args(["--cluster", "unlock", "c", "--force", "--yes"]);
+    assert!(cmd.timeout(PATIENCE).output().unwrap().status.success());
+    assert!(!client.lock("c").is_locked().unwrap());
+    drop(guards);
+}
+
+#[test]
 fn bad_usage_exits_with_2_and_errors_with_1() {
     let server = Server::start();
     assert_eq!(tool(&server.url(), &["frobnicate"]).0, 2);

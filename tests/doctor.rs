@@ -4,6 +4,7 @@
 mod support;
 
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use redmutex::{Finding, Level, LockClient, Report};
 use support::Server;
@@ -156,4 +157,31 @@ fn a_user_without_config_rights_gets_unknown_not_a_failure() {
     }
     assert_eq!(finding(&report, "rights").level, Level::Ok, "{report}");
     assert_eq!(finding(&report, "version").level, Level::Ok, "{report}");
+}
+
+/// A Redlock node whose clock runs 5 s ahead of the others' (a stub in front of a server
+/// that answers TIME itself) is a warning; the others are fine.
+#[test]
+fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
+    let servers = [Server::start(), Server::start(), Server::start()];
+    let skewed = support::ClockSkew::start(servers[2].port(), Duration::from_secs(5));
+    let urls = [servers[0].url(), servers[1].url(), skewed.url()];
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let report = LockClient::redlock(&urls).unwrap().doctor().unwrap();
+    let clock = |url: &str| {
+        let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
+        (report.findings.iter())
+            .find(|f| f.check == "clock" && f.server.ends_with(&format!(":{port}")))
+            .unwrap_or_else(|| panic!("no clock finding for {url}:\n{report}"))
+    };
+    assert_eq!(clock(urls[0]).level, Level::Ok, "{report}");
+    assert_eq!(clock(urls[1]).level, Level::Ok, "{report}");
+    let skewed = clock(urls[2]);
+    assert_eq!(skewed.level, Level::Warn, "{report}");
+    assert!(
+        skewed.reason.starts_with("+4") || skewed.reason.starts_with("+5"),
+        "{}",
+        skewed.reason
+    );
+    assert!(report.worst() >= Level::Warn);
 }

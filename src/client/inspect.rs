@@ -123,9 +123,9 @@ impl LockClient {
         for (node, result) in nodes.list().iter().zip(results) {
             match result.and_then(|value| parse(value).ok_or_else(|| malformed(&node.name))) {
                 Ok(raw) if raw.kind != "none" || !raw.queue.is_empty() => {
-                    return Ok(info(target.name(), &names, raw, &node.name));
+                    return Ok(info(target.name(), &names, raw, &node.server_of(key)));
                 }
-                Ok(raw) => drop(free.get_or_insert((raw, node.name.clone()))),
+                Ok(raw) => drop(free.get_or_insert((raw, node.server_of(key)))),
                 Err(err) => drop(failed.get_or_insert(err)),
             }
         }

@@ -107,6 +107,16 @@ impl Node {
         }
     }
 
+    /// The server `key` lives on, as `host:port`: the node's own, or the cluster primary
+    /// serving its slot as the slot map says now.
+    pub fn server_of(&self, key: &[u8]) -> String {
+        match &self.route {
+            Route::One(shard) => shard.name.clone(),
+            Route::Cluster(cluster) => (cluster.shard_for_key(key))
+                .map_or_else(|_| self.name.clone(), |shard| shard.name.clone()),
+        }
+    }
+
     /// The servers of the node: its one server, or a cluster's primaries.
     pub fn shards(&self) -> Result<Vec<Arc<Shard>>> {
         match &self.route {

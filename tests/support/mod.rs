@@ -14,6 +14,7 @@ mod cluster;
 mod peer;
 mod proxy;
 mod sentinel;
+mod skew;
 pub mod tls;
 
 #[allow(unused_imports)] // Used by some of the test binaries only.
@@ -24,6 +25,8 @@ pub use peer::Peer;
 pub use proxy::Proxy;
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
+#[allow(unused_imports)] // Used by some of the test binaries only.
+pub use skew::ClockSkew;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
