@@ -238,6 +238,34 @@ fn locks_show_and_unlock_route_on_a_cluster() {
 }
 
 #[test]
+fn show_finds_the_primary_through_sentinel() {
+    let d = support::Deployment::start(support::Options {
+        replicas: 0,
+        sentinels: 1,
+        quorum: 1,
+        ..Default::default()
+    });
+    let client = LockClient::sentinel(&[&d.sentinels[0].url()], support::MASTER)
+        .build()
+        .unwrap();
+    let _guard = client.lock("through-sentinel").lock().unwrap();
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL")
+        .args([
+            "--url",
+            &d.sentinels[0].url(),
+            "--sentinel",
+            support::MASTER,
+        ])
+        .args(["show", "through-sentinel"]);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("kind:       reentrant"), "{shown}");
+    assert!(shown.contains(client.id()), "{shown}");
+}
+
+#[test]
 fn bad_usage_exits_with_2_and_errors_with_1() {
     let server = Server::start();
     assert_eq!(tool(&server.url(), &["frobnicate"]).0, 2);
