@@ -65,11 +65,11 @@ fn fork_a_child_that_drops_the_client_exits_every_time() {
     use std::time::{Duration, Instant};
 
     let server = Server::start();
-    let lease = Duration::from_millis(60);
+    let lease = Duration::from_millis(300);
     let client = server
         .builder()
         .lease(lease)
-        .response_timeout(Duration::from_millis(15))
+        .response_timeout(Duration::from_millis(75))
         .ping_interval(Duration::from_millis(10))
         .build()
         .unwrap();
@@ -113,7 +113,12 @@ fn fork_a_child_that_drops_the_client_exits_every_time() {
         }
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
-    assert!(guards.iter().all(|guard| !guard.is_lost()));
+    assert!(
+        guards.iter().all(|guard| !guard.is_lost()),
+        "{:?} {:?}",
+        client.stats(),
+        guards.iter().map(|g| g.health()).collect::<Vec<_>>()
+    );
     assert!(!token_guard.is_lost());
     drop(held);
     drop((guards, token_guard));
