@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use redis::{Client, Connection, ConnectionInfo, RedisResult};
+use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
+use crate::base::error::{Error, Result, redact};
 use crate::base::tls::{self, Certificates};
 
 /// The server to connect to now.
@@ -18,6 +19,24 @@ pub(crate) struct Endpoint {
 /// that the TLS settings apply to all of them.
 pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> RedisResult<Client> {
     tls::client(info, certificates)
+}
+
+/// Checks `url` and makes its client, as [`client`] does: `host:port` and the client.
+/// A URL that does not parse is [`Error::InvalidUrl`], certificates that do not load
+/// [`Error::InvalidConfig`].
+pub(crate) fn client_for_url(url: &str, certificates: &Certificates) -> Result<(String, Client)> {
+    let invalid = |source| Error::InvalidUrl {
+        url: redact(url),
+        source,
+    };
+    tls::check_url(url).map_err(invalid)?;
+    let info = url.into_connection_info().map_err(invalid)?;
+    let name = info.addr().to_string();
+    let client = client(info, certificates).map_err(|source| Error::InvalidConfig {
+        setting: "tls certificates",
+        reason: source.to_string(),
+    })?;
+    Ok((name, client))
 }
 
 /// Opens a connection of `client` within `connect_timeout`, whose reads and writes then time

@@ -38,7 +38,6 @@ use redis::{
 };
 
 use crate::base::config::{Config, Credentials};
-use crate::base::error::redact;
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::retry::Backoff;
 use crate::base::tls::Certificates;
@@ -110,21 +109,7 @@ impl Sentinel {
         }
         let sentinels = urls
             .iter()
-            .map(|url| {
-                let invalid = |source| Error::InvalidUrl {
-                    url: redact(url),
-                    source,
-                };
-                crate::base::tls::check_url(url).map_err(invalid)?;
-                let info = url.as_str().into_connection_info().map_err(invalid)?;
-                let name = info.addr().to_string();
-                let client =
-                    endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
-                        setting: "tls certificates",
-                        reason: source.to_string(),
-                    })?;
-                Ok((name, client))
-            })
+            .map(|url| endpoint::client_for_url(url, &config.tls))
             .collect::<Result<Vec<_>>>()?;
         let sentinel = Arc::new(Sentinel {
             master: master.to_owned(),

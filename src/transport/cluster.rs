@@ -23,12 +23,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use redis::{
-    Arg, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError,
-    ServerErrorKind, Value,
+    Arg, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value,
 };
 
 use crate::base::config::Config;
-use crate::base::error::{Error, Result, redact};
+use crate::base::error::{Error, Result};
 use crate::base::retry::Backoff;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
@@ -76,18 +75,7 @@ impl Cluster {
     pub fn new(urls: &[String], config: &Config) -> Result<Cluster> {
         let seeds = urls
             .iter()
-            .map(|url| {
-                let invalid = |source| Error::InvalidUrl {
-                    url: redact(url),
-                    source,
-                };
-                crate::base::tls::check_url(url).map_err(invalid)?;
-                let info = url.as_str().into_connection_info().map_err(invalid)?;
-                endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
-                    setting: "tls certificates",
-                    reason: source.to_string(),
-                })
-            })
+            .map(|url| Ok(endpoint::client_for_url(url, &config.tls)?.1))
             .collect::<Result<Vec<_>>>()?;
         let first = seeds.first().ok_or_else(|| Error::InvalidConfig {
             setting: "urls",

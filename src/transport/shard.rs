@@ -9,14 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{
-    Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, RedisResult,
-    ServerErrorKind,
-};
+use redis::{Cmd, Connection, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind};
 use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 
 use crate::base::config::Config;
-use crate::base::error::redact;
 use crate::base::error::{Error, Result};
 use crate::layout::names;
 use crate::notify::hub::{Settings, Waker};
@@ -48,18 +44,7 @@ pub(crate) struct Shard {
 impl Shard {
     /// Parses `url` and prepares the pool; opens nothing yet.
     pub fn new(url: &str, config: &Config) -> Result<Shard> {
-        let invalid = |source| Error::InvalidUrl {
-            url: redact(url),
-            source,
-        };
-        crate::base::tls::check_url(url).map_err(invalid)?;
-        let info = url.into_connection_info().map_err(invalid)?;
-        let name = info.addr().to_string();
-        let client =
-            endpoint::client(info, &config.tls).map_err(|source| Error::InvalidConfig {
-                setting: "tls certificates",
-                reason: source.to_string(),
-            })?;
+        let (name, client) = endpoint::client_for_url(url, &config.tls)?;
         Ok(Shard::at(
             name,
             Topology::Fixed(Box::new(client)),
