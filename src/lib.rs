@@ -83,9 +83,19 @@
 //!   follows it across failovers: once a sentinel announces a new primary, nothing is sent
 //!   to the old one, waiters are woken to retry on the new one, and watched holds are
 //!   renewed there at once or reported lost.
+//! - **Cluster.** [`LockClient::cluster`] sends each command to the primary serving its
+//!   lock's slot, follows `MOVED` and `ASK` through reshardings and failovers, and waits
+//!   with sharded pub/sub on Redis 7. A name whose keys would cross slots is refused.
+//! - **Health.** [`LockGuard::health`] tells a hold that is held from one whose last renewal
+//!   failed ([`Health::Uncertain`]) and one that is lost;
+//!   [`on_health_change`](LockClientBuilder::on_health_change) hears the changes.
 //! - **Replicas.** [`min_replica_acks`](LockClientBuilder::min_replica_acks) makes every
 //!   acquisition wait (`WAIT`) until that many replicas have it, or gives it back with
 //!   [`Error::NotReplicated`].
+//! - **Operating.** [`LockClient::inspect`] and [`LockClient::locks`] say who holds what;
+//!   [`LockClient::doctor`] checks the servers for settings that break locks; the `cli`
+//!   feature builds the `redmutex` tool on them, and the `metrics` feature reports through
+//!   the `metrics` facade.
 //! - **TLS.** With the `tls` feature, `rediss://` URLs connect over TLS (rustls), every
 //!   connection of the client included; certificates via
 //!   `LockClientBuilder::tls_root_ca` and `tls_client_cert`.
