@@ -230,3 +230,46 @@ fn a_key_of_another_kind_is_refused_on_both_sides() {
     drop(read);
     assert!(!server.exists(NAME));
 }
+
+/// A forced unlock of a written lock wakes every waiter, readers and a writer, on the
+/// read-write lock's channel: without a message they would sleep on the writer's lease.
+#[test]
+fn a_forced_unlock_wakes_every_waiter() {
+    let server = Server::start();
+    let holder = sleepy(&server).read_write_lock(NAME);
+    // A lease far beyond the test, which the waiters would otherwise sleep on.
+    let guard = (holder.write())
+        .lock_with_lease(Duration::from_secs(600))
+        .unwrap();
+    let waiters = sleepy(&server);
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let lock = waiters.read_write_lock(NAME);
+                let server = &server;
+                scope.spawn(move || {
+                    let guard = lock.read().try_lock_for(NO_HANG).unwrap();
+                    incr(&mut server.conn(), "woken", 1);
+                    guard.is_some()
+                })
+            })
+            .collect();
+        assert!(eventually(NO_HANG, || waiters
+            .inspect(NAME)
+            .unwrap()
+            .waiters
+            == Some(1)));
+        let breaker = server.client().read_write_lock(NAME);
+        assert!(breaker.write().force_unlock().unwrap());
+        // Long before the waiters' own deadline, which a wait without a message would reach.
+        let mut redis = server.conn();
+        assert!(
+            eventually(NO_HANG / 3, || get_int(&mut redis, "woken") == 2),
+            "the readers were not woken by the forced unlock"
+        );
+        for reader in readers {
+            assert!(reader.join().unwrap(), "a reader was not woken");
+        }
+    });
+    assert!(guard.unlock().unwrap_err().is_lost());
+}

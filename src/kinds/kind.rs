@@ -103,6 +103,12 @@ pub(crate) mod sealed {
             Cow::Borrowed(target.channel())
         }
 
+        /// Where a forced unlock tells the waiters, and what: the lock's channel and
+        /// Redisson's unlock message (wakes one), unless the kind's waiters listen elsewhere.
+        fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
+            (Cow::Borrowed(target.channel()), "0")
+        }
+
         /// The longest a waiter may wait between two attempts, however long the holder's
         /// lease: a fair-lock waiter comes back before its place in the queue runs out.
         fn longest_wait(_: &Target) -> Option<Duration> {

@@ -57,6 +57,12 @@ impl Machinery for Read {
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
     }
+
+    /// The read-write lock's channel, with the message that wakes every waiter: readers and
+    /// a writer may all be waiting.
+    fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
+        (Self::wait_channel(target), "1")
+    }
 }
 
 impl Hashed for Read {
@@ -127,6 +133,12 @@ impl Machinery for Write {
 
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
+    }
+
+    /// The read-write lock's channel, with the message that wakes every waiter: readers and
+    /// a writer may all be waiting.
+    fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
+        (Self::wait_channel(target), "1")
     }
 }
 

@@ -72,7 +72,8 @@ impl<K: Kind> Lock<K> {
         let key = target.begin()?;
         let latch = names::unlock_latch(key, &names::random_id());
         let latch_ttl = target.shared.config().latch_ttl();
-        let cmd = scripts::force_unlock(key, target.channel(), &latch, latch_ttl);
+        let (channel, message) = K::unlock_channel(target);
+        let cmd = scripts::force_unlock(key, &channel, message, &latch, latch_ttl);
         let nodes = target.shared.nodes();
         let deleted = nodes
             .answers(nodes.run_all::<i64>(&cmd, None))

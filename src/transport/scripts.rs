@@ -387,11 +387,17 @@ pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> C
     cmd
 }
 
-/// Delete the lock whoever holds it, publishing on `channel` and leaving `latch`. Replies 1
-/// or 0, the same on a retry of the same call.
-pub(crate) fn force_unlock(key: &[u8], channel: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`.
+/// Replies 1 or 0, the same on a retry of the same call.
+pub(crate) fn force_unlock(
+    key: &[u8],
+    channel: &[u8],
+    message: &str,
+    latch: &[u8],
+    latch_ttl: Duration,
+) -> Cmd {
     let mut cmd = evalsha(&FORCE_UNLOCK, &[key, channel, latch]);
-    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
+    cmd.arg(message).arg(millis(latch_ttl));
     cmd
 }
 

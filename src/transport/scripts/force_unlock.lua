@@ -1,8 +1,9 @@
 -- Delete a lock whoever holds it, and wake its waiters.
 -- KEYS[1]  lock key
--- KEYS[2]  unlock channel (see layout.rs)
+-- KEYS[2]  the channel its waiters listen on: the lock's, or a read-write lock's
 -- KEYS[3]  unlock latch of this call, "redisson_unlock_latch:{<key>}:<request id>"
--- ARGV[1]  message published when a key was deleted ("0")
+-- ARGV[1]  message published when a key was deleted: "0" (wakes one waiter), or "1" on a
+--          read-write lock's channel (wakes them all)
 -- ARGV[2]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- Reply    1 when a key was deleted, 0 when there was none; when the latch shows that an
 --          earlier attempt of this call ran, what that attempt replied, and nothing else is
