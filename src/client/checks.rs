@@ -5,8 +5,6 @@
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Cmd;
-
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::topology::quorum::validity_end;
@@ -311,7 +309,7 @@ pub(crate) fn idle_timeout(report: &mut Report, shard: &Shard, config: &Config) 
 /// Times five `TIME` calls, records the median round trip, and returns the server clock's
 /// offset from this machine's, taken at the middle of the fastest call.
 pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) -> Option<f64> {
-    let time = Cmd::new().arg("TIME").to_owned();
+    let time = redis::cmd("TIME");
     let mut samples = Vec::new();
     for _ in 0..5 {
         let (sent, wall) = (Instant::now(), SystemTime::now());

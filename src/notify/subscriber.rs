@@ -376,15 +376,16 @@ impl<'a> Link<'a> {
         }
     }
 
-    /// Redis unsubscribed a sharded channel by itself, or one we asked to leave is gone: if
-    /// waiters still wait on it, its slot moved to another server, where they subscribe
-    /// again after their next attempt.
+    /// Redis unsubscribed a sharded channel: if it was confirmed and waiters still wait on
+    /// it, its slot moved to another server, where they subscribe again after their next
+    /// attempt.
     fn on_moved_away(&self, channel: &[u8]) {
         let mut state = self.hub.state.lock();
         let Some(entry) = state.channels.get_mut(channel) else {
             return;
         };
-        if entry.waiters.is_empty() {
+        // Not a confirmed subscription: the confirmation of one we left ourselves.
+        if entry.waiters.is_empty() || entry.sub != Sub::Live {
             return;
         }
         entry.sub = Sub::Gone;

@@ -17,8 +17,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -55,7 +54,7 @@ pub(crate) struct Cluster {
     listeners: Arc<Mutex<Vec<Listener>>>,
     /// Whether every primary has sharded pub/sub (Redis 7): scripts then `SPUBLISH` and
     /// waiters `SSUBSCRIBE`. Decided when the client is built.
-    sharded: AtomicBool,
+    sharded: OnceLock<bool>,
 }
 
 /// What a cluster error asks of the client.
@@ -89,7 +88,7 @@ impl Cluster {
             shards: Mutex::default(),
             refreshed: Mutex::default(),
             listeners: Arc::default(),
-            sharded: AtomicBool::new(false),
+            sharded: OnceLock::new(),
         })
     }
 
@@ -155,7 +154,7 @@ impl Cluster {
     /// `cmd` as this cluster runs it: a script that publishes in its sharded flavour when
     /// the cluster has sharded pub/sub.
     pub fn flavour<'a>(&self, cmd: &'a Cmd) -> Cow<'a, Cmd> {
-        match self.sharded.load(Ordering::Relaxed) {
+        match self.is_sharded() {
             true => scripts::sharded(cmd).map_or(Cow::Borrowed(cmd), Cow::Owned),
             false => Cow::Borrowed(cmd),
         }
@@ -166,6 +165,9 @@ impl Cluster {
     /// decides. A primary that cannot be reached now does not decide.
     pub fn start(&self) -> Result<()> {
         self.refresh()?;
+        if self.sharded.get().is_some() {
+            return Ok(());
+        }
         let primaries: Vec<Addr> = self.map.read().primaries().cloned().collect();
         let sharded = primaries.iter().all(|addr| {
             let answered = self.client_at(addr).and_then(|client| {
@@ -186,8 +188,13 @@ impl Cluster {
                 _ => true,
             }
         });
-        self.sharded.store(sharded, Ordering::Relaxed);
+        let _ = self.sharded.set(sharded);
         Ok(())
+    }
+
+    /// Whether scripts `SPUBLISH` and waiters `SSUBSCRIBE`; false until decided.
+    fn is_sharded(&self) -> bool {
+        self.sharded.get() == Some(&true)
     }
 
     /// The shard serving the slot of `cmd`'s first key, as the map says now.
@@ -254,7 +261,7 @@ impl Cluster {
             format!("{}:{}", addr.0, addr.1),
             Topology::Fixed(Box::new(client)),
             &self.config,
-            self.sharded.load(Ordering::Relaxed),
+            self.is_sharded(),
         ));
         shards.insert(addr.clone(), shard.clone());
         Ok(shard)
