@@ -273,3 +273,38 @@ fn a_forced_unlock_wakes_every_waiter() {
     });
     assert!(guard.unlock().unwrap_err().is_lost());
 }
+
+/// Each side's forced unlock deletes the lock only in its own mode, as Redisson's read and
+/// write `forceUnlock` do: breaking the readers never deletes a writer's hold, nor the other
+/// way round.
+#[test]
+fn each_side_force_unlocks_only_its_own_mode() {
+    let server = Server::start();
+    let client = server.client();
+    let lock = client.read_write_lock(NAME);
+    let breaker = server.client().read_write_lock(NAME);
+
+    let writing = lock.write().lock().unwrap();
+    assert!(
+        !breaker.read().force_unlock().unwrap(),
+        "a written lock is not the readers'"
+    );
+    assert!(server.exists(NAME));
+    assert_eq!(writing.health(), redmutex::Health::Held);
+    writing.unlock().unwrap();
+
+    let reading = lock.read().lock().unwrap();
+    assert!(
+        !breaker.write().force_unlock().unwrap(),
+        "a read lock is not the writer's"
+    );
+    assert!(server.exists(NAME));
+    assert!(breaker.read().force_unlock().unwrap());
+    assert!(!server.exists(NAME));
+    assert!(reading.unlock().unwrap_err().is_lost());
+
+    let writing = lock.write().lock().unwrap();
+    assert!(breaker.write().force_unlock().unwrap());
+    assert!(!server.exists(NAME));
+    assert!(writing.unlock().unwrap_err().is_lost());
+}

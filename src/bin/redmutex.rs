@@ -166,7 +166,11 @@ fn unlock(
     }
     let deleted = match info.kind {
         LockKind::Fair => client.fair_lock(name).force_unlock()?,
-        LockKind::ReadWrite => client.read_write_lock(name).write().force_unlock()?,
+        LockKind::ReadWrite => {
+            // Each side deletes the lock only in its own mode.
+            let lock = client.read_write_lock(name);
+            lock.write().force_unlock()? || lock.read().force_unlock()?
+        }
         LockKind::Token => client.token_lock(name).force_unlock()?,
         _ => client.lock(name).force_unlock()?,
     };

@@ -11,10 +11,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis::Cmd;
+
 use crate::base::error::{Error, NodeError, Result};
 use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
+use crate::transport::scripts;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
 /// [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) or
@@ -103,10 +106,12 @@ pub(crate) mod sealed {
             Cow::Borrowed(target.channel())
         }
 
-        /// Where a forced unlock tells the waiters, and what: the lock's channel and
-        /// Redisson's unlock message (wakes one), unless the kind's waiters listen elsewhere.
-        fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
-            (Cow::Borrowed(target.channel()), "0")
+        /// The script that deletes the lock whoever holds it, wakes its waiters and leaves
+        /// `latch` (see [`scripts::force_unlock`]): by default the lock's key, woken on its
+        /// channel with Redisson's unlock message (wakes one). A kind whose waiters listen
+        /// elsewhere, or that may delete only in one mode, says so here.
+        fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+            scripts::force_unlock(key, target.channel(), "0", "", latch, latch_ttl)
         }
 
         /// The longest a waiter may wait between two attempts, however long the holder's

@@ -58,10 +58,11 @@ impl Machinery for Read {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
     }
 
-    /// The read-write lock's channel, with the message that wakes every waiter: readers and
-    /// a writer may all be waiting.
-    fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
-        (Self::wait_channel(target), "1")
+    /// Only a lock held for reading; the message wakes every waiter: readers and a writer
+    /// may all be waiting.
+    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+        let channel = Self::wait_channel(target);
+        scripts::force_unlock(key, &channel, "1", "read", latch, latch_ttl)
     }
 }
 
@@ -135,10 +136,11 @@ impl Machinery for Write {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
     }
 
-    /// The read-write lock's channel, with the message that wakes every waiter: readers and
-    /// a writer may all be waiting.
-    fn unlock_channel(target: &Target) -> (Cow<'_, [u8]>, &'static str) {
-        (Self::wait_channel(target), "1")
+    /// Only a lock held for writing; the message wakes every waiter: readers and a writer
+    /// may all be waiting.
+    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+        let channel = Self::wait_channel(target);
+        scripts::force_unlock(key, &channel, "1", "write", latch, latch_ttl)
     }
 }
 

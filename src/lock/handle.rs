@@ -11,7 +11,6 @@ use crate::kinds::kind::Kind;
 use crate::kinds::reentrant::{self, Hashed, Reentrant};
 use crate::layout::names;
 use crate::lease::target::Target;
-use crate::transport::scripts;
 
 /// A lock on one Redis key, shared by every thread and process that names it. `K` is its
 /// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
@@ -72,8 +71,7 @@ impl<K: Kind> Lock<K> {
         let key = target.begin()?;
         let latch = names::unlock_latch(key, &names::random_id());
         let latch_ttl = target.shared.config().latch_ttl();
-        let (channel, message) = K::unlock_channel(target);
-        let cmd = scripts::force_unlock(key, &channel, message, &latch, latch_ttl);
+        let cmd = K::force_unlock_cmd(target, key, &latch, latch_ttl);
         let nodes = target.shared.nodes();
         let deleted = nodes
             .answers(nodes.run_all::<i64>(&cmd, None))
