@@ -693,7 +693,7 @@ fn family(
         }));
         samples[6].push(mean_of(plan.pairs, || {
             let id = rand_id();
-            let taken: i64 = sem_acquire
+            let (taken, _): (i64, i64) = sem_acquire
                 .key("bench:semaphore-raw")
                 .key("{bench:semaphore-raw}:timeout")
                 .key("redisson_sc:{bench:semaphore-raw}")

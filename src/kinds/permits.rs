@@ -81,7 +81,7 @@ impl Machinery for Permits {
         );
         let sent = Instant::now();
         let deadline = limit.unwrap_or_else(|| Instant::now() + shared.config().response_timeout);
-        let reply: i64 = match node.run(&cmd, deadline) {
+        let (taken, ends): (i64, i64) = match node.run(&cmd, deadline) {
             Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
                 return Err(Error::WrongKind {
                     lock: target.name().to_owned(),
@@ -90,8 +90,8 @@ impl Machinery for Permits {
             }
             reply => reply.map_err(|err| err.with_lock(target.name()))?,
         };
-        if reply != 1 {
-            let ends = u64::try_from(reply).ok().map(Duration::from_millis);
+        if taken != 1 {
+            let ends = u64::try_from(ends).ok().map(Duration::from_millis);
             return Ok(Attempt::Busy(ends));
         }
         let Some(valid_until) =

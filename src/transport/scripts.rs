@@ -328,8 +328,8 @@ pub(crate) fn write_release(
 
 /// Take the permit `id` of the semaphore whose permits are at `key` and held ones in
 /// `timeouts`, for `lease`; permits whose leases ran out come back first, announced on
-/// `channel` if they are to `wake` waiters. Replies 1 (taken), or when busy the
-/// milliseconds until the first held lease ends (-1: none held).
+/// `channel` if they are to `wake` waiters. Replies `{1, 0}` (taken), or when busy `{0, the
+/// milliseconds until the first held lease ends}` (`{0, -1}`: none held).
 pub(crate) fn semaphore_acquire(
     (key, timeouts, channel): (&[u8], &[u8], &[u8]),
     id: &[u8],
