@@ -471,20 +471,55 @@ fn subscribe_over_tls(plan: &Plan) -> Result<(Duration, Vec<Duration>)> {
 /// wall-clock time it got the lock.
 fn handoff_process(url: &str, client: &LockClient) -> Sampler {
     let lock = client.lock("bench:handoff-process");
-    let mut child = spawn_worker(&["handoff", url]);
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut waiter = Waiter::spawn(url);
     Box::new(move || {
         let guard = lock.lock()?;
-        writeln!(to_child, "go").unwrap();
+        waiter.go();
         std::thread::sleep(Duration::from_millis(3));
         guard.unlock()?;
         let released = wall_nanos();
-        let acquired: u128 = from_child.next().unwrap().unwrap().parse().unwrap();
+        let acquired = waiter.acquired();
         Ok(Duration::from_nanos(
             acquired.saturating_sub(released) as u64
         ))
     })
+}
+
+/// A hand-off worker process; it ends, and is waited for, when this is dropped.
+struct Waiter {
+    child: std::process::Child,
+    to_child: Option<std::process::ChildStdin>,
+    from_child: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Waiter {
+    fn spawn(url: &str) -> Self {
+        let mut child = spawn_worker(&["handoff", url]);
+        let to_child = child.stdin.take();
+        let from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+        Waiter {
+            child,
+            to_child,
+            from_child,
+        }
+    }
+
+    /// Tells the worker to take the lock.
+    fn go(&mut self) {
+        writeln!(self.to_child.as_ref().unwrap(), "go").unwrap();
+    }
+
+    /// When the worker got the lock, in nanoseconds of the wall clock.
+    fn acquired(&mut self) -> u128 {
+        self.from_child.next().unwrap().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        drop(self.to_child.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// Pairs per second over all contenders on one key.
