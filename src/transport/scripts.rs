@@ -387,19 +387,20 @@ pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> C
     cmd
 }
 
-/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`;
-/// with a `mode` (`"read"`, `"write"`), only a read-write lock held in that mode. Replies 1
-/// or 0, the same on a retry of the same call.
+/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`,
+/// if the key holds `stored` (`"hash"`, `"string"`, or a read-write lock in the mode
+/// `"read"` or `"write"`). Replies 1 or 0, the same on a retry of the same call, or the
+/// error `WRONGKIND <type>`.
 pub(crate) fn force_unlock(
     key: &[u8],
     channel: &[u8],
     message: &str,
-    mode: &str,
+    stored: &str,
     latch: &[u8],
     latch_ttl: Duration,
 ) -> Cmd {
     let mut cmd = evalsha(&FORCE_UNLOCK, &[key, channel, latch]);
-    cmd.arg(message).arg(millis(latch_ttl)).arg(mode);
+    cmd.arg(message).arg(millis(latch_ttl)).arg(stored);
     cmd
 }
 
