@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::LockClient;
 use support::{SHORT_LEASE, Server, eventually, get_int, incr, spawn_worker};
@@ -307,4 +307,62 @@ fn each_side_force_unlocks_only_its_own_mode() {
     assert!(breaker.write().force_unlock().unwrap());
     assert!(!server.exists(NAME));
     assert!(writing.unlock().unwrap_err().is_lost());
+}
+
+/// Whether the read-write lock's key, as the server has it now, lasts at least until
+/// `valid_until`: a guard may never be valid past its key's expiry. A key without expiry
+/// lasts; a key that is gone lasted until now at most.
+fn key_lasts_until(server: &Server, valid_until: Instant) -> bool {
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    let after = Instant::now();
+    match pttl {
+        -1 => true,
+        -2 => valid_until <= after,
+        // PTTL rounds down: the key lasts less than a millisecond more.
+        left => valid_until <= after + Duration::from_millis(left as u64 + 1),
+    }
+}
+
+/// A short explicit lease for one read hold, long enough for a busy machine to take the
+/// holds around it.
+const SHORT: Duration = Duration::from_secs(3);
+
+/// Releasing one of two read holds extends nothing in Redis: the hold that is left keeps
+/// its own lease key, and once the other reader leaves, the hash lasts no longer than that
+/// key. The guard left must not say it holds the lock after a writer got in.
+#[test]
+fn a_partial_read_release_leaves_the_other_holds_validity_as_redis_has_it() {
+    let server = Server::start();
+    let lock = server.client().read_write_lock(NAME);
+    let other = server.client().read_write_lock(NAME);
+    let first = lock.read().lock_with_lease(SHORT).unwrap();
+    let second = lock.read().lock_with_lease(LONG).unwrap();
+    let theirs = other.read().lock_with_lease(LONG).unwrap();
+    second.unlock().unwrap();
+    // The first hold's own lease key was set when it was taken, and nothing extended it.
+    assert!(
+        first.valid_until() <= Instant::now() + SHORT,
+        "a partial release moved the validity past the hold's own lease"
+    );
+    assert!(key_lasts_until(&server, first.valid_until()));
+
+    // The other reader leaves: the hash now lasts as long as the first hold's lease key.
+    theirs.unlock().unwrap();
+    assert!(key_lasts_until(&server, first.valid_until()));
+    let writer = server.client().read_write_lock(NAME);
+    let mut written = None;
+    assert!(eventually(NO_HANG, || {
+        written = writer.write().try_lock().unwrap();
+        written.is_some()
+    }));
+    assert!(
+        first.valid_until() <= Instant::now(),
+        "a writer got in while a read guard was valid"
+    );
+    assert_ne!(first.health(), redmutex::Health::Held);
+    assert!(first.unlock().unwrap_err().is_lost());
+    written.unwrap().unlock().unwrap();
 }

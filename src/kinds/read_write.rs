@@ -68,6 +68,8 @@ impl Machinery for Read {
 
 impl Hashed for Read {
     const MODE: Mode = Mode::Read;
+    /// Each read hold keeps its own lease key, which a release leaves as it was.
+    const RELEASE_SETS_LEASE: bool = false;
 
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let timeouts = names::read_timeouts(key, field);

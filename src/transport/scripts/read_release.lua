@@ -9,11 +9,16 @@
 -- ARGV[2]  owner field
 -- ARGV[3]  read holds the owner has before this release (at least 1)
 -- ARGV[4]  how long the latch lasts, in milliseconds: longer than the call's retries
--- Reply    nil when the owner holds no read hold (nothing changed); 0 when holds remain,
---          its own or others' (the hash then lasts as long as the longest read lease
---          left, unless a writer holds it); 1 when the lock was freed, by this call or (the
---          latch says) an earlier attempt of it; an error, with nothing written, when the
---          user may not publish on the channel, rename the key or set the latch's expiry.
+-- Reply    nil when the owner holds no read hold (nothing changed);
+--          {0, left} when the owner's own read holds remain: their leases are left as they
+--             were, and the longest of them ends within `left` milliseconds (0: all have
+--             ended). Only that bounds how long the owner still reads: another reader's
+--             release sets the hash's expiry to the longest read lease left;
+--          0 when the owner's last read hold went and others' holds remain (the hash then
+--             lasts as long as the longest read lease left, unless a writer holds it);
+--          1 when the lock was freed, by this call or (the latch says) an earlier attempt
+--             of it; an error, with nothing written, when the user may not publish on the
+--             channel, rename the key or set the latch's expiry.
 local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[2])
 if not hash or present == 0 then
     if redis.call('exists', KEYS[3]) == 1 then
@@ -40,6 +45,14 @@ else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 redis.call('del', KEYS[4] .. ':' .. held)
+local reply = 0
+if held > 1 then
+    local left = 0
+    for i = 1, held - 1 do
+        left = math.max(left, redis.call('pttl', KEYS[4] .. ':' .. i))
+    end
+    reply = {0, left}
+end
 if redis.call('hlen', KEYS[1]) > 1 then
     if redis.call('hget', KEYS[1], 'mode') == 'read' then
         local longest = 0
@@ -57,7 +70,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
             redis.call('pexpire', KEYS[1], longest)
         end
     end
-    return 0
+    return reply
 end
 redis.call('rename', KEYS[1], KEYS[3])
 redis.call('pexpire', KEYS[3], ARGV[4])
