@@ -366,3 +366,46 @@ fn a_partial_read_release_leaves_the_other_holds_validity_as_redis_has_it() {
     assert!(first.unlock().unwrap_err().is_lost());
     written.unwrap().unlock().unwrap();
 }
+
+/// A writer that also reads keeps the hash alive for its read lease: neither the write
+/// side's renewal, nor its re-entry, nor a release that leaves write holds may cut the
+/// hash below the read hold's lease, or another writer gets in beside the reader.
+#[test]
+fn the_write_side_never_cuts_its_own_read_lease() {
+    let server = Server::start();
+    // A short watchdog lease: the write side renews every half second.
+    let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
+    let lock = client.read_write_lock(NAME);
+    let write = lock.write().lock().unwrap();
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    let renewals = client.stats().renewals;
+    assert!(eventually(NO_HANG, || client.stats().renewals >= renewals + 2));
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "the write side's renewal cut the read lease"
+    );
+    // A re-entry and a release with write holds left, both with a short explicit lease.
+    let again = lock.write().lock_with_lease(SHORT).unwrap();
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "the write side's re-entry cut the read lease"
+    );
+    let third = lock.write().lock_with_lease(SHORT).unwrap();
+    third.unlock().unwrap();
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "a write release leaving holds cut the read lease"
+    );
+    drop((again, write));
+    assert!(key_lasts_until(&server, read.valid_until()));
+
+    // Past every write lease: the read hold is still the lock's, for its own lease.
+    std::thread::sleep(SHORT + SHORT_LEASE);
+    let writer = server.client().read_write_lock(NAME);
+    let written = writer.write().try_lock().unwrap();
+    assert_eq!(read.health(), redmutex::Health::Held);
+    assert!(written.is_none(), "a writer got in beside a held reader");
+    assert!(key_lasts_until(&server, read.valid_until()));
+    read.unlock().unwrap();
+    assert!(!server.exists(NAME));
+}

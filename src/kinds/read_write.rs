@@ -157,6 +157,12 @@ impl Hashed for Write {
         scripts::write_acquire(key, lease, field, held)
     }
 
+    /// Raises the hash's expiry only: this thread's read holds may have longer leases. A
+    /// read-write lock lives on one node, which never gets a hold back.
+    fn renew_cmd(key: &[u8], lease: Duration, field: &str, _: &dyn Fn() -> u32, _: bool) -> Cmd {
+        scripts::write_renew(key, lease, field)
+    }
+
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());

@@ -45,6 +45,7 @@ scripts! {
     READ_RENEW => "read_renew.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
     WRITE_RELEASE => "write_release.lua",
+    WRITE_RENEW => "write_renew.lua",
     SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
     SEMAPHORE_RENEW => "semaphore_renew.lua",
@@ -331,6 +332,14 @@ pub(crate) fn write_release(
         .arg(writer)
         .arg(held)
         .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend `writer`'s write holds to at least `lease`, never cutting the hash's expiry.
+/// Replies [`Renewed`]: kept or gone.
+pub(crate) fn write_renew(key: &[u8], lease: Duration, writer: &str) -> Cmd {
+    let mut cmd = evalsha(&WRITE_RENEW, &[key]);
+    cmd.arg(millis(lease)).arg(writer);
     cmd
 }
 
