@@ -409,3 +409,79 @@ fn the_write_side_never_cuts_its_own_read_lease() {
     read.unlock().unwrap();
     assert!(!server.exists(NAME));
 }
+
+/// When the leases of every reader left have run out, a read release deletes the lock and
+/// wakes a waiting writer, as Redisson's does, instead of leaving the hash to its TTL.
+#[test]
+fn a_read_release_frees_a_lock_whose_other_readers_expired() {
+    let server = Server::start();
+    let expired = server.client().read_write_lock(NAME);
+    let leaving = sleepy(&server).read_write_lock(NAME);
+    // The hash lasts as long as the longest read lease: far beyond the test.
+    let long = leaving.read().lock_with_lease(LONG * 10).unwrap();
+    let short = expired.read().lock_with_lease(SHORT).unwrap();
+    let mut redis = server.conn();
+    let timeouts = |redis: &mut redis::Connection| -> usize {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("{rw}:*:rwlock_timeout:*")
+            .query(redis)
+            .unwrap();
+        keys.len()
+    };
+    assert_eq!(timeouts(&mut redis), 2);
+    // The short hold's lease key expires.
+    assert!(eventually(NO_HANG, || timeouts(&mut redis) == 1));
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let lock = sleepy(&server).read_write_lock(NAME);
+            let guard = lock.write().try_lock_for(NO_HANG).unwrap();
+            guard.map(|guard| guard.unlock().unwrap()).is_some()
+        });
+        assert!(eventually(NO_HANG, || server
+            .subscribers("redisson_rwlock:{rw}")
+            >= 1));
+        long.unlock().unwrap();
+        // Deleted, or taken since by the writer it woke.
+        let mode: Option<String> = redis::cmd("HGET")
+            .arg(NAME)
+            .arg("mode")
+            .query(&mut redis)
+            .unwrap();
+        assert_ne!(
+            mode.as_deref(),
+            Some("read"),
+            "a hash of expired readers was kept"
+        );
+        assert!(waiting.join().unwrap(), "the waiting writer was not woken");
+    });
+    assert!(short.unlock().unwrap_err().is_lost());
+}
+
+/// A thread's read holds whose leases ran out are gone once a release of another of its
+/// holds frees the lock: that release reports them lost at once.
+#[test]
+fn a_read_release_that_frees_the_lock_reports_the_expired_holds_left_lost() {
+    let server = Server::start();
+    let client = server.client();
+    let lock = client.read_write_lock(NAME);
+    let first = lock.read().lock_with_lease(SHORT).unwrap();
+    let second = lock.read().lock_with_lease(LONG).unwrap();
+    let mut redis = server.conn();
+    let first_lease_key = |redis: &mut redis::Connection| -> bool {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("{rw}:*:rwlock_timeout:1")
+            .query(redis)
+            .unwrap();
+        !keys.is_empty()
+    };
+    assert!(first_lease_key(&mut redis));
+    assert!(eventually(NO_HANG, || !first_lease_key(&mut redis)));
+    second.unlock().unwrap();
+    assert!(
+        !server.exists(NAME),
+        "a hash of expired read holds was kept"
+    );
+    assert!(first.is_lost());
+    assert_eq!(client.stats().locks_lost, 1);
+    assert!(first.unlock().unwrap_err().is_lost());
+}
