@@ -485,3 +485,66 @@ fn a_read_release_that_frees_the_lock_reports_the_expired_holds_left_lost() {
     assert_eq!(client.stats().locks_lost, 1);
     assert!(first.unlock().unwrap_err().is_lost());
 }
+
+/// The read-write scripts check what the user may run before their first write: a refused
+/// acquire or release leaves the lock as it was, not half changed.
+#[test]
+fn a_refused_script_leaves_the_read_write_lock_as_it_was() {
+    let server = Server::start();
+    let mut admin = server.conn();
+    let mut rights = |rules: &[&str]| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER").arg("narrow").arg("on").arg(">secret");
+        cmd.arg("~*").arg("&*").arg("+@all").arg(rules);
+        let () = cmd.query(&mut admin).unwrap();
+    };
+    let url = format!("redis://narrow:secret@127.0.0.1:{}/", server.port());
+
+    // Rights taken away once the client is built, which checks them.
+    rights(&[]);
+    let narrow = LockClient::builder(&url).build().unwrap();
+    // HSETNX allowed, HSET not: the first hold's mode must not be written alone.
+    rights(&["-hset"]);
+    let lock = narrow.read_write_lock(NAME);
+    assert!(lock.read().try_lock().is_err());
+    assert!(!server.exists(NAME), "a refused read acquire left a hash");
+
+    // PEXPIRE allowed on the latch only: a release that must reset the hash's expiry is
+    // refused whole, and the hold stays.
+    rights(&["+hset"]);
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    let theirs = server.client().read_write_lock(NAME);
+    let other = theirs.read().lock_with_lease(LONG).unwrap();
+    rights(&["-pexpire", "(~redisson_unlock_latch:* +pexpire)"]);
+    assert!(read.unlock().is_err());
+    let fields: i64 = redis::cmd("HLEN")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        fields, 3,
+        "a refused read release gave the hold back halfway"
+    );
+    other.unlock().unwrap();
+    let () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+
+    // HDEL allowed, HSET not: a writer that also reads may not drop its write hold and
+    // leave the hash marked written by nobody.
+    rights(&["+pexpire"]);
+    let write = lock.write().lock_with_lease(LONG).unwrap();
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    rights(&["-hset"]);
+    assert!(write.unlock().is_err());
+    let fields: i64 = redis::cmd("HLEN")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        fields, 3,
+        "a refused write release gave the hold back halfway"
+    );
+    drop(read);
+}

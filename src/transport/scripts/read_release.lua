@@ -59,8 +59,9 @@ local free = not left or (mode == 'read' and longest <= 0)
 local timeout = KEYS[4] .. ':' .. held
 local check = redis.acl_check_cmd
 if check then
-    if not check('hset', KEYS[1], ARGV[2], held - 1) or not check('hdel', KEYS[1], ARGV[2])
-        or not check('del', timeout) then
+    local counted = held > 1 and check('hset', KEYS[1], ARGV[2], held - 1)
+        or held <= 1 and check('hdel', KEYS[1], ARGV[2])
+    if not counted or not check('del', timeout) then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
     if free then

@@ -39,7 +39,7 @@ if left > 0 then
 end
 if check then
     if not check('pexpire', KEYS[3], ARGV[5]) or not check('rename', KEYS[1], KEYS[3])
-        or not check('set', KEYS[3], '1') then
+        or not check('set', KEYS[3], '1') or not check('hset', KEYS[1], 'mode', 'read') then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
     if ARGV[1] ~= '' and not check('publish', KEYS[2], ARGV[1]) then
