@@ -412,3 +412,33 @@ impl<K: Hashed> Renewal for Renew<K> {
         shared.holds().forget(&self.id, holding, true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holds_a_release_left_last_no_longer_than_the_soonest_reply_says() {
+        let sent = Instant::now();
+        let second = Duration::from_secs(1);
+        let one = kept_until(&[Released::KeptFor(10_000)], sent);
+        assert!(
+            one > sent + 9 * second && one < sent + 10 * second,
+            "less the drift"
+        );
+        let soonest = [
+            Released::KeptFor(10_000),
+            Released::KeptFor(1_000),
+            Released::NotOurs,
+        ];
+        assert!(kept_until(&soonest, sent) < sent + second);
+        // Kept without saying for how long, freed, or nothing kept: no validity left.
+        for unknown in [Released::Kept, Released::Deleted, Released::KeptFor(0)] {
+            assert_eq!(
+                kept_until(&[Released::KeptFor(10_000), unknown], sent),
+                sent
+            );
+        }
+        assert_eq!(kept_until(&[Released::NotOurs], sent), sent);
+    }
+}
