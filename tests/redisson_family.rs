@@ -316,7 +316,7 @@ fn read_write_lock_a_release_frees_a_lock_whose_other_readers_expired() {
     let server = Server::start();
     let ours = sleepy(&server).read_write_lock("rw");
     let read = ours.read().lock_with_lease(LONG).unwrap();
-    assert_eq!(their_read_acquire_for(&server, "2000"), None);
+    assert_eq!(their_read_acquire_for(&server, "3000"), None);
     let their_lease = format!("{{rw}}:{THEM}:rwlock_timeout:1");
     assert!(server.exists(&their_lease));
     assert!(eventually(IN_TIME, || !server.exists(&their_lease)));
