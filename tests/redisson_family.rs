@@ -235,13 +235,18 @@ return redis.call('pttl', KEYS[1])
 "#;
 
 fn their_read_acquire(server: &Server) -> Option<i64> {
+    their_read_acquire_for(server, "120000")
+}
+
+/// Their read acquire with a lease of `lease_ms` milliseconds.
+fn their_read_acquire_for(server: &Server, lease_ms: &str) -> Option<i64> {
     let prefix = format!("{{rw}}:{THEM}:rwlock_timeout");
     let writer = format!("{THEM}:write");
     redisson(
         server,
         READ_ACQUIRE,
         &["rw", &prefix],
-        &["120000", THEM, &writer],
+        &[lease_ms, THEM, &writer],
     )
 }
 
@@ -301,6 +306,28 @@ fn read_write_lock_each_side_excludes_and_wakes_the_other() {
     write.unlock().unwrap();
     assert_eq!(next_message(&mut listener), "1");
     assert_eq!(their_read_acquire(&server), None);
+}
+
+/// Their reader's lease key ran out while the hash lasts for ours: our release of the last
+/// live read hold frees the lock and wakes their waiters, as their own read unlock does,
+/// rather than leaving a writer to wait out the hash.
+#[test]
+fn read_write_lock_a_release_frees_a_lock_whose_other_readers_expired() {
+    let server = Server::start();
+    let ours = sleepy(&server).read_write_lock("rw");
+    let read = ours.read().lock_with_lease(LONG).unwrap();
+    assert_eq!(their_read_acquire_for(&server, "3000"), None);
+    let their_lease = format!("{{rw}}:{THEM}:rwlock_timeout:1");
+    assert!(server.exists(&their_lease));
+    assert!(eventually(IN_TIME, || !server.exists(&their_lease)));
+    let mut listener = listen(&server, "redisson_rwlock:{rw}");
+    listener.set_read_timeout(Some(IN_TIME)).unwrap();
+    read.unlock().unwrap();
+    assert!(
+        !server.exists("rw"),
+        "the hash of an expired reader was kept"
+    );
+    assert_eq!(next_message(&mut listener), "0");
 }
 
 // Permit-expirable semaphore, §10 (with its purge step).

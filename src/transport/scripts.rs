@@ -45,6 +45,7 @@ scripts! {
     READ_RENEW => "read_renew.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
     WRITE_RELEASE => "write_release.lua",
+    WRITE_RENEW => "write_renew.lua",
     SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
     SEMAPHORE_RENEW => "semaphore_renew.lua",
@@ -122,12 +123,19 @@ pub(crate) enum Released {
     NotOurs,
     /// One hold was given back and others remain.
     Kept,
+    /// One hold was given back and the owner's others remain with the leases they had:
+    /// the longest of them ends within this many milliseconds (0: all have ended).
+    KeptFor(u64),
     /// The key was deleted, by this call or by an earlier attempt of it.
     Deleted,
 }
 
 impl FromRedisValue for Released {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        if let Value::Array(_) = value {
+            let (_, left) = <(i64, i64)>::from_redis_value(value)?;
+            return Ok(Released::KeptFor(left.max(0) as u64));
+        }
         Ok(match Option::<i64>::from_redis_value(value)? {
             None => Released::NotOurs,
             Some(0) => Released::Kept,
@@ -258,7 +266,8 @@ pub(crate) fn read_acquire(
 
 /// Give back one of `field`'s `held` read holds (leases under `timeouts`, every reader's
 /// under `timeouts_prefix`); the lock's last hold publishes on `channel` if it is to `wake`
-/// a waiter, and leaves `latch`. Replies [`Released`].
+/// a waiter, and leaves `latch`. Replies [`Released`]: where the owner's other read holds
+/// remain, how long the longest of them lasts ([`Released::KeptFor`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_release(
     key: &[u8],
@@ -323,6 +332,14 @@ pub(crate) fn write_release(
         .arg(writer)
         .arg(held)
         .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend `writer`'s write holds to at least `lease`, never cutting the hash's expiry.
+/// Replies [`Renewed`]: kept or gone.
+pub(crate) fn write_renew(key: &[u8], lease: Duration, writer: &str) -> Cmd {
+    let mut cmd = evalsha(&WRITE_RENEW, &[key]);
+    cmd.arg(millis(lease)).arg(writer);
     cmd
 }
 
