@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use redmutex::LockClient;
-use support::{Server, eventually, spawn_worker};
+use support::{Proxy, Server, eventually, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const WAITERS_VAR: &str = "REDMUTEX_TEST_WAITERS";
@@ -107,6 +107,49 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(!server.exists(TIMEOUTS));
     drop(guard);
     assert!(waiter.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn a_reentry_that_finds_its_hold_lost_leaves_the_queue() {
+    let server = Server::start();
+    let lock = server.client().fair_lock(NAME);
+    let _lost = lock.lock().unwrap();
+    // The hold vanishes and another owner takes the lock: the re-entry's script finds it
+    // busy and queues this thread, then the re-entry reports the loss.
+    let _: () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    let _other = server.client().fair_lock(NAME).lock().unwrap();
+    let err = lock.lock().unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    assert_eq!(queued(&server), 0, "the failed re-entry kept its place");
+    assert!(!server.exists(TIMEOUTS));
+}
+
+#[test]
+fn a_waiter_whose_reply_was_lost_leaves_the_queue() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let _held = server.client().fair_lock(NAME).lock().unwrap();
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(10))
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let waiter = client.fair_lock(NAME);
+    assert!(waiter.is_locked().unwrap(), "through the proxy");
+    // The attempt runs, queues the waiter, and its reply comes after the response timeout:
+    // the call fails, and the waiter must not stay in the queue.
+    proxy.delay_replies(Duration::from_secs(2));
+    let err = waiter.try_lock_for(NO_HANG).unwrap_err();
+    assert!(err.is_timeout() || err.is_connection(), "{err}");
+    proxy.delay_replies(Duration::ZERO);
+    assert!(
+        eventually(Duration::from_secs(20), || queued(&server) == 0),
+        "the failed waiter kept its place: {}",
+        queued(&server)
+    );
 }
 
 #[test]

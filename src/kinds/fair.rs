@@ -64,6 +64,9 @@ impl Machinery for Fair {
         let Ok(key) = target.begin() else {
             return;
         };
+        if target.shared.nodes().list().len() > 1 {
+            return; // refused before anything was sent: see `attempt`
+        }
         let queue = (&names::fair_queue(key)[..], &names::fair_timeouts(key)[..]);
         let cmd = scripts::fair_give_up(key, target.channel(), queue, &owner(target));
         let nodes = target.shared.nodes();

@@ -120,8 +120,9 @@ pub(crate) mod sealed {
             None
         }
 
-        /// Run when an acquisition that found the lock busy ends without it (deadline,
-        /// error): a fair-lock waiter leaves the queue.
+        /// Run when an acquisition that sent at least one attempt ends without the lock
+        /// (deadline, busy on a `try_lock`, error, a re-entry that found its hold lost): a
+        /// fair-lock waiter leaves the queue its attempts may have put it in.
         fn give_up(_: &Target) {}
     }
 }

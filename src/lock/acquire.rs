@@ -102,10 +102,14 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
-        let mut queued = false;
+        let mut sent = false;
         let started = Instant::now();
-        let result = self.wait_for(lease, deadline, &mut queued);
-        if queued && !matches!(result, Ok(Some(_))) {
+        let result = self.wait_for(lease, deadline, &mut sent);
+        // Whatever ended the call, an attempt it sent may have queued this waiter (a fair
+        // lock queues it in the same script that finds the lock busy, and then a lost reply
+        // or a hold found lost is an error): leave, or the next waiter waits for the place
+        // to run out on a free lock.
+        if sent && !matches!(result, Ok(Some(_))) {
             K::give_up(&self.target);
         }
         let outcome = match &result {
@@ -120,13 +124,13 @@ impl<K: Kind> Lock<K> {
         result
     }
 
-    /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt found the
-    /// lock busy (and may have queued this waiter).
+    /// The loop of [`acquire`](Self::acquire); `sent` is set before the first attempt goes
+    /// out (it may queue this waiter, whatever it comes to).
     fn wait_for(
         &self,
         lease: Option<Duration>,
         deadline: Option<Instant>,
-        queued: &mut bool,
+        sent: &mut bool,
     ) -> Result<Option<LockGuard<K>>> {
         let target = &self.target;
         target.key()?;
@@ -148,6 +152,7 @@ impl<K: Kind> Lock<K> {
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
+            *sent = true;
             let ttl = match K::attempt(target, lease, limit)? {
                 Attempt::Acquired(hold) => {
                     if let Some(woken) = woken_at {
@@ -161,7 +166,6 @@ impl<K: Kind> Lock<K> {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
                     woken_at = None;
-                    *queued = true;
                     ttl
                 }
                 Attempt::Retry(err) => {
