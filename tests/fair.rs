@@ -110,6 +110,35 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
 }
 
 #[test]
+fn force_unlock_wakes_the_head_of_the_queue() {
+    let server = Server::start();
+    let _held = server.client().fair_lock(NAME).lock().unwrap();
+    // Retries and a place far beyond the test: only a message wakes this waiter in time.
+    let client = server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .fair_queue_wait(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let waiter = client.fair_lock(NAME);
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(NO_HANG * 10).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(NO_HANG, || queued(&server) == 1
+        && server.channels("redisson_lock__channel:{fair}:*") == 1));
+    assert!(server.client().fair_lock(NAME).force_unlock().unwrap());
+    assert_eq!(
+        got.recv_timeout(NO_HANG),
+        Ok(true),
+        "the head was not woken"
+    );
+    assert_eq!(queued(&server), 0);
+}
+
+#[test]
 fn a_reentry_that_finds_its_hold_lost_leaves_the_queue() {
     let server = Server::start();
     let lock = server.client().fair_lock(NAME);

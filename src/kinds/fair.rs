@@ -56,6 +56,13 @@ impl Machinery for Fair {
         Cow::Owned(names::waiter_channel(&target.shared_key(), &owner(target)))
     }
 
+    /// Wakes the head of the queue on its own channel, where it waits, after dropping the
+    /// waiters before it whose places ran out.
+    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+        let queue = (&names::fair_queue(key)[..], &names::fair_timeouts(key)[..]);
+        scripts::fair_force_unlock(key, target.channel(), latch, queue, latch_ttl)
+    }
+
     fn longest_wait(target: &Target) -> Option<Duration> {
         Some(target.shared.config().fair_queue_wait / 3)
     }

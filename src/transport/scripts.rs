@@ -40,6 +40,7 @@ scripts! {
     FAIR_ACQUIRE => "fair_acquire.lua",
     FAIR_RELEASE => "fair_release.lua",
     FAIR_GIVE_UP => "fair_give_up.lua",
+    FAIR_FORCE_UNLOCK => "fair_force_unlock.lua",
     READ_ACQUIRE => "read_acquire.lua",
     READ_RELEASE => "read_release.lua",
     READ_RENEW => "read_renew.lua",
@@ -236,6 +237,21 @@ pub(crate) fn fair_give_up(
 ) -> Cmd {
     let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, timeouts]);
     cmd.arg(field).arg(UNLOCK_MESSAGE);
+    cmd
+}
+
+/// Delete the fair lock whoever holds it, waking the head of `queue` (timeouts in
+/// `timeouts`) on its own channel under `channel`, and leaving `latch` for `latch_ttl`.
+/// Replies 1 or 0, the same on a retry of the same call.
+pub(crate) fn fair_force_unlock(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    (queue, timeouts): (&[u8], &[u8]),
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&FAIR_FORCE_UNLOCK, &[key, channel, latch, queue, timeouts]);
+    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
     cmd
 }
 
