@@ -14,6 +14,7 @@ const WAITERS_VAR: &str = "REDMUTEX_TEST_WAITERS";
 const NAME: &str = "fair";
 const QUEUE: &str = "redisson_lock_queue:{fair}";
 const TIMEOUTS: &str = "redisson_lock_timeout:{fair}";
+const ALIVE: &str = "{fair}:redmutex_fair_alive";
 const NO_HANG: Duration = Duration::from_secs(60);
 
 fn queued(server: &Server) -> usize {
@@ -57,6 +58,7 @@ fn eight_waiters_in_four_processes_take_the_lock_in_the_order_they_came() {
     assert_eq!(order, (0..8).collect::<Vec<_>>());
     assert_eq!(queued(&server), 0);
     assert!(!server.exists(TIMEOUTS), "places left behind");
+    assert!(!server.exists(ALIVE), "waiters left behind");
 }
 
 /// The waiters of one process of the test above.
@@ -105,6 +107,7 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(taken.is_none());
     assert_eq!(queued(&server), 0, "a waiter left its place behind");
     assert!(!server.exists(TIMEOUTS));
+    assert!(!server.exists(ALIVE));
     drop(guard);
     assert!(waiter.try_lock().unwrap().is_some());
 }

@@ -65,13 +65,15 @@ fn next_message(conn: &mut redis::Connection) -> String {
     payload
 }
 
-// Fair lock, §4. Purge step P, then as the section lists.
+// Fair lock, §4. Purge step P, then as the section lists. A head without a place stops
+// the purge, as in Redisson.
 const FAIR_ACQUIRE: &str = r#"
 local now = tonumber(ARGV[4])
 while true do
   local head = redis.call('lindex', KEYS[2], 0)
   if not head then break end
-  if tonumber(redis.call('zscore', KEYS[3], head)) <= now then
+  local place = redis.call('zscore', KEYS[3], head)
+  if place and tonumber(place) <= now then
     redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
   else break end
 end
@@ -109,7 +111,8 @@ local now = tonumber(ARGV[4])
 while true do
   local head = redis.call('lindex', KEYS[2], 0)
   if not head then break end
-  if tonumber(redis.call('zscore', KEYS[3], head)) <= now then
+  local place = redis.call('zscore', KEYS[3], head)
+  if place and tonumber(place) <= now then
     redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
   else break end
 end
@@ -127,29 +130,104 @@ if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
 return 1
 "#;
 
+// Give up: those behind the leaving waiter get its wait back off their places.
+const FAIR_GIVE_UP: &str = r#"
+local queue = redis.call('lrange', KEYS[1], 0, -1)
+local behind = false
+for _, m in ipairs(queue) do
+  if behind then redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), m) end
+  if m == ARGV[1] then behind = true end
+end
+redis.call('zrem', KEYS[2], ARGV[1]); redis.call('lrem', KEYS[1], 0, ARGV[1])
+"#;
+
 const FAIR_KEYS: [&str; 3] = [
     "fair",
     "redisson_lock_queue:{fair}",
     "redisson_lock_timeout:{fair}",
 ];
 
+/// Redisson's default wait of a fair-lock waiter (`fairLockWaitTimeout`), in milliseconds.
+const JAVA_WAIT: &str = "300000";
+
 fn their_fair_acquire(server: &Server) -> Option<i64> {
+    java_fair_acquire(server, THEM)
+}
+
+fn their_fair_unlock(server: &Server) -> Option<i64> {
+    java_fair_unlock(server, THEM)
+}
+
+/// One attempt of the Java thread `owner` waiting with Redisson's default wait.
+fn java_fair_acquire(server: &Server, owner: &str) -> Option<i64> {
     redisson(
         server,
         FAIR_ACQUIRE,
         &FAIR_KEYS,
-        &["120000", THEM, "300000", &now()],
+        &["120000", owner, JAVA_WAIT, &now()],
     )
 }
 
-fn their_fair_unlock(server: &Server) -> Option<i64> {
+fn java_fair_unlock(server: &Server, owner: &str) -> Option<i64> {
     let keys = [
         FAIR_KEYS[0],
         FAIR_KEYS[1],
         FAIR_KEYS[2],
         "redisson_lock__channel:{fair}",
     ];
-    redisson(server, FAIR_UNLOCK, &keys, &["0", "120000", THEM, &now()])
+    redisson(server, FAIR_UNLOCK, &keys, &["0", "120000", owner, &now()])
+}
+
+fn java_fair_give_up(server: &Server, owner: &str) {
+    let () = redisson(server, FAIR_GIVE_UP, &FAIR_KEYS[1..], &[owner, JAVA_WAIT]);
+}
+
+/// A Java thread of the Redisson client: `<client uuid>:<thread id>`.
+fn java(thread: u32) -> String {
+    format!("5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:{}", 100 + thread)
+}
+
+fn fair_queue_len(server: &Server) -> usize {
+    redis::cmd("LLEN")
+        .arg(FAIR_KEYS[1])
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// A waiter of ours on a thread of its own, with the default `fair_queue_wait` (5 s): it
+/// takes the lock, says so, holds it until told to release it, and then says whether
+/// the release went through.
+struct OurWaiter {
+    taken: std::sync::mpsc::Receiver<bool>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl OurWaiter {
+    fn start(server: &Server, wait: Duration) -> OurWaiter {
+        let lock = server.client().fair_lock("fair");
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let guard = lock.try_lock_for(wait).unwrap();
+            let got = guard.is_some();
+            let _ = taken_tx.send(got);
+            if let Some(guard) = guard {
+                let _ = release_rx.recv();
+                let _ = taken_tx.send(guard.unlock().is_ok());
+            }
+        });
+        OurWaiter { taken, release }
+    }
+
+    /// Waits until it took the lock (true) or gave up (false).
+    fn outcome(&self) -> bool {
+        self.taken.recv_timeout(IN_TIME).expect("the waiter ended")
+    }
+
+    fn unlock(&self) {
+        self.release.send(()).unwrap();
+        assert!(self.outcome(), "our release failed");
+    }
 }
 
 #[test]
@@ -185,6 +263,101 @@ fn fair_lock_each_side_excludes_and_wakes_the_other() {
     assert_eq!(next_message(&mut listener), "0");
     assert_eq!(their_fair_acquire(&server), None, "their turn did not come");
     assert_eq!(their_fair_unlock(&server), Some(1));
+}
+
+#[test]
+fn fair_lock_java_waiters_ahead_of_ours_go_first_and_ours_keeps_its_place() {
+    let server = Server::start();
+    let (holder, first, second, behind) = (java(0), java(1), java(2), java(3));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    assert!(java_fair_acquire(&server, &first).is_some());
+    assert!(java_fair_acquire(&server, &second).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    assert!(java_fair_acquire(&server, &behind).is_some());
+
+    // The first Java waiter gives up, the second takes its turn and releases: each takes
+    // its wait off the places behind it, ours among them.
+    java_fair_give_up(&server, &first);
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(
+        java_fair_acquire(&server, &behind).is_some(),
+        "the last Java waiter went before the second"
+    );
+    assert_eq!(java_fair_acquire(&server, &second), None, "not its turn");
+    assert_eq!(java_fair_unlock(&server, &second), Some(1));
+    assert!(
+        java_fair_acquire(&server, &behind).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours.outcome(), "ours was not woken");
+    assert!(java_fair_acquire(&server, &behind).is_some(), "beside ours");
+
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{behind}"),
+    );
+    ours.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_acquire(&server, &behind),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &behind), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
+    let server = Server::start();
+    let (holder, first, last) = (java(0), java(1), java(2));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    let ours_first = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 1));
+    assert!(java_fair_acquire(&server, &first).is_some());
+    // One of ours gives up from the middle of the queue.
+    let leaving = OurWaiter::start(&server, Duration::from_secs(15));
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    let ours_second = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 4));
+    assert!(java_fair_acquire(&server, &last).is_some());
+    assert!(!leaving.outcome(), "the leaving waiter took the lock");
+    assert_eq!(fair_queue_len(&server), 4);
+
+    // The Java holder releases: our first waiter's turn, then the Java one's behind it.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(ours_first.outcome(), "our first waiter was not woken");
+    assert!(java_fair_acquire(&server, &first).is_some(), "beside ours");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{first}"));
+    ours_first.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert!(
+        java_fair_acquire(&server, &last).is_some(),
+        "the last Java waiter went before the first"
+    );
+    // The Java acquisition takes its wait off every place behind it, ours among them.
+    assert_eq!(
+        java_fair_acquire(&server, &first),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        java_fair_acquire(&server, &last).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours_second.outcome(), "our second waiter was not woken");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
+    ours_second.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_acquire(&server, &last),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &last), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
 }
 
 // Read-write lock, §5.
