@@ -1,8 +1,9 @@
 //! The fair lock, the read-write lock and the leased semaphore against a Redisson client
 //! played from a raw connection: no Redisson port runs here, so each test runs the steps of
-//! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them),
-//! written here as Lua of our own. Each side excludes the other and wakes the other's
-//! waiters.
+//! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them; the
+//! fair lock's are the same up to 4.7), written here as Lua of our own. Each side excludes
+//! the other and wakes the other's waiters; Java and Rust waiters of a fair lock share one
+//! first-come, first-served queue.
 
 mod support;
 
@@ -358,6 +359,74 @@ fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
     );
     assert_eq!(java_fair_unlock(&server, &last), Some(1));
     assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_wait() {
+    let server = Server::start();
+    let (holder, first, second) = (java(0), java(1), java(2));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    assert!(java_fair_acquire(&server, &first).is_some());
+    // A waiter of ours queues behind the first Java waiter, with a place that reserves
+    // that waiter's wait, and never comes back: its process crashed after one attempt.
+    let crashed: Option<i64> = redisson(
+        &server,
+        include_str!("../src/transport/scripts/fair_acquire.lua"),
+        &[
+            FAIR_KEYS[0],
+            FAIR_KEYS[1],
+            FAIR_KEYS[2],
+            "{fair}:redmutex_fair_alive",
+        ],
+        &[
+            "30000",
+            "0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1",
+            "0",
+            "1000",
+            JAVA_WAIT,
+        ],
+    );
+    assert!(crashed.is_some(), "queued");
+    assert!(java_fair_acquire(&server, &second).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 4));
+
+    // The first Java waiter takes its turn and gives it back: the crashed waiter is the
+    // head, its place kept by the reserve, but our live waiter's attempts drop it once
+    // its wait (1 s) has passed, and the second Java waiter, next in line, gets in.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(
+        java_fair_acquire(&server, &first),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        eventually(IN_TIME, || java_fair_acquire(&server, &second).is_none()),
+        "the crashed waiter kept its place"
+    );
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{}", ours_field(&server)),
+    );
+    assert_eq!(java_fair_unlock(&server, &second), Some(1));
+    assert_eq!(next_message(&mut listener), "0");
+    assert!(ours.outcome(), "ours was not woken");
+    ours.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+/// The owner field of the one waiter of ours in the queue: the one with a time in our
+/// sorted set.
+fn ours_field(server: &Server) -> String {
+    let ours: Vec<String> = redis::cmd("ZRANGE")
+        .arg("{fair}:redmutex_fair_alive")
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    ours[0].clone()
 }
 
 // Read-write lock, §5.
