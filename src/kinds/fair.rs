@@ -27,6 +27,7 @@ use crate::transport::scripts;
 /// and places them in Redisson's sorted set with a reserve for what each Java waiter ahead
 /// takes off the places behind it when it acquires or gives up, so that Java and Rust
 /// waiters share one first-come, first-served queue.
+///
 /// Reentrant, and held by a thread like the [`Reentrant`] lock: a thread that holds it
 /// takes it again without queuing.
 #[derive(Debug, Clone, Copy, Default)]
