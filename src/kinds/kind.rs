@@ -120,9 +120,10 @@ pub(crate) mod sealed {
             None
         }
 
-        /// Run when an acquisition that sent at least one attempt ends without the lock
-        /// (deadline, busy on a `try_lock`, error, a re-entry that found its hold lost): a
-        /// fair-lock waiter leaves the queue its attempts may have put it in.
+        /// Run when an acquisition ends without the lock (deadline, busy on a `try_lock`,
+        /// error, a re-entry that found its hold lost) after an attempt that may have
+        /// queued it: one that found the lock busy, or failed after it may have reached
+        /// Redis. A fair-lock waiter leaves the queue.
         fn give_up(_: &Target) {}
     }
 }

@@ -102,14 +102,14 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
-        let mut sent = false;
+        let mut queued = false;
         let started = Instant::now();
-        let result = self.wait_for(lease, deadline, &mut sent);
-        // Whatever ended the call, an attempt it sent may have queued this waiter (a fair
-        // lock queues it in the same script that finds the lock busy, and then a lost reply
-        // or a hold found lost is an error): leave, or the next waiter waits for the place
-        // to run out on a free lock.
-        if sent && !matches!(result, Ok(Some(_))) {
+        let result = self.wait_for(lease, deadline, &mut queued);
+        // Whatever ended the call, an attempt that reached Redis may have queued this waiter
+        // (a fair lock queues it in the same script that finds the lock busy, and then a
+        // lost reply or a hold found lost is an error): leave, or the next waiter waits for
+        // the place to run out on a free lock.
+        if queued && !matches!(result, Ok(Some(_))) {
             K::give_up(&self.target);
         }
         let outcome = match &result {
@@ -124,13 +124,14 @@ impl<K: Kind> Lock<K> {
         result
     }
 
-    /// The loop of [`acquire`](Self::acquire); `sent` is set before the first attempt goes
-    /// out (it may queue this waiter, whatever it comes to).
+    /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt may have
+    /// queued this waiter: it found the lock busy, or failed in a way that may have come
+    /// after its script ran (anything but getting no connection at all).
     fn wait_for(
         &self,
         lease: Option<Duration>,
         deadline: Option<Instant>,
-        sent: &mut bool,
+        queued: &mut bool,
     ) -> Result<Option<LockGuard<K>>> {
         let target = &self.target;
         target.key()?;
@@ -152,8 +153,13 @@ impl<K: Kind> Lock<K> {
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
-            *sent = true;
-            let ttl = match K::attempt(target, lease, limit)? {
+            let attempt = K::attempt(target, lease, limit);
+            *queued |= attempt
+                .as_ref()
+                .map_or_else(Error::may_have_run, |attempt| {
+                    !matches!(attempt, Attempt::Acquired(_))
+                });
+            let ttl = match attempt? {
                 Attempt::Acquired(hold) => {
                     if let Some(woken) = woken_at {
                         metrics::handoff(K::LABEL, Instant::elapsed(&woken));
