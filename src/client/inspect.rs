@@ -198,9 +198,11 @@ fn malformed(node: &str) -> Error {
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
-/// counters, queues) and a read hold's lease key.
+/// counters, queues), a read hold's lease key and the record of a fair lock's waiters.
 fn auxiliary(key: &[u8]) -> bool {
-    key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
+    key.starts_with(b"redisson_")
+        || key.windows(16).any(|w| w == b":rwlock_timeout:")
+        || key.ends_with(b":redmutex_fair_alive")
 }
 
 /// `bytes` with Redis glob's special characters escaped.
