@@ -161,11 +161,16 @@ fn their_fair_unlock(server: &Server) -> Option<i64> {
 
 /// One attempt of the Java thread `owner` waiting with Redisson's default wait.
 fn java_fair_acquire(server: &Server, owner: &str) -> Option<i64> {
+    java_fair_try_lock(server, owner, JAVA_WAIT)
+}
+
+/// One attempt of the Java thread `owner` in a `tryLock` that waits `wait` milliseconds.
+fn java_fair_try_lock(server: &Server, owner: &str, wait: &str) -> Option<i64> {
     redisson(
         server,
         FAIR_ACQUIRE,
         &FAIR_KEYS,
-        &["120000", owner, JAVA_WAIT, &now()],
+        &["120000", owner, wait, &now()],
     )
 }
 
@@ -354,6 +359,43 @@ fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
     assert_eq!(next_message(&mut listener), "0");
     assert_eq!(
         java_fair_acquire(&server, &last),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &last), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_java_waiters_with_a_wait_other_than_ours_keep_the_order() {
+    let server = Server::start();
+    let (holder, first, last) = (java(0), java(1), java(2));
+    // Java threads in tryLock(20 s): each takes 20 s off the places behind it, four times
+    // our waiter's own wait (5 s).
+    let wait = "20000";
+    assert_eq!(java_fair_try_lock(&server, &holder, wait), None);
+    assert!(java_fair_try_lock(&server, &first, wait).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 2));
+    assert!(java_fair_try_lock(&server, &last, wait).is_some());
+
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(
+        java_fair_try_lock(&server, &first, wait),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        java_fair_try_lock(&server, &last, wait).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours.outcome(), "ours was not woken");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
+    ours.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_try_lock(&server, &last, wait),
         None,
         "its turn did not come"
     );
