@@ -14,7 +14,7 @@ const WAITERS_VAR: &str = "REDMUTEX_TEST_WAITERS";
 const NAME: &str = "fair";
 const QUEUE: &str = "redisson_lock_queue:{fair}";
 const TIMEOUTS: &str = "redisson_lock_timeout:{fair}";
-const ALIVE: &str = "{fair}:redmutex_fair_alive";
+const ALIVE: &str = "redisson_lock_timeout:{fair}:redmutex_alive";
 const NO_HANG: Duration = Duration::from_secs(60);
 
 fn queued(server: &Server) -> usize {

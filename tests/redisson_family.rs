@@ -148,6 +148,9 @@ const FAIR_KEYS: [&str; 3] = [
     "redisson_lock_timeout:{fair}",
 ];
 
+/// Where this crate records its own fair-lock waiters, beside Redisson's keys.
+const OURS: &str = "redisson_lock_timeout:{fair}:redmutex_alive";
+
 /// Redisson's default wait of a fair-lock waiter (`fairLockWaitTimeout`), in milliseconds.
 const JAVA_WAIT: &str = "300000";
 
@@ -414,12 +417,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     let crashed: Option<i64> = redisson(
         &server,
         include_str!("../src/transport/scripts/fair_acquire.lua"),
-        &[
-            FAIR_KEYS[0],
-            FAIR_KEYS[1],
-            FAIR_KEYS[2],
-            "{fair}:redmutex_fair_alive",
-        ],
+        &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
         &[
             "30000",
             "0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1",
@@ -462,7 +460,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
 /// sorted set.
 fn ours_field(server: &Server) -> String {
     let ours: Vec<String> = redis::cmd("ZRANGE")
-        .arg("{fair}:redmutex_fair_alive")
+        .arg(OURS)
         .arg(0)
         .arg(-1)
         .query(&mut server.conn())

@@ -198,11 +198,9 @@ fn malformed(node: &str) -> Error {
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
-/// counters, queues), a read hold's lease key and the record of a fair lock's waiters.
+/// counters, queues, the record of a fair lock's waiters) and a read hold's lease key.
 fn auxiliary(key: &[u8]) -> bool {
-    key.starts_with(b"redisson_")
-        || key.windows(16).any(|w| w == b":rwlock_timeout:")
-        || key.ends_with(b":redmutex_fair_alive")
+    key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
 }
 
 /// `bytes` with Redis glob's special characters escaped.

@@ -23,7 +23,7 @@ use crate::transport::scripts;
 /// One that stops coming back (its process crashed) loses its place after the client's
 /// [`fair_queue_wait`](crate::LockClientBuilder::fair_queue_wait), 5 s by default; a live
 /// waiter comes back at least three times within it, whatever the holder's lease. This
-/// crate records its own waiters beside Redisson's keys (`{<key>}:redmutex_fair_alive`),
+/// crate records its own waiters beside Redisson's keys (`redisson_lock_timeout:{<key>}:redmutex_alive`),
 /// and places them in Redisson's sorted set with a reserve for what each Java waiter ahead
 /// takes off the places behind it when it acquires or gives up, so that Java and Rust
 /// waiters share one first-come, first-served queue.

@@ -43,10 +43,11 @@ pub(crate) fn fair_timeouts(key: &[u8]) -> Vec<u8> {
 }
 
 /// This crate's own record of its fair-lock waiters, by when each loses its place unless
-/// it comes back: `{<key>}:redmutex_fair_alive`, a sorted set beside Redisson's, which
-/// Redisson's clients neither read nor write.
+/// it comes back: `redisson_lock_timeout:{<key>}:redmutex_alive`, a sorted set beside
+/// Redisson's, which Redisson's clients neither read nor write. Named under the prefix of
+/// Redisson's places, so that the rights a fair lock's user has cover it.
 pub(crate) fn fair_alive(key: &[u8]) -> Vec<u8> {
-    suffixed(key, b"redmutex_fair_alive")
+    [&fair_timeouts(key)[..], b":redmutex_alive"].concat()
 }
 
 /// The channel on which one waiter of a fair lock, `field`, is told its turn has come:
