@@ -407,6 +407,54 @@ fn fair_lock_java_waiters_with_a_wait_other_than_ours_keep_the_order() {
 }
 
 #[test]
+fn fair_lock_a_java_waiter_behind_ours_keeps_its_place_however_long_ours_waits() {
+    let server = Server::start();
+    let (holder, theirs) = (java(0), java(1));
+    // Java threads in lock() on a client whose fairLockWaitTimeout is 1 s: a place is 1 s
+    // after the place of the waiter before it.
+    let wait = "1000";
+    assert_eq!(java_fair_try_lock(&server, &holder, wait), None);
+    let first = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 1));
+    assert!(java_fair_try_lock(&server, &theirs, wait).is_some());
+    let place: f64 = redis::cmd("ZSCORE")
+        .arg(FAIR_KEYS[2])
+        .arg(&theirs)
+        .query(&mut server.conn())
+        .unwrap();
+    let second = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    // Our first waiter waits on past the place the Java waiter was given when it queued.
+    assert!(eventually(IN_TIME, || now().parse::<f64>().unwrap() > place + 500.0));
+
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(first.outcome(), "our first waiter was not woken");
+    assert!(
+        java_fair_try_lock(&server, &theirs, wait).is_some(),
+        "beside ours"
+    );
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
+    );
+    first.unlock();
+    assert_eq!(
+        next_message(&mut listener),
+        "0",
+        "the Java waiter was not next"
+    );
+    assert_eq!(
+        java_fair_try_lock(&server, &theirs, wait),
+        None,
+        "our second waiter went before the Java one"
+    );
+    assert_eq!(java_fair_unlock(&server, &theirs), Some(1));
+    assert!(second.outcome(), "our second waiter was not woken");
+    second.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
 fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_wait() {
     let server = Server::start();
     let (holder, first, second) = (java(0), java(1), java(2));

@@ -29,8 +29,9 @@
 -- and off the places behind it when it gives up; its clients drop a head whose place has
 -- passed. So a waiter of ours is placed at now + ARGV[4] plus a reserve for what the
 -- Redisson waiters ahead may still take off: for each, the gap between its place and the
--- place of the Redisson waiter before it (for the first: now), at least ARGV[5]. Our
--- acquisitions and give-ups take nothing off anyone's place.
+-- place of the Redisson waiter before it (for the first: now), at least ARGV[5]. When its
+-- place moves later, the Redisson waiters right behind it move as much, so that each
+-- keeps its wait after it. Our acquisitions and give-ups take nothing off anyone's place.
 local had = 0
 local exists = redis.call('exists', KEYS[1]) == 1
 if exists then
@@ -111,8 +112,27 @@ for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
     end
 end
 local wait = tonumber(ARGV[4])
-if redis.call('zadd', KEYS[3], now + wait + reserve, ARGV[2]) == 1 then
+local place = now + wait + reserve
+local was = tonumber(redis.call('zscore', KEYS[3], ARGV[2]))
+if redis.call('zadd', KEYS[3], place, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
+elseif was and place > was then
+    -- A Redisson waiter's place is the place of the waiter before it plus its wait: the
+    -- Redisson waiters behind this one, up to the next waiter of ours, move with it.
+    local behind = false
+    for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+        if behind then
+            if redis.call('zscore', KEYS[4], waiter) then
+                break
+            end
+            local theirs = tonumber(redis.call('zscore', KEYS[3], waiter))
+            if theirs then
+                redis.call('zadd', KEYS[3], theirs + place - was, waiter)
+            end
+        elseif waiter == ARGV[2] then
+            behind = true
+        end
+    end
 end
 redis.call('zadd', KEYS[4], now + wait, ARGV[2])
 if redis.call('pttl', KEYS[4]) < wait then
