@@ -240,7 +240,8 @@ impl LockClientBuilder {
     /// How long a waiter of a [fair lock](crate::LockClient::fair_lock) keeps its place in
     /// the queue without coming back: a live waiter comes back at least three times within
     /// it, and one that does not (its process crashed) loses its place after it, so that it
-    /// holds up the waiters behind it at most this long. 100 ms to
+    /// holds up this crate's waiters behind it at most this long (Redisson's clients go by
+    /// its place in their own sorted set, which can be later: see the README). 100 ms to
     /// [`MAX_LEASE`](crate::MAX_LEASE); defaults to 5 s.
     pub fn fair_queue_wait(mut self, wait: Duration) -> Self {
         self.config.fair_queue_wait = wait;

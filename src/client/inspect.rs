@@ -243,7 +243,7 @@ fn malformed(node: &str) -> Error {
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
-/// counters, queues) and a read hold's lease key.
+/// counters, queues, the record of a fair lock's waiters) and a read hold's lease key.
 fn auxiliary(key: &[u8]) -> bool {
     key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
 }

@@ -40,6 +40,7 @@ scripts! {
     FAIR_ACQUIRE => "fair_acquire.lua",
     FAIR_RELEASE => "fair_release.lua",
     FAIR_GIVE_UP => "fair_give_up.lua",
+    FAIR_FORCE_UNLOCK => "fair_force_unlock.lua",
     READ_ACQUIRE => "read_acquire.lua",
     READ_RELEASE => "read_release.lua",
     READ_RENEW => "read_renew.lua",
@@ -190,24 +191,30 @@ pub(crate) fn release(
     cmd
 }
 
-/// The fair lock's acquire: like [`acquire`], for the head of `queue` (timeouts in
-/// `timeouts`), queuing `field` at its end when busy, where it keeps its place for
-/// `place_ttl` after each attempt. Replies as [`acquire`], busy being the PTTL or -2.
+/// The keys of a fair lock's queue: the list of waiting owners, Redisson's sorted set of
+/// their places, and this crate's sorted set of its own waiters.
+pub(crate) type Queue<'a> = (&'a [u8], &'a [u8], &'a [u8]);
+
+/// The fair lock's acquire: like [`acquire`], for the head of `queue`, queuing `field` at
+/// its end when busy, where it keeps its place for `place_ttl` after each attempt however
+/// much Redisson waiters ahead, each taken to wait at least `java_wait`, take off its place.
+/// Replies as [`acquire`], busy being the PTTL or -2.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fair_acquire(
     key: &[u8],
-    queue: &[u8],
-    timeouts: &[u8],
+    (queue, places, ours): Queue<'_>,
     lease: Duration,
     field: &str,
     held: u32,
     place_ttl: Duration,
+    java_wait: Duration,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_ACQUIRE, &[key, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_ACQUIRE, &[key, queue, places, ours]);
     cmd.arg(millis(lease))
         .arg(field)
         .arg(held)
-        .arg(millis(place_ttl));
+        .arg(millis(place_ttl))
+        .arg(millis(java_wait));
     cmd
 }
 
@@ -218,14 +225,14 @@ pub(crate) fn fair_release(
     key: &[u8],
     channel: &[u8],
     latch: &[u8],
-    (queue, timeouts): (&[u8], &[u8]),
+    (queue, places, ours): Queue<'_>,
     lease: Duration,
     field: &str,
     held: u32,
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, places, ours]);
     cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
@@ -239,11 +246,29 @@ pub(crate) fn fair_release(
 pub(crate) fn fair_give_up(
     key: &[u8],
     channel: &[u8],
-    (queue, timeouts): (&[u8], &[u8]),
+    (queue, places, ours): Queue<'_>,
     field: &str,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, places, ours]);
     cmd.arg(field).arg(UNLOCK_MESSAGE);
+    cmd
+}
+
+/// Delete the fair lock whoever holds it, waking the head of `queue` on its own channel
+/// under `channel`, and leaving `latch` for `latch_ttl`. Replies 1 or 0, the same on a
+/// retry of the same call.
+pub(crate) fn fair_force_unlock(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    (queue, places, ours): Queue<'_>,
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(
+        &FAIR_FORCE_UNLOCK,
+        &[key, channel, latch, queue, places, ours],
+    );
+    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
     cmd
 }
 
