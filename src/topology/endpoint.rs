@@ -46,7 +46,32 @@ pub(crate) fn connect(
     connect_timeout: Duration,
     response_timeout: Duration,
 ) -> RedisResult<Connection> {
-    let conn = client.get_connection_with_timeout(connect_timeout)?;
+    connect_named(client, connect_timeout, response_timeout, None)
+}
+
+/// [`connect`], then names the connection `name` (`CLIENT SETNAME`) within the connect
+/// timeout, as part of opening it. The name is only a label: a refusal (no right to run
+/// `CLIENT`) is logged and the connection used unnamed.
+pub(crate) fn connect_named(
+    client: &Client,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    name: Option<&str>,
+) -> RedisResult<Connection> {
+    let mut conn = client.get_connection_with_timeout(connect_timeout)?;
+    if let Some(name) = name {
+        conn.set_read_timeout(Some(connect_timeout))?;
+        conn.set_write_timeout(Some(connect_timeout))?;
+        match redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(name)
+            .exec(&mut conn)
+        {
+            Err(err) if err.is_io_error() || err.is_timeout() => return Err(err),
+            Err(err) => log::debug!("naming a connection {name:?} refused: {err}"),
+            Ok(()) => {}
+        }
+    }
     conn.set_read_timeout(Some(response_timeout))?;
     conn.set_write_timeout(Some(response_timeout))?;
     Ok(conn)

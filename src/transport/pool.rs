@@ -65,23 +65,13 @@ impl Manager {
             .topology
             .endpoint()
             .map_err(|err| RedisError::from(std::io::Error::other(err.to_string())))?;
-        let mut inner = endpoint::connect(
+        let mut inner = endpoint::connect_named(
             &endpoint.client,
             self.connect_timeout,
             self.response_timeout,
+            Some(&self.name),
         )?;
         self.topology.verify(&mut inner, endpoint.generation)?;
-        // Only a label, for the operations tool: a user who may not name connections locks
-        // as well.
-        let named = redis::cmd("CLIENT")
-            .arg("SETNAME")
-            .arg(&self.name)
-            .exec(&mut inner);
-        match named {
-            Err(err) if err.is_io_error() || err.is_timeout() => return Err(err),
-            Err(err) => log::debug!("naming a connection {:?} refused: {err}", self.name),
-            Ok(()) => {}
-        }
         Ok(Conn {
             inner,
             broken: false,
