@@ -4,9 +4,12 @@
 mod support;
 
 use std::error::Error as _;
+use std::net::TcpListener;
+use std::sync::{Mutex, Once};
+use std::time::Duration;
 
 use redmutex::{Error, LockClient};
-use support::Server;
+use support::{Server, eventually};
 
 /// One node, and three for Redlock, each with a client.
 fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
@@ -19,19 +22,37 @@ fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
     vec![("one node", vec![one], single), ("redlock", three, redlock)]
 }
 
-/// The error's message and its source's, if any: the message does not repeat the source
-/// (what the dependencies' own errors chain further is theirs).
+/// The whole chain, as `anyhow`'s `{:#}` prints it (each message, then each `source()`'s,
+/// joined by ": "), after checking that no message repeats the one below it.
 fn printed_once(err: &Error) -> String {
-    let message = err.to_string();
-    if let Some(source) = err.source() {
-        let source = source.to_string();
+    let mut report = err.to_string();
+    let mut parent = report.clone();
+    let mut next = err.source();
+    while let Some(source) = next {
+        let message = source.to_string();
         assert!(
-            !message.contains(&source),
-            "printed twice: {source:?} in {message:?}"
+            !parent.contains(&message),
+            "printed twice: {message:?} in {parent:?}"
         );
-        return format!("{message}: {source}");
+        report = format!("{report}: {message}");
+        parent = message;
+        next = source.source();
     }
-    message
+    report
+}
+
+/// How often `what` occurs in `report`, in any case.
+fn count(report: &str, what: &str) -> usize {
+    report.to_lowercase().matches(&what.to_lowercase()).count()
+}
+
+/// A port on which nothing listens (bound, then closed again).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -66,7 +87,14 @@ fn a_refused_command_is_permission_not_connection_on_every_topology() {
         assert!(err.is_permission(), "{topology}: {err}");
         assert!(!err.is_connection(), "{topology}: {err}");
         let report = printed_once(&err);
-        assert!(report.contains("NOPERM"), "{topology}: {report}");
+        // Once per node: one node, or each of Redlock's in its list.
+        let nodes = servers.len();
+        assert_eq!(
+            count(&report, "no permissions"),
+            nodes,
+            "{topology}: {report}"
+        );
+        assert!(count(&report, "NOPERM") <= nodes, "{topology}: {report}");
     }
 }
 
@@ -84,4 +112,107 @@ fn an_unreachable_server_is_connection_on_every_topology() {
         );
         printed_once(&err);
     }
+}
+
+#[test]
+fn a_closed_port_names_the_refusal_once_on_every_topology() {
+    let port = closed_port();
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .build()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(count(&report, "connection refused"), 1, "{report}");
+    assert_eq!(count(&report, &port.to_string()), 1, "{report}");
+
+    let ports: Vec<u16> = (0..3).map(|_| closed_port()).collect();
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|port| format!("redis://127.0.0.1:{port}/"))
+        .collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let err = LockClient::redlock(&urls).unwrap_err();
+    assert!(err.is_no_quorum() && err.is_connection(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(count(&report, "connection refused"), 3, "{report}");
+    for port in ports {
+        assert_eq!(count(&report, &port.to_string()), 1, "{report}");
+    }
+}
+
+#[test]
+fn a_refusal_names_its_server_code_once() {
+    let server = Server::start();
+    let client = server.client();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-evalsha")
+        .query(&mut server.conn())
+        .unwrap();
+    let err = client.lock("refused").try_lock().unwrap_err();
+    assert_eq!(err.server_code(), Some("NOPERM"), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(count(&report, "NOPERM"), 1, "{report}");
+    assert_eq!(count(&report, "\"refused\""), 1, "{report}");
+}
+
+/// Every log record of the test process, as `(level, target, message)`.
+static RECORDS: Mutex<Vec<(log::Level, String, String)>> = Mutex::new(Vec::new());
+
+struct Recorder;
+
+impl log::Log for Recorder {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record) {
+        let entry = (
+            record.level(),
+            record.target().to_owned(),
+            record.args().to_string(),
+        );
+        RECORDS.lock().unwrap().push(entry);
+    }
+
+    fn flush(&self) {}
+}
+
+#[test]
+fn failed_connects_of_the_pool_are_logged_at_debug_level_only() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&Recorder).unwrap();
+        log::set_max_level(log::LevelFilter::Debug);
+    });
+    let mut server = Server::start();
+    let client = server.client();
+    let port = server.port().to_string();
+    server.stop();
+    let err = client.lock("gone").try_lock().unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    // The pool's own connects fail in the background too; each is reported once, by the
+    // crate, at debug level.
+    let reported = eventually(Duration::from_secs(10), || {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(level, target, message)| {
+                *level == log::Level::Debug
+                    && target.starts_with("redmutex")
+                    && message.contains(&port)
+            })
+    });
+    let records = RECORDS.lock().unwrap();
+    assert!(
+        reported,
+        "no debug record of the failed connects: {records:?}"
+    );
+    let pool: Vec<_> = records
+        .iter()
+        .filter(|(_, target, _)| target.starts_with("r2d2"))
+        .collect();
+    assert!(pool.is_empty(), "the pool logged on its own: {pool:?}");
 }

@@ -232,14 +232,13 @@ impl LockClient {
 }
 
 fn malformed(node: &str) -> Error {
-    Error::Redis {
-        lock: None,
-        node: node.to_owned(),
-        source: redis::RedisError::from((
+    Error::redis_at(
+        node,
+        redis::RedisError::from((
             redis::ErrorKind::Parse,
             "the inspect script answered with an unexpected shape",
         )),
-    }
+    )
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,

@@ -25,9 +25,9 @@ pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> Redis
 /// A URL that does not parse is [`Error::InvalidUrl`], certificates that do not load
 /// [`Error::InvalidConfig`].
 pub(crate) fn client_for_url(url: &str, certificates: &Certificates) -> Result<(String, Client)> {
-    let invalid = |source| Error::InvalidUrl {
+    let invalid = |err: redis::RedisError| Error::InvalidUrl {
         url: redact(url),
-        source,
+        reason: err.to_string(),
     };
     tls::check_url(url).map_err(invalid)?;
     let info = url.into_connection_info().map_err(invalid)?;
