@@ -1,5 +1,5 @@
-//! Errors classify the same on one node and on Redlock, and an error reporter that walks
-//! the `source()` chain prints each cause once.
+//! Errors classify the same on one node and on Redlock, an error reporter that walks the
+//! `source()` chain prints each cause once, and a bad URL says what is wrong with it.
 
 mod support;
 
@@ -215,4 +215,28 @@ fn failed_connects_of_the_pool_are_logged_at_debug_level_only() {
         .filter(|(_, target, _)| target.starts_with("r2d2"))
         .collect();
     assert!(pool.is_empty(), "the pool logged on its own: {pool:?}");
+}
+
+#[test]
+fn a_bad_url_says_what_is_wrong_and_never_the_password() {
+    for (url, says) in [
+        ("", "empty"),
+        ("127.0.0.1:6379", "no scheme"),
+        ("user:secret@127.0.0.1:6379", "no scheme"),
+        ("http://:secret@127.0.0.1/", "unknown scheme \"http\""),
+        (
+            "redis://:secret@127.0.0.1:notaport/",
+            "bad port \"notaport\"",
+        ),
+        ("redis://:secret@/", "no host"),
+        ("redis://:secret@127.0.0.1:1/x", "bad database"),
+    ] {
+        let err = LockClient::open(url).unwrap_err();
+        assert!(err.is_invalid_input(), "{url:?}: {err}");
+        let report = printed_once(&err);
+        assert!(report.contains(says), "{url:?}: {report}");
+        assert!(!report.contains("secret"), "password repeated: {report}");
+    }
+    let err = LockClient::open("http://127.0.0.1/").unwrap_err();
+    assert!(err.to_string().contains("redis://"), "{err}");
 }

@@ -6,6 +6,7 @@ use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisResult}
 
 use crate::base::error::{Error, Result, redact};
 use crate::base::tls::{self, Certificates};
+use crate::topology::redis_url;
 
 /// The server to connect to now.
 pub(crate) struct Endpoint {
@@ -22,15 +23,19 @@ pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> Redis
 }
 
 /// Checks `url` and makes its client, as [`client`] does: `host:port` and the client.
-/// A URL that does not parse is [`Error::InvalidUrl`], certificates that do not load
-/// [`Error::InvalidConfig`].
+/// A URL that cannot be used is [`Error::InvalidUrl`] saying why, certificates that do not
+/// load [`Error::InvalidConfig`].
 pub(crate) fn client_for_url(url: &str, certificates: &Certificates) -> Result<(String, Client)> {
-    let invalid = |err: redis::RedisError| Error::InvalidUrl {
+    let invalid = |reason| Error::InvalidUrl {
         url: redact(url),
-        reason: err.to_string(),
+        reason,
     };
-    tls::check_url(url).map_err(invalid)?;
-    let info = url.into_connection_info().map_err(invalid)?;
+    redis_url::check(url, cfg!(feature = "tls")).map_err(invalid)?;
+    // What the checks above let through and the Redis client still refuses, in its words
+    // (which never repeat the URL).
+    let info = url
+        .into_connection_info()
+        .map_err(|err| invalid(format!("the Redis client refused it: {err}")))?;
     let name = info.addr().to_string();
     let client = client(info, certificates).map_err(|source| Error::InvalidConfig {
         setting: "tls certificates",
