@@ -1,11 +1,14 @@
 //! Errors classify the same on one node and on Redlock, an error reporter that walks the
-//! `source()` chain prints each cause once, and a bad URL says what is wrong with it.
+//! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
+//! server, a bad URL) says so.
 
 mod support;
 
 use std::error::Error as _;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Mutex, Once};
+use std::thread;
 use std::time::Duration;
 
 use redmutex::{Error, LockClient};
@@ -155,6 +158,46 @@ fn a_refusal_names_its_server_code_once() {
     let report = printed_once(&err);
     assert_eq!(count(&report, "NOPERM"), 1, "{report}");
     assert_eq!(count(&report, "\"refused\""), 1, "{report}");
+}
+
+/// A listener on a free port whose every connection gets `answer` (when given) once it has
+/// sent something, and is then kept open until the test process ends.
+fn listener(answer: Option<&'static [u8]>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let mut open: Vec<TcpStream> = Vec::new();
+        for mut conn in listener.incoming().flatten() {
+            if let Some(answer) = answer {
+                let mut request = [0; 1024];
+                let _ = conn.read(&mut request);
+                let _ = conn.write_all(answer);
+            }
+            open.push(conn);
+        }
+    });
+    port
+}
+
+const HTTP_ANSWER: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nBad Request";
+
+#[test]
+fn a_server_that_is_not_redis_is_a_connection_problem() {
+    let port = listener(Some(HTTP_ANSWER));
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(!err.is_auth() && !err.is_permission(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(
+        count(&report, "did not answer as a Redis server"),
+        1,
+        "{report}"
+    );
 }
 
 /// Every log record of the test process, as `(level, target, message)`.

@@ -71,7 +71,9 @@ impl fmt::Debug for Cause {
 /// the error's `source()`).
 pub(crate) fn what(err: &RedisError) -> &'static str {
     let io = io_kind(err);
-    if is_auth(err) {
+    if is_not_redis(err) {
+        "did not answer as a Redis server"
+    } else if is_auth(err) {
         "refused the credentials"
     } else if tls::is_tls_error(err) {
         "the TLS handshake failed"
@@ -100,7 +102,7 @@ pub(crate) fn is_auth(err: &RedisError) -> bool {
         || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
-/// Redis could not be reached, or the connection broke.
+/// Redis could not be reached, the connection broke, or what answered was no Redis.
 pub(crate) fn is_connection(err: &RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_timeout()
 }
@@ -117,6 +119,40 @@ pub(crate) fn io_error(err: &RedisError) -> Option<&io::Error> {
 
 fn io_kind(err: &RedisError) -> Option<io::ErrorKind> {
     io_error(err).map(io::Error::kind)
+}
+
+/// A reply that is not the Redis protocol, read while a connection was being set up: the
+/// port is served by something else (an HTTP server, say).
+#[derive(Debug)]
+struct NotRedis(RedisError);
+
+impl fmt::Display for NotRedis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Only the parser's words: what this means is said by the error above it.
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl StdError for NotRedis {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}
+
+/// `err`, met while setting up a connection: a reply the client could not parse means the
+/// server is no Redis, which is a connection problem (an I/O error), not a bad reply.
+pub(crate) fn while_connecting(err: RedisError) -> RedisError {
+    if err.kind() == ErrorKind::Parse {
+        RedisError::from(io::Error::new(io::ErrorKind::InvalidData, NotRedis(err)))
+    } else {
+        err
+    }
+}
+
+fn is_not_redis(err: &RedisError) -> bool {
+    io_error(err)
+        .and_then(io::Error::get_ref)
+        .is_some_and(|inner| inner.is::<NotRedis>())
 }
 
 /// The first error of the chain from `err` whose message is not its source's: wrappers

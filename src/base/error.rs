@@ -318,7 +318,8 @@ impl Error {
         matches!(self, Error::ValidityExhausted { .. })
     }
 
-    /// Redis could not be reached or the connection broke; retrying later may succeed. On several
+    /// Redis could not be reached, the connection broke, or what answered at the address
+    /// is no Redis server (an HTTP server, say); retrying later may succeed. On several
     /// nodes (Redlock, sentinels): when any node failed so, not when every node answered
     /// with a refusal (`NOPERM`, a key of another kind).
     pub fn is_connection(&self) -> bool {

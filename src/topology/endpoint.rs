@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
+use crate::base::cause;
 use crate::base::error::{Error, Result, redact};
 use crate::base::tls::{self, Certificates};
 use crate::topology::redis_url;
@@ -45,13 +46,16 @@ pub(crate) fn client_for_url(url: &str, certificates: &Certificates) -> Result<(
 }
 
 /// Opens a connection of `client` within `connect_timeout`, whose reads and writes then time
-/// out after `response_timeout`.
+/// out after `response_timeout`. A server that answers the set-up with something else than
+/// the Redis protocol fails as a connection that could not be made.
 pub(crate) fn connect(
     client: &Client,
     connect_timeout: Duration,
     response_timeout: Duration,
 ) -> RedisResult<Connection> {
-    let conn = client.get_connection_with_timeout(connect_timeout)?;
+    let conn = client
+        .get_connection_with_timeout(connect_timeout)
+        .map_err(cause::while_connecting)?;
     conn.set_read_timeout(Some(response_timeout))?;
     conn.set_write_timeout(Some(response_timeout))?;
     Ok(conn)

@@ -11,6 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use redis::{Connection, ConnectionLike, ErrorKind, ServerErrorKind};
 
+use crate::base::cause;
 use crate::base::error::Error;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
@@ -88,13 +89,15 @@ impl Manager {
             self.response_timeout,
         )
         .map_err(failed)?;
-        (self.topology.verify(&mut inner, endpoint.generation)).map_err(failed)?;
+        (self.topology.verify(&mut inner, endpoint.generation))
+            .map_err(|err| failed(cause::while_connecting(err)))?;
         // Only a label, for the operations tool: a user who may not name connections locks
         // as well.
         let named = redis::cmd("CLIENT")
             .arg("SETNAME")
             .arg(&self.name)
-            .exec(&mut inner);
+            .exec(&mut inner)
+            .map_err(cause::while_connecting);
         match named {
             Err(err) if err.is_io_error() || err.is_timeout() => return Err(failed(err)),
             Err(err) => log::debug!("naming a connection {:?} refused: {err}", self.name),
