@@ -1,15 +1,15 @@
 //! Errors classify the same on one node and on Redlock, an error reporter that walks the
 //! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
-//! server, a bad URL) says so.
+//! server, a server that never answers, a bad URL) says so.
 
 mod support;
 
 use std::error::Error as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::{Error, LockClient};
 use support::{Server, eventually};
@@ -198,6 +198,62 @@ fn a_server_that_is_not_redis_is_a_connection_problem() {
         1,
         "{report}"
     );
+}
+
+/// A listener on a free port that accepts every connection and never answers, and what
+/// each connection sent it.
+fn silent_listener() -> (u16, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sent = received.clone();
+    thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let sent = sent.clone();
+            thread::spawn(move || {
+                let at = {
+                    let mut sent = sent.lock().unwrap();
+                    sent.push(Vec::new());
+                    sent.len() - 1
+                };
+                let mut buffer = [0; 4096];
+                while let Ok(n @ 1..) = conn.read(&mut buffer) {
+                    sent.lock().unwrap()[at].extend_from_slice(&buffer[..n]);
+                }
+            });
+        }
+    });
+    (port, received)
+}
+
+#[test]
+fn build_against_a_server_that_never_answers_ends_within_its_timeouts() {
+    let (port, received) = silent_listener();
+    let timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .connect_timeout(timeout)
+        .response_timeout(timeout)
+        .build()
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_connection(), "{err}");
+    printed_once(&err);
+    // Promised: the connect timeout plus one response timeout. Five times that proves the
+    // bound on a busy machine without timing the promise itself.
+    assert!(took < 5 * (timeout + timeout), "took {took:?}: {err}");
+    // What the promise rests on: a connection waits for one reply at most before it gives
+    // up (each command sent is one more timeout waited).
+    for sent in received.lock().unwrap().iter() {
+        let commands = sent
+            .split(|b| *b == b'\n')
+            .filter(|line| line.starts_with(b"*"));
+        let shown = String::from_utf8_lossy(sent);
+        assert!(
+            commands.count() <= 1,
+            "more than one command waited on: {shown:?}"
+        );
+    }
 }
 
 /// Every log record of the test process, as `(level, target, message)`.

@@ -19,8 +19,14 @@ pub(crate) struct Endpoint {
 /// Makes a `redis::Client`: every one the crate opens connections with (pools, sentinels,
 /// discovered primaries; the subscriber's derives from the pool's) comes from here, so
 /// that the TLS settings apply to all of them.
+///
+/// Its connections skip the Redis client's `CLIENT SETINFO` pair: the client reads every
+/// reply of its set-up, each within the whole connect timeout, so a server that accepts
+/// and never answers held a connect for twice that timeout (the crate names its
+/// connections with `CLIENT SETNAME` instead).
 pub(crate) fn client(info: ConnectionInfo, certificates: &Certificates) -> RedisResult<Client> {
-    tls::client(info, certificates)
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    tls::client(info.set_redis_settings(settings), certificates)
 }
 
 /// Checks `url` and makes its client, as [`client`] does: `host:port` and the client.
