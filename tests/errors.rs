@@ -127,6 +127,8 @@ fn a_closed_port_names_the_refusal_once_on_every_topology() {
     let report = printed_once(&err);
     assert_eq!(count(&report, "connection refused"), 1, "{report}");
     assert_eq!(count(&report, &port.to_string()), 1, "{report}");
+    // The alternate form, for a log line, is the whole chain.
+    assert_eq!(format!("{err:#}"), report);
 
     let ports: Vec<u16> = (0..3).map(|_| closed_port()).collect();
     let urls: Vec<String> = ports
@@ -137,6 +139,7 @@ fn a_closed_port_names_the_refusal_once_on_every_topology() {
     let err = LockClient::redlock(&urls).unwrap_err();
     assert!(err.is_no_quorum() && err.is_connection(), "{err}");
     let report = printed_once(&err);
+    assert_eq!(format!("{err:#}"), report);
     assert_eq!(count(&report, "connection refused"), 3, "{report}");
     for port in ports {
         assert_eq!(count(&report, &port.to_string()), 1, "{report}");

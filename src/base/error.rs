@@ -19,6 +19,20 @@ use crate::base::cause::{self, Cause};
 ///
 /// The enum is `#[non_exhaustive]`: match the predicates ([`Error::is_timeout`],
 /// [`Error::is_not_held`], ...) rather than every variant.
+///
+/// Its message (`{}`) says what happened, in this crate's words and with the lock and node
+/// it concerns; the message of the library or the operating system underneath is only its
+/// [`source()`](std::error::Error::source), so that a reporter walking the chain (such as
+/// `anyhow`'s `{:#}`) prints each cause once. The alternate form (`{:#}`) of the error
+/// itself prints the message followed by the whole chain, for a log line.
+///
+/// ```no_run
+/// let err = redmutex::LockClient::open("redis://127.0.0.1:1/").unwrap_err();
+/// assert!(err.is_connection());
+/// // "redis 127.0.0.1:1: could not connect", then the system's words:
+/// // "redis 127.0.0.1:1: could not connect: Connection refused (os error 111)"
+/// println!("{err}\n{err:#}");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -468,7 +482,18 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// The message; with `{:#}`, followed by every message below it, each once.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.message(f)?;
+        if f.alternate() {
+            f.write_str(&cause::chain(self.source_of()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    fn message(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let about = |lock: &Option<String>| match lock {
             Some(name) => format!(" (lock {name:?})"),
             None => String::new(),

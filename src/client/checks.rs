@@ -149,7 +149,12 @@ fn info(shard: &Shard, section: &str, field: &str, config: &Config) -> Result<Op
 fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Error) {
     let refused = err.server_code().is_some();
     let level = if refused { Level::Unknown } else { Level::Fail };
-    report.push(check, &shard.name, level, format!("could not tell: {err}"));
+    report.push(
+        check,
+        &shard.name,
+        level,
+        format!("could not tell: {err:#}"),
+    );
 }
 
 pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {

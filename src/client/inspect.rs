@@ -166,7 +166,7 @@ impl LockClient {
             let end = std::time::Instant::now() + self.shared().config().response_timeout;
             match shard.run::<String>(redis::cmd("CLIENT").arg("LIST"), end) {
                 Ok(list) => names.extend(list.lines().filter_map(connection_owner)),
-                Err(err) => log::debug!("no client names from {}: {err}", shard.name),
+                Err(err) => log::debug!("no client names from {}: {err:#}", shard.name),
             }
         }
         names

@@ -132,7 +132,7 @@ impl Target {
         for (node, result) in nodes.list().iter().zip(results) {
             if let Err(err) = result {
                 log::warn!(
-                    "giving back lock {:?} on {} failed: {err}",
+                    "giving back lock {:?} on {} failed: {err:#}",
                     self.name(),
                     node.name
                 );

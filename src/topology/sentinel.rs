@@ -216,7 +216,7 @@ impl Sentinel {
             Ok(named) => {
                 let _ = self.move_to(named);
             }
-            Err(err) => log::warn!("{err}"),
+            Err(err) => log::warn!("{err:#}"),
         }
     }
 
@@ -406,7 +406,7 @@ impl Sentinel {
         match self.ask_one(i) {
             Ok(named) => {
                 if let Err(err) = self.move_to(named) {
-                    log::warn!("{err}");
+                    log::warn!("{err:#}");
                 }
             }
             Err(err) => log::debug!(

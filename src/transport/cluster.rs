@@ -225,7 +225,7 @@ impl Cluster {
         loop {
             match self.shard_now(slot) {
                 Err(err) if Instant::now() < end => {
-                    log::debug!("{err}; reading the slot map again");
+                    log::debug!("{err:#}; reading the slot map again");
                     let left = end.saturating_duration_since(Instant::now());
                     std::thread::sleep(backoff.next_delay(Some(left)));
                 }
@@ -304,7 +304,7 @@ impl Cluster {
         drop(refreshed);
         match result {
             Ok(map) => self.install(map),
-            Err(err) => log::debug!("reading the slot map of {} failed: {err}", self.name),
+            Err(err) => log::debug!("reading the slot map of {} failed: {err:#}", self.name),
         }
     }
 

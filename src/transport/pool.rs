@@ -142,7 +142,7 @@ pub(crate) struct KeepFailures(pub LastFailure);
 
 impl r2d2::HandleError<Error> for KeepFailures {
     fn handle_error(&self, error: Error) {
-        log::debug!("opening a pooled connection failed: {error}");
+        log::debug!("opening a pooled connection failed: {error:#}");
         *self.0.lock() = Some(Arc::new(error));
     }
 }
