@@ -626,3 +626,91 @@ pub(crate) fn redact(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(node: &str) -> Error {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused by the test");
+        Error::redis_at(node, RedisError::from(io))
+    }
+
+    fn failed(nodes: &[&str]) -> Vec<NodeError> {
+        let failed = nodes.iter().map(|node| NodeError {
+            node: node.to_string(),
+            error: refused(node),
+        });
+        failed.collect()
+    }
+
+    /// Every message of the chain from `err`, after checking that none repeats the one
+    /// below it.
+    fn chain(err: &Error) -> String {
+        let mut report = err.to_string();
+        let mut parent = report.clone();
+        let mut next = err.source();
+        while let Some(source) = next {
+            let message = source.to_string();
+            assert!(!parent.contains(&message), "{message:?} in {parent:?}");
+            report = format!("{report}: {message}");
+            parent = message;
+            next = source.source();
+        }
+        assert_eq!(format!("{err:#}"), report);
+        report
+    }
+
+    #[test]
+    fn one_node_names_its_cause_once_and_its_node_once() {
+        let err = refused("h:1").with_lock("l");
+        assert!(err.is_connection());
+        let report = chain(&err);
+        assert_eq!(report.matches("refused by the test").count(), 1, "{report}");
+        assert_eq!(report.matches("h:1").count(), 1, "{report}");
+        assert_eq!(report.matches("\"l\"").count(), 1, "{report}");
+    }
+
+    #[test]
+    fn a_pool_names_the_failure_of_its_last_connect_once() {
+        let err = Error::pool_at("h:1", Some(Arc::new(refused("h:1"))));
+        assert!(err.is_connection() && !err.is_auth());
+        let report = chain(&err);
+        assert_eq!(report.matches("refused by the test").count(), 1, "{report}");
+        assert_eq!(report.matches("h:1").count(), 1, "{report}");
+        let busy = Error::pool_at("h:1", None);
+        assert!(busy.source().is_none() && busy.is_connection());
+        chain(&busy);
+    }
+
+    #[test]
+    fn lists_of_nodes_name_each_node_and_its_cause_once() {
+        let nodes = ["a:1", "b:2", "c:3"];
+        let errors = [
+            Error::NoQuorum {
+                lock: Some("l".into()),
+                needed: 2,
+                of: 3,
+                failed: failed(&nodes),
+            },
+            Error::NoPrimary {
+                master: "m".into(),
+                failed: failed(&nodes),
+            },
+            Error::PartialRelease {
+                lock: "l".into(),
+                released: 2,
+                of: 5,
+                failed: failed(&nodes),
+            },
+        ];
+        for err in errors {
+            assert!(err.source().is_none(), "{err}");
+            let report = chain(&err);
+            assert_eq!(report.matches("refused by the test").count(), 3, "{report}");
+            for node in nodes {
+                assert_eq!(report.matches(node).count(), 1, "{report}");
+            }
+        }
+    }
+}
