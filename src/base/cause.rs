@@ -73,6 +73,8 @@ pub(crate) fn what(err: &RedisError) -> &'static str {
     let io = io_kind(err);
     if is_not_redis(err) {
         "did not answer as a Redis server"
+    } else if err.code() == Some("NOAUTH") {
+        "wants credentials"
     } else if is_auth(err) {
         "refused the credentials"
     } else if tls::is_tls_error(err) {
