@@ -662,6 +662,12 @@ mod tests {
     }
 
     #[test]
+    fn errors_move_between_threads_as_reporters_need() {
+        fn reportable<T: StdError + Send + Sync + 'static>() {}
+        reportable::<Error>();
+    }
+
+    #[test]
     fn one_node_names_its_cause_once_and_its_node_once() {
         let err = refused("h:1").with_lock("l");
         assert!(err.is_connection());
