@@ -30,6 +30,30 @@
 //! # Ok::<(), redmutex::Error>(())
 //! ```
 //!
+//! # Connecting
+//!
+//! One builder per topology, each with every setting of [`LockClientBuilder`], and one
+//! shortcut for the common case:
+//!
+//! | topology | entry point |
+//! |---|---|
+//! | one server, defaults | [`LockClient::open(url)`](LockClient::open) |
+//! | one server | [`LockClient::builder(url)`](LockClient::builder)`.build()` |
+//! | Redlock over independent masters | [`LockClient::redlock(urls)`](LockClient::redlock)`.build()` |
+//! | a primary that Sentinel manages | [`LockClient::sentinel(urls, master)`](LockClient::sentinel)`.build()` |
+//! | a Redis Cluster | [`LockClient::cluster(seeds)`](LockClient::cluster)`.build()` |
+//! | Redlock over clients already built | [`LockClient::redlock_from(clients)`](LockClient::redlock_from) |
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = redmutex::LockClient::sentinel(&["redis://10.0.0.1:26379/"], "mymaster")
+//!     .lease(Duration::from_secs(10))
+//!     .client_name("billing-worker")
+//!     .build()?;
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
 //! # Kinds
 //!
 //! Every kind has the same acquisition calls, watchdog, waiting and errors:

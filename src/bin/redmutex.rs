@@ -86,7 +86,7 @@ fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
         (Some(master), _, _) => LockClient::sentinel(&urls, master),
         (None, true, _) => LockClient::cluster(&urls),
         (None, false, 1) => LockClient::builder(urls[0]),
-        (None, false, _) => LockClient::redlock_builder(&urls),
+        (None, false, _) => LockClient::redlock(&urls),
     };
     builder.key_prefix(prefix).build()
 }

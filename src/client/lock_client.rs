@@ -46,7 +46,7 @@ const MAX_NODES: usize = 64;
 ///     "redis://10.0.0.1:6379/",
 ///     "redis://10.0.0.2:6379/",
 ///     "redis://10.0.0.3:6379/",
-/// ])?;
+/// ]).build()?;
 /// let guard = client.lock("orders:42").lock()?; // held on at least 2 of the 3
 /// # Ok::<(), redmutex::Error>(())
 /// ```
