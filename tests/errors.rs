@@ -342,3 +342,18 @@ fn a_bad_url_says_what_is_wrong_and_never_the_password() {
     let err = LockClient::open("http://127.0.0.1/").unwrap_err();
     assert!(err.to_string().contains("redis://"), "{err}");
 }
+
+/// A name over the limit is refused saying the limit.
+#[test]
+fn a_name_over_the_limit_says_the_limit() {
+    let server = Server::start();
+    let name = "n".repeat(redmutex::MAX_NAME_LEN + 1);
+    let err = server
+        .client()
+        .lock(&name)
+        .try_lock()
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("1024"), "{err}");
+}

@@ -75,6 +75,13 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("redmutex: {err:#}");
+            if err.is_auth() {
+                eprintln!(
+                    "redmutex: give the user and password in the URL: \
+                     --url redis://USER:PASSWORD@HOST:PORT/ (or REDIS_URL); with --sentinel, \
+                     the sentinels' go in their URLs"
+                );
+            }
             ExitCode::from(1)
         }
     }

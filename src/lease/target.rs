@@ -29,12 +29,16 @@ struct Name {
     invalid: Option<&'static str>,
 }
 
+/// Why a name longer than [`MAX_NAME_LEN`] is refused, with the number.
+const TOO_LONG: &str = "longer than 1024 bytes (MAX_NAME_LEN)";
+const _: () = assert!(MAX_NAME_LEN == 1024, "TOO_LONG names the limit");
+
 impl Target {
     pub(crate) fn new(shared: Arc<Shared>, name: &[u8]) -> Self {
         let invalid = if name.is_empty() {
             Some("empty")
         } else if name.len() > MAX_NAME_LEN {
-            Some("longer than MAX_NAME_LEN bytes")
+            Some(TOO_LONG)
         } else {
             None
         };
