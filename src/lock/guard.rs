@@ -18,8 +18,13 @@ use crate::lock::handle::Lock;
 /// [`unlock`](Self::unlock) releases and reports the result. When the last hold goes, the
 /// key is deleted and waiters are told.
 ///
-/// A guard of a reentrant or fenced lock cannot leave its thread: the hold belongs to the
-/// thread that took it, and a release from another thread would name the wrong owner.
+/// Which guards may move between threads:
+///
+/// | kind | guard | why |
+/// |---|---|---|
+/// | [`Reentrant`], [`Fenced`], [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) | not `Send` | the hold belongs to the thread that took it: a release from another thread would name the wrong owner |
+/// | [`Token`] | `Send` | the hold belongs to its token |
+/// | a semaphore's [`Permit`](crate::Permit) | `Send` | the permit belongs to its id |
 ///
 /// ```compile_fail
 /// fn hand_over(lock: redmutex::Lock) -> redmutex::Result<()> {
