@@ -114,6 +114,8 @@ impl<K: Kind> Lock<K> {
         }
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
+            // A call that was not to wait (`try_lock`, a deadline already past) found it busy.
+            Ok(None) if deadline.is_some_and(|deadline| deadline <= started) => "busy",
             Ok(None) => "timeout",
             Err(err) => {
                 metrics::error(err);
