@@ -154,6 +154,7 @@ pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};
+pub use notify::cancel::Cancel;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}

@@ -175,6 +175,16 @@ pub enum Error {
         /// The sentinels asked, as `host:port`, and why each did not answer.
         failed: Vec<NodeError>,
     },
+    /// The wait was cancelled: by the [`Cancel`](crate::Cancel) token of the handle, or
+    /// (`closed`) by [`LockClient::close`](crate::LockClient::close), after which every call
+    /// that would start something new fails so at once. Nothing is held for the call, and
+    /// a fair lock's waiter has left the queue.
+    Cancelled {
+        /// The lock concerned.
+        lock: String,
+        /// Whether the client was closed, rather than the handle's token cancelled.
+        closed: bool,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock concerned.
@@ -200,6 +210,17 @@ impl Error {
     /// The caller's deadline passed while the lock was busy.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })
+    }
+
+    /// The wait was cancelled, by a [`Cancel`](crate::Cancel) token or by closing the
+    /// client ([`is_closed`](Self::is_closed)).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
+    }
+
+    /// The client was closed ([`LockClient::close`](crate::LockClient::close)).
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Cancelled { closed: true, .. })
     }
 
     /// A release of a hold this thread does not have.
@@ -333,6 +354,7 @@ impl Error {
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
+            | Error::Cancelled { lock, .. }
             | Error::Watchdog { lock, .. } => Some(lock),
             _ => None,
         }
@@ -483,6 +505,15 @@ impl fmt::Display for Error {
                 "no sentinel named the primary of {master:?}; asked: {}",
                 causes(failed)
             ),
+            Error::Cancelled {
+                lock,
+                closed: false,
+            } => {
+                write!(f, "waiting for lock {lock:?} was cancelled")
+            }
+            Error::Cancelled { lock, closed: true } => {
+                write!(f, "lock {lock:?}: the client is closed")
+            }
             Error::Watchdog { lock, .. } => {
                 write!(f, "could not start the watchdog thread for lock {lock:?}")
             }

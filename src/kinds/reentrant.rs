@@ -136,7 +136,7 @@ pub enum Grant {
 
 /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
 pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
-    let key = target.begin()?;
+    let key = target.open()?;
     let mut cmd = redis::cmd("HGET");
     cmd.arg(key).arg(K::field(target));
     let nodes = target.shared.nodes();

@@ -12,6 +12,7 @@ use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
 use crate::notify::notifier::Subscription;
 
@@ -114,6 +115,7 @@ impl<K: Kind> Lock<K> {
         }
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
+            Err(err) if err.is_cancelled() => "cancelled",
             // A call that was not to wait (`try_lock`, a deadline already past) found it busy.
             Ok(None) if deadline.is_some_and(|deadline| deadline <= started) => "busy",
             Ok(None) => "timeout",
@@ -140,11 +142,14 @@ impl<K: Kind> Lock<K> {
         if let Some(lease) = lease {
             check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
         }
-        target.begin()?;
+        target.open()?;
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
         let mut waiting = Waiting::new();
+        // A cancel, or closing the client, raises the signal this waiter sleeps on.
+        let _closing = target.shared.closing().register(&waiting.signal);
+        let _cancel = self.cancel.as_ref().map(|c| c.register(&waiting.signal));
         // When an unlock message last woke this waiter, for the hand-off it lets in.
         let mut woken_at = None;
         // Waiters poll at least every retry cap, notifications or not, where a lock can be
@@ -152,6 +157,7 @@ impl<K: Kind> Lock<K> {
         // a failed attempt gives back what it took without waking anyone.
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         loop {
+            self.check_cancelled()?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
@@ -183,7 +189,9 @@ impl<K: Kind> Lock<K> {
                     }
                     let pause = backoff.next_delay(left);
                     log::debug!("{err}; retrying in {pause:?}");
-                    std::thread::sleep(pause);
+                    // On the signal, so that a cancel ends the pause; an unlock that
+                    // raises it meanwhile is used by the next attempt.
+                    waiting.woken |= waiting.signal.wait(pause);
                     continue;
                 }
             };
@@ -191,6 +199,7 @@ impl<K: Kind> Lock<K> {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
+            self.check_cancelled()?;
             if waiting.needs_subscription() {
                 waiting.subscribe(target, &K::wait_channel(target), deadline);
                 if waiting.notifications {
@@ -210,6 +219,18 @@ impl<K: Kind> Lock<K> {
                 woken_at = Some(Instant::now());
             }
         }
+    }
+
+    /// [`Error::Cancelled`] once the client is closed or the handle's token cancelled.
+    fn check_cancelled(&self) -> Result<()> {
+        let closed = self.target.shared.closing().is_cancelled();
+        if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return Err(Error::Cancelled {
+                lock: self.name().to_owned(),
+                closed,
+            });
+        }
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@ use crate::layout::names;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::notify::cancel::Cancel;
 use crate::transport::scripts;
 
 /// Most permits a semaphore may be given at once.
@@ -60,6 +61,17 @@ impl Semaphore {
         self.permits.name()
     }
 
+    /// This semaphore, with its blocking acquisitions cancellable by `cancel`: once it is
+    /// cancelled, a wait in progress and every later one end with
+    /// [`Error::Cancelled`](crate::Error::Cancelled) within one round trip with Redis (see
+    /// [`Lock::with_cancel`]; an attempt that took a permit as the token was cancelled
+    /// returns it).
+    pub fn with_cancel(&self, cancel: &Cancel) -> Self {
+        Semaphore {
+            permits: self.permits.with_cancel(cancel),
+        }
+    }
+
     fn target(&self) -> &Target {
         &self.permits.target
     }
@@ -81,7 +93,7 @@ impl Semaphore {
             let reason = format!("must be 1..={MAX_PERMITS}");
             return Err(target.invalid_argument("permits", reason));
         }
-        let key = target.begin()?;
+        let key = target.open()?;
         let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
         let nodes = target.shared.nodes();
         nodes
@@ -93,7 +105,7 @@ impl Semaphore {
     /// at the next acquisition). Reads only.
     pub fn available_permits(&self) -> Result<u64> {
         let target = self.target();
-        let key = target.begin()?;
+        let key = target.open()?;
         let cmd = scripts::semaphore_available(key, &names::semaphore_timeouts(key));
         let nodes = target.shared.nodes();
         let count: i64 = nodes
