@@ -152,6 +152,7 @@ pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
+pub use lock::hold_watch::HoldWatch;
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};
 pub use notify::cancel::Cancel;

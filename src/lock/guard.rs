@@ -11,6 +11,7 @@ use crate::kinds::kind::{Hold, Kind};
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::token::{self, Token};
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
 
 /// One hold of a [`Lock`]; dropping it gives the hold back.
 ///
@@ -97,6 +98,13 @@ impl<K: Kind> LockGuard<K> {
     /// lock may have expired and been taken by someone else.
     pub fn valid_until(&self) -> Instant {
         self.hold.holding.valid_until()
+    }
+
+    /// A watch on this hold that other threads may keep and wait on: `Send + Sync +
+    /// Clone`, with [`is_lost`](HoldWatch::is_lost), [`health`](HoldWatch::health),
+    /// [`valid_until`](HoldWatch::valid_until) and [`wait_lost`](HoldWatch::wait_lost).
+    pub fn watch(&self) -> HoldWatch {
+        HoldWatch::new(self.hold.holding.clone(), self.lock.name())
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).

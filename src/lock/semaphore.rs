@@ -10,6 +10,7 @@ use crate::layout::names;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
 use crate::notify::cancel::Cancel;
 use crate::transport::scripts;
 
@@ -214,6 +215,12 @@ impl Permit {
     /// Where the permit stands (see [`LockGuard::health`]).
     pub fn health(&self) -> crate::Health {
         self.guard.health()
+    }
+
+    /// A watch on this permit that other threads may keep and wait on (see
+    /// [`LockGuard::watch`]).
+    pub fn watch(&self) -> HoldWatch {
+        self.guard.watch()
     }
 
     /// Until when the permit is surely held (see [`LockGuard::valid_until`]).
