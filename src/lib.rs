@@ -136,6 +136,7 @@ mod base;
 pub use base::config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use base::error::{Error, NodeError, Result};
 pub use base::health::{Health, HealthChange};
+pub use base::held_by::HeldBy;
 pub use base::lost::LockLost;
 pub use base::stats::Stats;
 #[doc(hidden)]

@@ -34,6 +34,9 @@ pub enum Error {
         lock: String,
         /// How long the call waited before giving up.
         waited: Duration,
+        /// What held the lock when the wait gave up, when Redis could tell in time (boxed,
+        /// to keep the error small).
+        held_by: Option<Box<crate::base::held_by::HeldBy>>,
     },
     /// This thread holds no hold of the lock it tried to release. Nothing was changed on the
     /// server.
@@ -418,8 +421,16 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::Timeout { lock, waited } => {
-                write!(f, "lock {lock:?} still busy after waiting {waited:?}")
+            Error::Timeout {
+                lock,
+                waited,
+                held_by,
+            } => {
+                write!(f, "lock {lock:?} still busy after waiting {waited:?}")?;
+                match held_by {
+                    Some(held_by) => write!(f, ": {held_by}"),
+                    None => Ok(()),
+                }
             }
             Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
             Error::Lost { lock } => write!(

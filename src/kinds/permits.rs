@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use redis::Cmd;
 
 use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
 use crate::lease::holding::Holding;
@@ -112,6 +113,34 @@ impl Machinery for Permits {
 
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
+    }
+
+    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        let (key, timeouts, _) = keys(target).ok()?;
+        let [node] = target.shared.nodes().list() else {
+            return None;
+        };
+        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let cmd = scripts::semaphore_busy(&key, &timeouts);
+        let (kind, available, held, ends): (String, i64, u64, i64) = node
+            .run(&cmd, end)
+            .map_err(|err| log::debug!("asking about semaphore {:?}: {err}", target.name()))
+            .ok()?;
+        let found = match (kind.as_str(), available, held) {
+            (_, -1, _) => format!("a {kind} that is no number of permits"),
+            ("none", _, 0) => {
+                "no permits: they were never set (try_set_permits or set_permits sets them)"
+                    .to_owned()
+            }
+            (_, _, 0) => format!("{available} permits available and none held"),
+            _ => format!("{available} permits available and {held} held"),
+        };
+        Some(HeldBy {
+            key: String::from_utf8_lossy(&key).into_owned(),
+            found,
+            holder: None,
+            ttl: u64::try_from(ends).ok().map(Duration::from_millis),
+        })
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
 use crate::base::metrics;
 use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Kind};
@@ -76,10 +77,11 @@ impl<K: Kind> Lock<K> {
         let started = Instant::now();
         let max_wait = self.target.shared.config().max_wait;
         let deadline = max_wait.map(|wait| started + wait);
-        self.acquire(lease, deadline)?
-            .ok_or_else(|| Error::Timeout {
+        self.acquire_explained(lease, deadline, true)?
+            .map_err(|held_by| Error::Timeout {
                 lock: self.name().to_owned(),
                 waited: started.elapsed(),
+                held_by: held_by.map(Box::new),
             })
     }
 
@@ -103,6 +105,18 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
+        Ok(self.acquire_explained(lease, deadline, false)?.ok())
+    }
+
+    /// [`acquire`](Self::acquire), with what held the lock when a wait gave up: asked of
+    /// Redis (within the deadline's response timeout) when `explain`, or when it is logged
+    /// at debug level. A call that was not to wait asks nothing.
+    fn acquire_explained(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+        explain: bool,
+    ) -> Result<Result<LockGuard<K>, Option<HeldBy>>> {
         let mut queued = false;
         let started = Instant::now();
         let result = self.wait_for(lease, deadline, &mut queued);
@@ -125,7 +139,37 @@ impl<K: Kind> Lock<K> {
             }
         };
         metrics::acquisition(K::LABEL, outcome, started.elapsed());
-        result
+        if let Some(guard) = result? {
+            return Ok(Ok(guard));
+        }
+        if deadline.is_none_or(|deadline| deadline <= started) {
+            return Ok(Err(None));
+        }
+        let debug = log::log_enabled!(log::Level::Debug);
+        let held_by = (explain || debug)
+            .then(|| {
+                let limit = deadline.and_then(|d| d.checked_add(self.config().response_timeout));
+                limit
+                    .is_some_and(|limit| limit > Instant::now())
+                    .then(|| K::describe(&self.target, limit))
+                    .flatten()
+            })
+            .flatten();
+        if debug {
+            let why = held_by
+                .as_ref()
+                .map_or("what held it is not known".into(), ToString::to_string);
+            log::debug!(
+                "gave up waiting for lock {:?} after {:?}: {why}",
+                self.name(),
+                started.elapsed()
+            );
+        }
+        Ok(Err(held_by))
+    }
+
+    fn config(&self) -> &crate::base::config::Config {
+        self.target.shared.config()
     }
 
     /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt may have
@@ -156,6 +200,8 @@ impl<K: Kind> Lock<K> {
         // freed without a message: by a library that publishes none, or on Redlock, where
         // a failed attempt gives back what it took without waking anyone.
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
+        // Whether this wait has looked at a holder without expiry yet (once per wait).
+        let mut explained = false;
         loop {
             self.check_cancelled()?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
@@ -199,6 +245,11 @@ impl<K: Kind> Lock<K> {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
+            // A waiter (not a call that was not to wait) that finds a holder without expiry.
+            if ttl.is_none() && !explained {
+                explained = true;
+                self.warn_if_held_for_ever(limit);
+            }
             self.check_cancelled()?;
             if waiting.needs_subscription() {
                 waiting.subscribe(target, &K::wait_channel(target), deadline);
@@ -218,6 +269,18 @@ impl<K: Kind> Lock<K> {
             if waiting.woken {
                 woken_at = Some(Instant::now());
             }
+        }
+    }
+
+    /// Logs a warning when what holds the lock has no expiry: nothing frees it by itself,
+    /// so without it every waiter would wait for ever in silence.
+    fn warn_if_held_for_ever(&self, limit: Option<Instant>) {
+        if let Some(held_by) = K::describe(&self.target, limit).filter(|h| h.ttl.is_none()) {
+            log::warn!(
+                "waiting for lock {:?}, which nothing frees by itself: {held_by}; waiters wait \
+                 until it is deleted or changed",
+                self.name()
+            );
         }
     }
 

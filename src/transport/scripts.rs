@@ -55,6 +55,8 @@ scripts! {
     TOKEN_PROBE => "token_probe.lua",
     TOKEN_RELEASE => "token_release.lua",
     TOKEN_RENEW => "token_renew.lua",
+    BUSY => "busy.lua",
+    SEMAPHORE_BUSY => "semaphore_busy.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
@@ -410,6 +412,17 @@ pub(crate) fn semaphore_renew(timeouts: &[u8], id: &[u8], lease: Duration) -> Cm
 /// Replies the number.
 pub(crate) fn semaphore_available(key: &[u8], timeouts: &[u8]) -> Cmd {
     evalsha(&SEMAPHORE_AVAILABLE, &[key, timeouts])
+}
+
+/// What holds the lock `key`. Replies `{type, pttl, holder or false}`.
+pub(crate) fn busy(key: &[u8]) -> Cmd {
+    evalsha(&BUSY, &[key])
+}
+
+/// Where the semaphore's permits stand. Replies `{type, available, held, ms to the first
+/// lease's end}`.
+pub(crate) fn semaphore_busy(key: &[u8], timeouts: &[u8]) -> Cmd {
+    evalsha(&SEMAPHORE_BUSY, &[key, timeouts])
 }
 
 /// Set the semaphore's permits to `n` if it has none yet (`set`), or add `n`, announcing
