@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Cmd;
 
+use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
@@ -20,7 +21,7 @@ use crate::lease::target::Target;
 use crate::lease::watchdog::{self, Renewal};
 use crate::lease::workers::Ticket;
 use crate::topology::quorum::validity_end;
-use crate::transport::scripts;
+use crate::transport::scripts::{self, Renewed};
 
 /// The permits of a [`Semaphore`](crate::Semaphore): the kind behind its
 /// [`Permit`](crate::Permit)s. A busy attempt waits at most until the first held lease
@@ -167,6 +168,31 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
             Some(holding) => target.found_lost(holding),
             None => target.not_held(),
         }),
+    }
+}
+
+/// Sets the remaining lease of the held permit `hold` to `lease`: [`Error::Lost`] when the
+/// permit is gone or its lease had run out.
+pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) -> Result<()> {
+    check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
+    target.begin()?;
+    if hold.holding.is_lost() {
+        return Err(target.lost());
+    }
+    let [node] = target.shared.nodes().list() else {
+        return Err(target.lost());
+    };
+    let timeouts = names::semaphore_timeouts(&target.shared_key());
+    let cmd = scripts::semaphore_renew(&timeouts, &hold.held.id.to_be_bytes(), lease);
+    let end = Instant::now() + target.shared.config().response_timeout;
+    let renewed = hold.holding.lease_round(lease, || {
+        let renewed = node.run::<Renewed>(&cmd, end);
+        let kept = matches!(renewed, Ok(Renewed::Kept));
+        (renewed, kept)
+    });
+    match renewed.map_err(|err| err.with_lock(target.name()))? {
+        Renewed::Kept => Ok(()),
+        _ => Err(target.found_lost(&hold.holding)),
     }
 }
 

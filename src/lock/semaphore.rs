@@ -88,12 +88,63 @@ impl Semaphore {
         self.change(false, permits).map(drop)
     }
 
+    /// Sets the number of permits available now to `permits` (1 to 2^40), whatever it
+    /// was, waking as many waiters; returns the number available before (0 when it had
+    /// none). Held permits stay held and come back on top of `permits` when released;
+    /// held permits whose leases had run out are dropped. For an operator who resizes the
+    /// pool; [`try_set_permits`](Self::try_set_permits) is the one for start-up.
+    pub fn set_permits(&self, permits: u64) -> Result<u64> {
+        let target = self.target();
+        check_permits(target, permits)?;
+        let key = target.open()?;
+        let timeouts = names::semaphore_timeouts(key);
+        let cmd = scripts::semaphore_set(key, &timeouts, &names::semaphore_channel(key), permits);
+        self.run(&cmd)
+            .map(|before| u64::try_from(before).unwrap_or_default())
+    }
+
+    /// Takes up to `permits` (1 to 2^40) away from the permits available, never below
+    /// zero, and returns how many it took: fewer than asked when fewer were available.
+    /// Held permits are left alone: each comes back when released, so to shrink a pool
+    /// whose permits are held, reduce what is available and let the holders release.
+    /// Held permits whose leases had run out come back first and count as available. A
+    /// semaphore without permits is left as it is (0).
+    pub fn reduce_permits(&self, permits: u64) -> Result<u64> {
+        let target = self.target();
+        check_permits(target, permits)?;
+        let key = target.open()?;
+        let timeouts = names::semaphore_timeouts(key);
+        let cmd =
+            scripts::semaphore_reduce(key, &timeouts, &names::semaphore_channel(key), permits);
+        self.run(&cmd)
+            .map(|taken| u64::try_from(taken).unwrap_or_default())
+    }
+
+    /// Deletes the semaphore: its permits and its record of held permits. Returns whether
+    /// there was anything to delete. Permits held when it was deleted are not held any
+    /// more: their release fails with [`Error::Lost`](crate::Error::Lost) (by
+    /// [`Permit`]; [`Error::NotHeld`](crate::Error::NotHeld) by id), their watchdog marks
+    /// them lost at its next renewal, and waiters wait for permits to be set again. A key
+    /// of another kind is [`Error::WrongKind`](crate::Error::WrongKind), left as it is.
+    pub fn delete(&self) -> Result<bool> {
+        let target = self.target();
+        let key = target.open()?;
+        let cmd = scripts::semaphore_delete(key, &names::semaphore_timeouts(key));
+        self.run(&cmd).map(|deleted| deleted == 1)
+    }
+
+    /// `cmd` on every node, and the answer a quorum agrees on at least.
+    fn run(&self, cmd: &redis::Cmd) -> Result<i64> {
+        let target = self.target();
+        let nodes = target.shared.nodes();
+        nodes
+            .agreed(nodes.run_all::<i64>(cmd, None))
+            .map_err(|err| target.wrong_kind(err))
+    }
+
     fn change(&self, set: bool, permits: u64) -> Result<i64> {
         let target = self.target();
-        if !(1..=MAX_PERMITS).contains(&permits) {
-            let reason = format!("must be 1..={MAX_PERMITS}");
-            return Err(target.invalid_argument("permits", reason));
-        }
+        check_permits(target, permits)?;
         let key = target.open()?;
         let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
         let nodes = target.shared.nodes();
@@ -183,6 +234,15 @@ impl Semaphore {
     }
 }
 
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `permits` is 1 to 2^40.
+fn check_permits(target: &Target, permits: u64) -> Result<()> {
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        let reason = format!("must be 1..={MAX_PERMITS}");
+        return Err(target.invalid_argument("permits", reason));
+    }
+    Ok(())
+}
+
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
@@ -205,6 +265,15 @@ impl Permit {
     /// when its lease had run out (it was others' again).
     pub fn release(self) -> Result<()> {
         self.guard.unlock()
+    }
+
+    /// Sets the permit's remaining lease to `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)), from now. [`Error::Lost`](crate::Error::Lost) when
+    /// the permit is no longer held (its lease had run out, it was released by id, or the
+    /// semaphore was deleted). On a permit the watchdog renews, the next renewal sets the
+    /// client's lease again.
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        permits::extend(&self.guard.lock().target, &self.guard.hold, lease)
     }
 
     /// Whether the watchdog, or a release, found the permit gone.
