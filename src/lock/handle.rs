@@ -23,6 +23,9 @@ use crate::notify::cancel::Cancel;
 /// also with an explicit lease (`*_with_lease`), which gets no watchdog: the hold simply
 /// expires after the lease. Without one, a watchdog thread renews the lease while it is held.
 ///
+/// [`with_cancel`](Self::with_cancel) gives the same handle with its waits cancellable from
+/// another thread by a [`Cancel`] token.
+///
 /// On a client over several nodes (Redlock) every call goes to all of them: acquisitions
 /// fail at once with [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes answer, and a quorum that grants
 /// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`](crate::Error::ValidityExhausted)
