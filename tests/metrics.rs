@@ -124,6 +124,19 @@ fn counters_and_histograms_move_with_the_locks() {
         0
     );
 
+    // A cancelled call is counted as cancelled, and not as an error.
+    let errors = seen.counter("redmutex_errors_total,class=other");
+    let stop = redmutex::Cancel::new();
+    stop.cancel();
+    let err = client.lock("c").with_cancel(&stop).lock().unwrap_err();
+    assert!(err.is_cancelled());
+    seen.take(&snapshotter);
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=reentrant,outcome=cancelled"),
+        1
+    );
+    assert_eq!(seen.counter("redmutex_errors_total,class=other"), errors);
+
     // Renewed; a renewal that fails; then the hold found gone.
     let guard = client.lock("renewed").lock().unwrap();
     assert!(eventually(PATIENCE, || client.stats().renewals >= 1));
