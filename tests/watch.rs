@@ -55,3 +55,31 @@ fn a_permit_has_a_watch_too() {
     assert!(helper.join().unwrap(), "the renewal found the permit gone");
     assert!(eventually(PATIENCE, || permit.is_lost()));
 }
+
+/// Waits on `watch` in another thread for far longer than a test may take; the result,
+/// if the wait ended within `PATIENCE` after `end` ran.
+fn waited_on(watch: &HoldWatch, end: impl FnOnce()) -> Option<bool> {
+    let (sent, got) = std::sync::mpsc::channel();
+    let watch = watch.clone();
+    std::thread::spawn(move || sent.send(watch.wait_lost(Duration::from_secs(3600))));
+    end();
+    got.recv_timeout(PATIENCE).ok()
+}
+
+#[test]
+fn a_released_guard_ends_the_waits_on_its_watch() {
+    let server = Server::start();
+    let client = server.client();
+    let guard = client.lock("released").lock().unwrap();
+    let watch = guard.watch();
+    assert!(!watch.is_released());
+    let ended = waited_on(&watch, || guard.unlock().unwrap());
+    assert_eq!(ended, Some(false), "released, not lost");
+    assert!(watch.is_released() && !watch.is_lost());
+
+    let semaphore = client.semaphore("released");
+    semaphore.try_set_permits(1).unwrap();
+    let permit = semaphore.acquire().unwrap();
+    let watch = permit.watch();
+    assert_eq!(waited_on(&watch, || drop(permit)), Some(false), "dropped");
+}

@@ -71,11 +71,12 @@ impl Holding {
         first
     }
 
-    /// Waits until the holding is marked lost, at most `timeout`; whether it was.
-    pub fn wait_lost(&self, timeout: Duration) -> bool {
+    /// Waits until the holding is marked lost or `done` (checked again on every
+    /// [`wake_watchers`](Self::wake_watchers)), at most `timeout`; whether it was lost.
+    pub fn wait_lost(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut wait = self.lost_wait.lock();
-        while !self.is_lost() {
+        while !self.is_lost() && !done() {
             match deadline {
                 Some(deadline) => {
                     if self.lost_cond.wait_until(&mut wait, deadline).timed_out() {
@@ -86,6 +87,12 @@ impl Holding {
             }
         }
         self.is_lost()
+    }
+
+    /// Wakes the waits of [`wait_lost`](Self::wait_lost) to check their `done` again.
+    pub fn wake_watchers(&self) {
+        let _wait = self.lost_wait.lock();
+        self.lost_cond.notify_all();
     }
 
     /// Until when the lock is surely held, as of the last acquisition or renewal.
@@ -132,13 +139,16 @@ mod tests {
     #[test]
     fn wait_lost_is_woken_by_the_loss_and_times_out_without_one() {
         let holding = Arc::new(Holding::new(Instant::now() + Duration::from_secs(100)));
-        assert!(!holding.wait_lost(Duration::from_millis(1)), "not lost yet");
+        assert!(
+            !holding.wait_lost(Duration::from_millis(1), || false),
+            "not lost yet"
+        );
         let marker = holding.clone();
         let thread = std::thread::spawn(move || marker.mark_lost());
         // A bound far beyond any scheduling delay: only the loss ends this wait in time.
-        assert!(holding.wait_lost(Duration::from_secs(3600)));
+        assert!(holding.wait_lost(Duration::from_secs(3600), || false));
         assert!(thread.join().unwrap());
-        assert!(holding.wait_lost(Duration::ZERO), "stays lost");
+        assert!(holding.wait_lost(Duration::ZERO, || false), "stays lost");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
@@ -37,6 +39,8 @@ pub struct LockGuard<K: Kind = Reentrant> {
     released: bool,
     /// When the hold was taken, for the hold time.
     taken: Instant,
+    /// Set at release for the watches of this guard; made by the first watch.
+    watched_release: OnceLock<Arc<AtomicBool>>,
     _affinity: PhantomData<K::Affinity>,
 }
 
@@ -47,6 +51,7 @@ impl<K: Kind> LockGuard<K> {
             hold,
             released: false,
             taken: Instant::now(),
+            watched_release: OnceLock::new(),
             _affinity: PhantomData,
         }
     }
@@ -61,10 +66,14 @@ impl<K: Kind> LockGuard<K> {
         self.release()
     }
 
-    /// Gives the hold back, recording the hold time and any error.
+    /// Gives the hold back, recording the hold time and any error, and tells the watches.
     fn release(&self) -> Result<()> {
         metrics::released(K::LABEL, self.taken.elapsed());
         let result = K::release(&self.lock.target, &self.hold);
+        if let Some(released) = self.watched_release.get() {
+            released.store(true, Ordering::Release);
+            self.hold.holding.wake_watchers();
+        }
         if let Err(err) = &result {
             metrics::error(err);
         }
@@ -104,7 +113,8 @@ impl<K: Kind> LockGuard<K> {
     /// Clone`, with [`is_lost`](HoldWatch::is_lost), [`health`](HoldWatch::health),
     /// [`valid_until`](HoldWatch::valid_until) and [`wait_lost`](HoldWatch::wait_lost).
     pub fn watch(&self) -> HoldWatch {
-        HoldWatch::new(self.hold.holding.clone(), self.lock.name())
+        let released = self.watched_release.get_or_init(Arc::default).clone();
+        HoldWatch::new(self.hold.holding.clone(), released, self.lock.name())
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::base::health::Health;
@@ -17,7 +18,7 @@ use crate::lease::holding::Holding;
 /// It sees what the guard sees: the loss is found by the watchdog, a release or a re-entry,
 /// so a hold with an explicit lease (not watched) is found lost only by its release;
 /// [`valid_until`](Self::valid_until) says when such a hold surely ends. A watch kept after
-/// the guard is released reports what was last known.
+/// the guard is released reports what was last known, and [`is_released`](Self::is_released).
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -35,15 +36,23 @@ use crate::lease::holding::Holding;
 #[derive(Clone)]
 pub struct HoldWatch {
     holding: Arc<Holding>,
+    /// Set when the guard or permit watched is released or dropped.
+    released: Arc<AtomicBool>,
     name: Arc<str>,
 }
 
 impl HoldWatch {
-    pub(crate) fn new(holding: Arc<Holding>, name: &str) -> Self {
+    pub(crate) fn new(holding: Arc<Holding>, released: Arc<AtomicBool>, name: &str) -> Self {
         HoldWatch {
             holding,
+            released,
             name: name.into(),
         }
+    }
+
+    /// Whether the guard or permit watched was released or dropped.
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
     }
 
     /// The name of the lock or semaphore held.
@@ -69,10 +78,11 @@ impl HoldWatch {
 
     /// Blocks until the hold is found lost, at most `timeout`, and returns whether it was.
     /// Woken by whatever finds the loss (the watchdog, a release, a re-entry), not by
-    /// polling; returns at once if it is lost already. A released hold is not lost: the
-    /// wait then lasts its timeout.
+    /// polling; returns at once if it is lost already. It also returns, `false`, once the
+    /// guard or permit watched is released or dropped ([`is_released`](Self::is_released)),
+    /// so a helper thread waiting on it ends with the hold.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
-        self.holding.wait_lost(timeout)
+        self.holding.wait_lost(timeout, || self.is_released())
     }
 }
 
