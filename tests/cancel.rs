@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use redmutex::{Cancel, Error, LockClient};
-use support::{Server, await_calls, await_subscribers, channel, eventually};
+use support::{Proxy, Server, await_calls, await_subscribers, channel, eventually};
 
 /// The holders' lease: a waiter not woken by the cancel would sleep until about this long
 /// after the holder's last renewal, well past `PATIENCE`.
@@ -101,6 +101,18 @@ fn every_kind_and_every_blocking_call_ends_on_a_cancel() {
                 Box::new(move || lock.read().lock().map(|_| true))
             })
         }),
+        ("k-rw-write", {
+            let client = client.clone();
+            Box::new(move |stop| {
+                let lock = client.read_write_lock("k-rw-write").with_cancel(stop);
+                let until = std::time::Instant::now() + HOLD;
+                Box::new(move || {
+                    lock.write()
+                        .try_lock_with_lease_until(until, HOLD)
+                        .map(|g| g.is_some())
+                })
+            })
+        }),
         ("k-semaphore", {
             let client = client.clone();
             Box::new(move |stop| {
@@ -113,6 +125,7 @@ fn every_kind_and_every_blocking_call_ends_on_a_cancel() {
     let _fenced = held.fenced_lock("k-fenced").lock().unwrap();
     let _token = held.token_lock("k-token").lock().unwrap();
     let _write = held.read_write_lock("k-rw").write().lock().unwrap();
+    let _read = held.read_write_lock("k-rw-write").read().lock().unwrap();
     let semaphore = held.semaphore("k-semaphore");
     semaphore.try_set_permits(1).unwrap();
     let _permit = semaphore.acquire().unwrap();
@@ -140,6 +153,41 @@ fn a_cancelled_fair_waiter_leaves_the_queue() {
     );
     assert!(err.is_cancelled(), "{err}");
     assert!(!server.exists(queue), "the waiter kept its place");
+}
+
+#[test]
+fn an_attempt_in_flight_that_took_the_lock_returns_it() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(Duration::from_secs(9))
+        .build()
+        .unwrap();
+    let stop = Cancel::new();
+    let lock = client.lock("inflight").with_cancel(&stop);
+    // The attempt reaches Redis at once; its reply comes late.
+    proxy.delay_replies(Duration::from_secs(2));
+    let (sender, receiver) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let taken = lock.lock().map(|guard| {
+            let held = guard.lock().is_held_by_current_thread();
+            drop(guard);
+            held
+        });
+        sender.send(taken).unwrap();
+    });
+    assert!(eventually(PATIENCE, || server.exists("inflight")));
+    stop.cancel();
+    proxy.delay_replies(Duration::ZERO);
+    let taken = receiver
+        .recv_timeout(PATIENCE)
+        .expect("the call never returned");
+    waiter.join().unwrap();
+    assert!(
+        taken.unwrap().unwrap(),
+        "the guard came back, and held the lock"
+    );
+    assert!(!server.exists("inflight"), "dropping it gave the lock back");
 }
 
 #[test]
