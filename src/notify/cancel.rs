@@ -1,6 +1,7 @@
 //! Cancelling waits from another thread: a token that raises the signal of every wait
 //! registered with it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -35,8 +36,9 @@ pub struct Cancel {
 #[derive(Default)]
 struct Inner {
     cancelled: AtomicBool,
-    /// The signals of the waits in progress with this token.
-    waits: Mutex<Vec<Weak<Signal>>>,
+    /// The signals of the waits in progress with this token, by their address: a client's
+    /// token has every wait of the client, so each comes and goes in constant time.
+    waits: Mutex<HashMap<usize, Weak<Signal>>>,
 }
 
 impl Cancel {
@@ -49,7 +51,7 @@ impl Cancel {
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
         let waits = std::mem::take(&mut *self.inner.waits.lock());
-        for signal in waits.iter().filter_map(Weak::upgrade) {
+        for signal in waits.values().filter_map(Weak::upgrade) {
             signal.raise();
         }
     }
@@ -62,18 +64,15 @@ impl Cancel {
     /// Registers a wait's signal, raised by a cancel until the returned registration is
     /// dropped. A token cancelled already raises it at once.
     pub(crate) fn register(&self, signal: &Arc<Signal>) -> Registration {
-        {
-            let mut waits = self.inner.waits.lock();
-            waits.retain(|wait| wait.strong_count() > 0);
-            waits.push(Arc::downgrade(signal));
-        }
-        // A cancel that set the flag before the push may have taken the list already.
+        let address = Arc::as_ptr(signal) as usize;
+        (self.inner.waits.lock()).insert(address, Arc::downgrade(signal));
+        // A cancel that set the flag before the insert may have taken the waits already.
         if self.is_cancelled() {
             signal.raise();
         }
         Registration {
             inner: self.inner.clone(),
-            signal: Arc::downgrade(signal),
+            address,
         }
     }
 }
@@ -89,13 +88,14 @@ impl std::fmt::Debug for Cancel {
 /// A wait registered with a [`Cancel`]; dropping it unregisters the wait.
 pub(crate) struct Registration {
     inner: Arc<Inner>,
-    signal: Weak<Signal>,
+    /// The signal's address, its key among the waits; the registration's owner keeps the
+    /// signal alive until the registration is dropped, so no other wait can have it.
+    address: usize,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut waits = self.inner.waits.lock();
-        waits.retain(|wait| !wait.ptr_eq(&self.signal) && wait.strong_count() > 0);
+        self.inner.waits.lock().remove(&self.address);
     }
 }
 
