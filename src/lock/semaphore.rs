@@ -93,6 +93,16 @@ impl Semaphore {
     /// none). Held permits stay held and come back on top of `permits` when released;
     /// held permits whose leases had run out are dropped. For an operator who resizes the
     /// pool; [`try_set_permits`](Self::try_set_permits) is the one for start-up.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let pool = client.semaphore("db-connections");
+    /// pool.set_permits(10)?; // 10 available now, whatever there were
+    /// let taken = pool.reduce_permits(4)?; // up to 4 fewer, never below zero
+    /// println!("took {taken}; {} left", pool.available_permits()?);
+    /// pool.delete()?; // gone: held permits fail to release
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn set_permits(&self, permits: u64) -> Result<u64> {
         let target = self.target();
         check_permits(target, permits)?;
@@ -272,6 +282,15 @@ impl Permit {
     /// the permit is no longer held (its lease had run out, it was released by id, or the
     /// semaphore was deleted). On a permit the watchdog renews, the next renewal sets the
     /// client's lease again.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let pool = client.semaphore("db-connections");
+    /// let permit = pool.acquire_with_lease(Duration::from_secs(10))?;
+    /// permit.extend(Duration::from_secs(60))?; // the job runs longer than planned
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
     pub fn extend(&self, lease: Duration) -> Result<()> {
         permits::extend(&self.guard.lock().target, &self.guard.hold, lease)
     }
