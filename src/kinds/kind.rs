@@ -42,6 +42,9 @@ pub enum Attempt<H> {
     Acquired(Hold<H>),
     /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
+    /// Free, but others are ahead of this waiter (a fair lock's queue): waited for as a
+    /// busy lock without a known expiry, and no holder to explain.
+    Queued,
     /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
     /// not confirmed on a quorum); retried after a pause within the deadline, and returned
     /// as the error when the deadline has passed.

@@ -202,6 +202,7 @@ impl<K: Kind> Lock<K> {
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         // Whether this wait has looked at a holder without expiry yet (once per wait).
         let mut explained = false;
+        let mut held_for_ever;
         loop {
             self.check_cancelled()?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
@@ -226,7 +227,14 @@ impl<K: Kind> Lock<K> {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
                     woken_at = None;
+                    held_for_ever = ttl.is_none();
                     ttl
+                }
+                Attempt::Queued => {
+                    waiting.woken = false;
+                    woken_at = None;
+                    held_for_ever = false;
+                    None
                 }
                 Attempt::Retry(err) => {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -246,7 +254,7 @@ impl<K: Kind> Lock<K> {
                 return Ok(None);
             }
             // A waiter (not a call that was not to wait) that finds a holder without expiry.
-            if ttl.is_none() && !explained {
+            if held_for_ever && !explained {
                 explained = true;
                 self.warn_if_held_for_ever(limit);
             }
