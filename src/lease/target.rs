@@ -102,6 +102,15 @@ impl Target {
         Ok(key)
     }
 
+    /// [`begin`](Self::begin) for a call that starts something new (an acquisition, a
+    /// change of a semaphore's permits, a forced unlock, a question): refused on a closed
+    /// client. Releases, give-ups and renewals of what is held use `begin`.
+    pub(crate) fn open(&self) -> Result<&[u8]> {
+        let key = self.begin()?;
+        self.shared.check_open(self.name())?;
+        Ok(key)
+    }
+
     pub(crate) fn not_held(&self) -> Error {
         Error::NotHeld {
             lock: self.name().to_owned(),

@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
@@ -11,6 +13,7 @@ use crate::kinds::kind::{Hold, Kind};
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::token::{self, Token};
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
 
 /// One hold of a [`Lock`]; dropping it gives the hold back.
 ///
@@ -41,6 +44,8 @@ pub struct LockGuard<K: Kind = Reentrant> {
     released: bool,
     /// When the hold was taken, for the hold time.
     taken: Instant,
+    /// Set at release for the watches of this guard; made by the first watch.
+    watched_release: OnceLock<Arc<AtomicBool>>,
     _affinity: PhantomData<K::Affinity>,
 }
 
@@ -51,6 +56,7 @@ impl<K: Kind> LockGuard<K> {
             hold,
             released: false,
             taken: Instant::now(),
+            watched_release: OnceLock::new(),
             _affinity: PhantomData,
         }
     }
@@ -65,10 +71,14 @@ impl<K: Kind> LockGuard<K> {
         self.release()
     }
 
-    /// Gives the hold back, recording the hold time and any error.
+    /// Gives the hold back, recording the hold time and any error, and tells the watches.
     fn release(&self) -> Result<()> {
         metrics::released(K::LABEL, self.taken.elapsed());
         let result = K::release(&self.lock.target, &self.hold);
+        if let Some(released) = self.watched_release.get() {
+            released.store(true, Ordering::Release);
+            self.hold.holding.wake_watchers();
+        }
         if let Err(err) = &result {
             metrics::error(err);
         }
@@ -102,6 +112,14 @@ impl<K: Kind> LockGuard<K> {
     /// lock may have expired and been taken by someone else.
     pub fn valid_until(&self) -> Instant {
         self.hold.holding.valid_until()
+    }
+
+    /// A watch on this hold that other threads may keep and wait on: `Send + Sync +
+    /// Clone`, with [`is_lost`](HoldWatch::is_lost), [`health`](HoldWatch::health),
+    /// [`valid_until`](HoldWatch::valid_until) and [`wait_lost`](HoldWatch::wait_lost).
+    pub fn watch(&self) -> HoldWatch {
+        let released = self.watched_release.get_or_init(Arc::default).clone();
+        HoldWatch::new(self.hold.holding.clone(), released, self.lock.name())
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).
