@@ -10,6 +10,8 @@
 //! lock libraries (redis-py, node-redlock) driven as subprocesses.
 #![allow(dead_code)]
 
+pub mod history;
+
 mod cluster;
 mod peer;
 mod proxy;
