@@ -1,0 +1,539 @@
+//! The read-write lock against its model: parties (our owners, the Java owner) with their
+//! read and write holds, and how long each may still be in Redis.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
+
+use crate::exclusive::{Lease, lease};
+use crate::java::{self, JAVA, arg};
+use crate::support::Server;
+use crate::{
+    Bound, Clients, OWNERS, Owner, SLACK, WATCHDOG_LEASE, expiry, fresh_name, leftovers, pttl,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    Take {
+        owner: usize,
+        side: Side,
+        lease: Lease,
+    },
+    Release {
+        owner: usize,
+        which: usize,
+    },
+    Pass {
+        ms: u64,
+    },
+    /// `read().force_unlock()` or `write().force_unlock()`.
+    Force {
+        side: Side,
+    },
+    JavaTake {
+        side: Side,
+        lease: u64,
+    },
+    JavaRelease,
+}
+
+fn side() -> impl Strategy<Value = Side> {
+    prop_oneof![3 => Just(Side::Read), 2 => Just(Side::Write)]
+}
+
+pub fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let owner = 0..OWNERS;
+    let op = prop_oneof![
+        8 => (owner.clone(), side(), lease())
+            .prop_map(|(owner, side, lease)| Op::Take { owner, side, lease }),
+        5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
+        4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
+        1 => side().prop_map(|side| Op::Force { side }),
+        3 => (side(), 10u64..80).prop_map(|(side, lease)| Op::JavaTake { side, lease }),
+        2 => Just(Op::JavaRelease),
+    ];
+    proptest::collection::vec(op, 1..40)
+}
+
+enum Guard {
+    Read(LockGuard<Read>),
+    Write(LockGuard<Write>),
+}
+
+impl Guard {
+    fn view(&self) -> (Health, Instant) {
+        match self {
+            Guard::Read(g) => (g.health(), g.valid_until()),
+            Guard::Write(g) => (g.health(), g.valid_until()),
+        }
+    }
+
+    fn unlock(self) -> redmutex::Result<()> {
+        match self {
+            Guard::Read(g) => g.unlock(),
+            Guard::Write(g) => g.unlock(),
+        }
+    }
+}
+
+struct Mine {
+    lock: Option<ReadWriteLock>,
+    guards: Vec<Guard>,
+}
+
+#[derive(Clone, Debug)]
+struct Hold {
+    side: Side,
+    lease: Lease,
+    revoked: bool,
+}
+
+#[derive(Default)]
+struct Party {
+    holds: Vec<Hold>,
+    held: Option<Bound>,
+    ghost: Option<Bound>,
+    /// Held the write side since it last held nothing: its hash may be in write mode.
+    wrote: bool,
+}
+
+impl Party {
+    fn bound(&self) -> Bound {
+        [self.held, self.ghost]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(Bound::Gone)
+    }
+
+    fn rebound(&mut self, now: Instant) {
+        if self.holds.is_empty() {
+            self.held = None;
+            self.wrote = false;
+        } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
+            self.held = Some(Bound::Forever);
+        } else {
+            let longest = self.holds.iter().map(|h| h.lease.script()).max().unwrap();
+            self.held = Some(self.held.unwrap_or(Bound::Gone).extend(now + longest));
+        }
+    }
+
+    /// Whether it may keep another owner from `side` at `at`.
+    fn blocks(&self, side: Side, at: Instant) -> bool {
+        let writes = self.wrote || self.ghost.is_some_and(|g| !g.over_by(at));
+        !self.bound().over_by(at) && (side == Side::Write || writes)
+    }
+}
+
+/// The Java owner's holds, last taken last, each with the least its key's expiry is.
+#[derive(Default)]
+struct JavaParty {
+    holds: Vec<(Side, Instant)>,
+    bound: Option<Bound>,
+}
+
+impl JavaParty {
+    fn live(&self, side: Side, at: Instant) -> bool {
+        self.holds
+            .iter()
+            .any(|(s, until)| *s == side && *until > at + SLACK)
+    }
+}
+
+pub struct Harness {
+    server: Server,
+    clients: Clients,
+    owners: Vec<Owner<Mine>>,
+    conn: redis::Connection,
+}
+
+impl Harness {
+    pub fn new() -> Harness {
+        let server = Server::start();
+        let clients = Clients::new(&server);
+        let owners = (0..OWNERS)
+            .map(|_| {
+                Owner::spawn(|| Mine {
+                    lock: None,
+                    guards: Vec::new(),
+                })
+            })
+            .collect();
+        let conn = server.conn();
+        Harness {
+            server,
+            clients,
+            owners,
+            conn,
+        }
+    }
+
+    pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        let name = fresh_name("rw");
+        for (i, owner) in self.owners.iter().enumerate() {
+            let lock = self.clients.of(i).read_write_lock(&name);
+            owner.run(move |mine| {
+                mine.guards.clear();
+                mine.lock = Some(lock);
+            });
+        }
+        let mut case = Case {
+            h: self,
+            name,
+            parties: (0..OWNERS).map(|_| Party::default()).collect(),
+            java: JavaParty::default(),
+            linger: Bound::Gone,
+            log: Vec::new(),
+        };
+        let result = case.play(ops);
+        let ended = if result.is_ok() { case.end() } else { Ok(()) };
+        result
+            .and(ended)
+            .map_err(|err| format!("{err}\nsteps:\n{}", case.log.join("\n")))
+    }
+
+    fn client(&self, owner: usize) -> &LockClient {
+        self.clients.of(owner)
+    }
+}
+
+struct Case<'h> {
+    h: &'h mut Harness,
+    name: String,
+    parties: Vec<Party>,
+    java: JavaParty,
+    /// Until when the read leases of forcibly deleted holds may linger.
+    linger: Bound,
+    log: Vec<String>,
+}
+
+impl Case<'_> {
+    fn play(&mut self, ops: &[Op]) -> Result<(), String> {
+        for op in ops {
+            self.log.push(format!("{op:?}"));
+            self.step(op)?;
+            self.check()?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        match *op {
+            Op::Take { owner, side, lease } => self.take(owner, side, lease),
+            Op::Release { owner, which } => {
+                let party = &self.parties[owner];
+                if party.holds.is_empty() {
+                    return Ok(());
+                }
+                let which = which % party.holds.len();
+                let ((health, valid_until), started, result) =
+                    self.h.owners[owner].run(move |mine| {
+                        let guard = mine.guards.remove(which);
+                        let view = guard.view();
+                        (view, Instant::now(), guard.unlock())
+                    });
+                let hold = self.parties[owner].holds.remove(which);
+                self.log.push(format!("  {result:?}"));
+                match result {
+                    Ok(()) => {}
+                    Err(err) if err.is_lost() || err.is_not_held() => {
+                        let live = health == Health::Held && valid_until > started + SLACK;
+                        if !hold.revoked && live {
+                            return Err(format!(
+                                "owner {owner}'s release found no {:?} hold, while its guard \
+                                 said Held for {:?} more: {err}",
+                                hold.side,
+                                valid_until - started
+                            ));
+                        }
+                    }
+                    Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
+                }
+                self.parties[owner].rebound(Instant::now());
+                Ok(())
+            }
+            Op::Pass { ms } => {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            }
+            Op::Force { side } => {
+                let lock = self.h.client(0).read_write_lock(&self.name);
+                let at = Instant::now();
+                let deleted = match side {
+                    Side::Read => lock.read().force_unlock(),
+                    Side::Write => lock.write().force_unlock(),
+                }
+                .map_err(|err| format!("force_unlock: {err}"))?;
+                self.log.push(format!("  deleted: {deleted}"));
+                if deleted {
+                    for party in &mut self.parties {
+                        for hold in &mut party.holds {
+                            hold.revoked = true;
+                        }
+                        // Read leases stay until they run out.
+                        self.linger = self.linger.max(party.bound());
+                        let watched = (party.holds.iter())
+                            .any(|h| h.side == Side::Read && matches!(h.lease, Lease::Watched));
+                        if watched {
+                            self.linger = self.linger.extend(at + WATCHDOG_LEASE);
+                        }
+                        party.held = None;
+                        party.wrote = false;
+                    }
+                    self.linger = self.linger.max(self.java.bound.unwrap_or(Bound::Gone));
+                    self.java = JavaParty::default();
+                }
+                Ok(())
+            }
+            Op::JavaTake { side, lease } => self.java_take(side, lease),
+            Op::JavaRelease => self.java_release(),
+        }
+    }
+
+    fn take(&mut self, owner: usize, side: Side, lease: Lease) -> Result<(), String> {
+        let at = Instant::now();
+        let others = (self.parties.iter().enumerate())
+            .filter(|(i, _)| *i != owner)
+            .all(|(_, p)| !p.blocks(side, at));
+        let java = match side {
+            Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
+            Side::Write => self.java.holds.is_empty(),
+        } || self.java.bound.is_none_or(|b| b.over_by(at));
+        let mine = &self.parties[owner];
+        let reading = mine.holds.iter().any(|h| h.side == Side::Read);
+        let writing = mine.holds.iter().any(|h| h.side == Side::Write);
+        let free = others && java && mine.holds.is_empty();
+        let upgrade = side == Side::Write && reading && !writing;
+        let (result, returned) = self.h.owners[owner].run(move |mine| {
+            let lock = mine.lock.as_ref().unwrap();
+            let result = match side {
+                Side::Read => match lease.explicit() {
+                    None => lock.read().try_lock(),
+                    Some(lease) => lock.read().try_lock_with_lease(lease),
+                }
+                .map(|g| g.map(Guard::Read)),
+                Side::Write => match lease.explicit() {
+                    None => lock.write().try_lock(),
+                    Some(lease) => lock.write().try_lock_with_lease(lease),
+                }
+                .map(|g| g.map(Guard::Write)),
+            };
+            let returned = Instant::now();
+            let result = result.map(|g| g.map(|g| mine.guards.push(g)).is_some());
+            (result, returned)
+        });
+        match result {
+            Ok(true) => {
+                self.log.push(format!("  owner {owner} took {side:?}"));
+                if upgrade {
+                    return Err(format!(
+                        "owner {owner} upgraded its read hold to a write hold"
+                    ));
+                }
+                let party = &mut self.parties[owner];
+                party.holds.push(Hold {
+                    side,
+                    lease,
+                    revoked: false,
+                });
+                party.wrote |= side == Side::Write;
+                party.rebound(returned);
+                Ok(())
+            }
+            Ok(false) if free => Err(format!(
+                "owner {owner} was refused the {side:?} side, which nobody could keep from it"
+            )),
+            Ok(false) => {
+                self.log.push(format!("  owner {owner}: busy"));
+                Ok(())
+            }
+            Err(err) if err.is_upgrade() && upgrade => Ok(()),
+            Err(err) => {
+                self.log.push(format!("  owner {owner}: {err}"));
+                let had = !self.parties[owner].holds.is_empty();
+                if !(err.is_validity_exhausted() || (err.is_lost() && had)) {
+                    return Err(format!(
+                        "owner {owner}'s {side:?} acquisition failed: {err}"
+                    ));
+                }
+                let party = &mut self.parties[owner];
+                let ghost = party.ghost.unwrap_or(Bound::Gone);
+                party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
+                Ok(())
+            }
+        }
+    }
+
+    fn java_take(&mut self, side: Side, lease: u64) -> Result<(), String> {
+        let name = self.name.clone();
+        let sent = Instant::now();
+        let got: Option<i64> = match side {
+            Side::Read => {
+                let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
+                java::eval(
+                    &mut self.h.conn,
+                    java::READ_ACQUIRE,
+                    &[&name, &prefix],
+                    &[arg(lease), arg(JAVA), arg(format!("{JAVA}:write"))],
+                )
+            }
+            Side::Write => java::eval(
+                &mut self.h.conn,
+                java::WRITE_ACQUIRE,
+                &[&name],
+                &[arg(lease), arg(format!("{JAVA}:write"))],
+            ),
+        };
+        let returned = Instant::now();
+        self.log.push(format!("  Java: {got:?}"));
+        if got.is_none() {
+            let lease = Duration::from_millis(lease);
+            let bound = self.java.bound.unwrap_or(Bound::Gone);
+            let writing = self.java.holds.iter().any(|(s, _)| *s == Side::Write);
+            self.java.bound = Some(match (side, bound) {
+                // A write re-entry sets the key to what was left plus the lease.
+                (Side::Write, Bound::Until(until)) if writing => Bound::Until(until + lease),
+                _ => bound.extend(returned + lease),
+            });
+            self.java.holds.push((side, sent + lease));
+        }
+        Ok(())
+    }
+
+    fn java_release(&mut self) -> Result<(), String> {
+        let Some(&(side, _)) = self.java.holds.last() else {
+            return Ok(());
+        };
+        let name = self.name.clone();
+        let channel = format!("redisson_rwlock:{{{name}}}");
+        let lease = 30u64;
+        let sent = Instant::now();
+        let released: Option<i64> = match side {
+            Side::Read => {
+                let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
+                let key_prefix = format!("{{{name}}}");
+                java::eval(
+                    &mut self.h.conn,
+                    java::READ_UNLOCK,
+                    &[&name, &channel, &prefix, &key_prefix],
+                    &[arg(0), arg(JAVA)],
+                )
+            }
+            Side::Write => java::eval(
+                &mut self.h.conn,
+                java::WRITE_UNLOCK,
+                &[&name, &channel],
+                &[arg(1), arg(lease), arg(format!("{JAVA}:write"))],
+            ),
+        };
+        self.log
+            .push(format!("  Java released {side:?}: {released:?}"));
+        self.java.holds.pop();
+        if released.is_none() {
+            // Gone already: so is everything else of Java's.
+            self.java.holds.clear();
+        }
+        if side == Side::Write && released == Some(0) {
+            // What remains expires after Redisson's lease.
+            let until = sent + Duration::from_millis(lease);
+            for hold in &mut self.java.holds {
+                hold.1 = hold.1.min(until);
+            }
+        }
+        if self.java.holds.is_empty() {
+            self.java.bound = None;
+        }
+        Ok(())
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        let mut live = Vec::new();
+        for (i, party) in self.parties.iter().enumerate() {
+            let views = self.h.owners[i]
+                .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+            for (hold, view) in party.holds.iter().zip(views) {
+                if !hold.revoked {
+                    live.push((i, hold.side, view));
+                }
+            }
+        }
+        let (ttl, read) = pttl(&mut self.h.conn, &self.name);
+        let now = Instant::now();
+        live.retain(|(_, _, (health, until))| *health == Health::Held && *until > now);
+        let writers: Vec<usize> = live
+            .iter()
+            .filter(|(_, side, _)| *side == Side::Write)
+            .map(|(i, _, _)| *i)
+            .collect();
+        let readers: Vec<usize> = live
+            .iter()
+            .filter(|(_, side, _)| *side == Side::Read)
+            .map(|(i, _, _)| *i)
+            .collect();
+        let java_writes = self.java.live(Side::Write, now);
+        let java_reads = self.java.live(Side::Read, now);
+        for &w in &writers {
+            if writers.iter().any(|&o| o != w) || java_writes {
+                return Err(format!(
+                    "two writers at once: owner {w}, and {writers:?} or Java"
+                ));
+            }
+            if readers.iter().any(|&r| r != w) || java_reads {
+                return Err(format!(
+                    "owner {w} writes beside readers: {readers:?}{}",
+                    if java_reads { " and Java" } else { "" }
+                ));
+            }
+        }
+        if java_writes && !readers.is_empty() {
+            return Err(format!("Java writes beside readers {readers:?}"));
+        }
+        for (i, side, (_, until)) in &live {
+            if expiry(ttl, read).is_none_or(|expires| *until > expires) {
+                return Err(format!(
+                    "owner {i}'s {side:?} guard is valid for {:?} more, but the key's PTTL is \
+                     {ttl} ms",
+                    until.saturating_duration_since(read)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<(), String> {
+        for owner in 0..OWNERS {
+            while !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
+        while !self.java.holds.is_empty() {
+            self.java_release()?;
+        }
+        let bounds = self
+            .parties
+            .iter()
+            .map(Party::bound)
+            .max()
+            .unwrap_or(Bound::Gone);
+        if let Bound::Until(until) = bounds.max(self.linger) {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        }
+        let left = leftovers(&mut self.h.conn, &self.name);
+        if !left.is_empty() {
+            return Err(format!("left in Redis after every release: {left:?}"));
+        }
+        Ok(())
+    }
+}
+
+pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
+    let _ = &harness.server;
+    harness.run(ops).map_err(TestCaseError::fail)
+}
