@@ -113,24 +113,32 @@ fn main() -> Result<()> {
             rt(nested)
         ),
     ));
-    for (how, mut samples) in [
-        (
-            "thread",
-            handoff_threads(&plan, client.lock("bench:handoff"))?,
-        ),
-        ("process", handoff_process(&plan, &url, &client)?),
-        (
-            "thread, token lock",
-            handoff_threads(&plan, client.token_lock("bench:handoff-token"))?,
-        ),
-    ] {
+    // One sample of each in turn, so that load from elsewhere hits them alike.
+    let mut handoffs = interleaved(
+        &plan,
+        vec![
+            ("thread", handoff_thread(client.lock("bench:handoff"))),
+            ("process", handoff_process(&url, &client)),
+            (
+                "thread, token lock",
+                handoff_thread(client.token_lock("bench:handoff-token")),
+            ),
+            (
+                "thread, fair lock",
+                handoff_thread(client.fair_lock("bench:handoff-fair")),
+            ),
+        ],
+    )?;
+    let reentrant_p50 = percentile(&mut handoffs[0].1, 50);
+    for (how, mut samples) in handoffs {
         let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
         rows.push((
             "hand-off",
             format!(
-                "another {how}: p50 {} µs = {:.1} round trips; p99 {} µs = {:.1} round trips",
+                "another {how}: p50 {} µs = {:.1} round trips ({:.2} × the reentrant lock's to another thread); p99 {} µs = {:.1} round trips",
                 micros(p50),
                 rt(p50),
+                p50.as_secs_f64() / reentrant_p50.as_secs_f64(),
                 micros(p99),
                 rt(p99)
             ),
@@ -185,7 +193,7 @@ fn main() -> Result<()> {
             *max as f64 / (*min).max(1) as f64
         ),
     ));
-    rows.extend(family(&plan, &url, &client, floor)?);
+    rows.extend(family(&plan, &url, &client)?);
     for &n in plan.held {
         rows.push(("many held", many_held(&url, n)?));
     }
@@ -386,35 +394,48 @@ fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
     Ok(percentile(&mut samples, 50))
 }
 
-/// From `unlock()` returning in one thread to `lock()` returning in a waiting one.
-fn handoff_threads<K: Kind>(plan: &Plan, lock: Lock<K>) -> Result<Vec<Duration>> {
+/// One hand-off at each call: from `unlock()` returning in this thread to `lock()`
+/// returning in a thread that waits for it.
+fn handoff_thread<K: Kind>(lock: Lock<K>) -> Sampler {
     let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
     let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
-    let waiter = {
-        let lock = lock.clone();
-        std::thread::spawn(move || {
-            while go_rx.recv().is_ok() {
-                let guard = lock.lock().expect("waiter lock");
-                got_tx.send(Instant::now()).unwrap();
-                guard.unlock().expect("waiter unlock");
-            }
-        })
-    };
-    let mut samples = Vec::new();
-    for i in 0..plan.handoffs + 10 {
+    let waiter = lock.clone();
+    std::thread::spawn(move || {
+        while go_rx.recv().is_ok() {
+            let guard = waiter.lock().expect("waiter lock");
+            got_tx.send(Instant::now()).unwrap();
+            guard.unlock().expect("waiter unlock");
+        }
+    });
+    Box::new(move || {
         let guard = lock.lock()?;
         go_tx.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(3)); // let the waiter block
         guard.unlock()?;
         let released = Instant::now();
         let acquired = got_rx.recv().unwrap();
-        if i >= 10 {
-            samples.push(acquired.saturating_duration_since(released));
+        Ok(acquired.saturating_duration_since(released))
+    })
+}
+
+/// Takes one sample a call; its thread or process ends when it is dropped.
+type Sampler = Box<dyn FnMut() -> Result<Duration>>;
+
+/// Samples of each sampler, one of each in turn, after ten rounds of warm-up.
+fn interleaved(
+    plan: &Plan,
+    mut samplers: Vec<(&'static str, Sampler)>,
+) -> Result<Vec<(&'static str, Vec<Duration>)>> {
+    let mut samples = vec![Vec::new(); samplers.len()];
+    for i in 0..plan.handoffs + 10 {
+        for ((_, sample), taken) in samplers.iter_mut().zip(&mut samples) {
+            let duration = sample()?;
+            if i >= 10 {
+                taken.push(duration);
+            }
         }
     }
-    drop(go_tx);
-    waiter.join().unwrap();
-    Ok(samples)
+    Ok(samplers.iter().map(|(how, _)| *how).zip(samples).collect())
 }
 
 /// Subscriptions to fresh channels while the subscriber is running: each waiter wakes the
@@ -446,31 +467,59 @@ fn subscribe_over_tls(plan: &Plan) -> Result<(Duration, Vec<Duration>)> {
 }
 
 /// The same across processes, timed with the wall clock both share.
-fn handoff_process(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<Duration>> {
+/// The same as [`handoff_thread`] with the waiter in another process, which reports the
+/// wall-clock time it got the lock.
+fn handoff_process(url: &str, client: &LockClient) -> Sampler {
     let lock = client.lock("bench:handoff-process");
-    let mut child = spawn_worker(&["handoff", url]);
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut samples = Vec::new();
-    let mut run = || -> Result<()> {
-        for i in 0..plan.handoffs + 10 {
-            let guard = lock.lock()?;
-            writeln!(to_child, "go").unwrap();
-            std::thread::sleep(Duration::from_millis(3));
-            guard.unlock()?;
-            let released = wall_nanos();
-            let acquired: u128 = from_child.next().unwrap().unwrap().parse().unwrap();
-            if i >= 10 {
-                let nanos = acquired.saturating_sub(released);
-                samples.push(Duration::from_nanos(nanos as u64));
-            }
+    let mut waiter = Waiter::spawn(url);
+    Box::new(move || {
+        let guard = lock.lock()?;
+        waiter.go();
+        std::thread::sleep(Duration::from_millis(3));
+        guard.unlock()?;
+        let released = wall_nanos();
+        let acquired = waiter.acquired();
+        Ok(Duration::from_nanos(
+            acquired.saturating_sub(released) as u64
+        ))
+    })
+}
+
+/// A hand-off worker process; it ends, and is waited for, when this is dropped.
+struct Waiter {
+    child: std::process::Child,
+    to_child: Option<std::process::ChildStdin>,
+    from_child: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Waiter {
+    fn spawn(url: &str) -> Self {
+        let mut child = spawn_worker(&["handoff", url]);
+        let to_child = child.stdin.take();
+        let from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+        Waiter {
+            child,
+            to_child,
+            from_child,
         }
-        Ok(())
-    };
-    let result = run();
-    drop(to_child);
-    child.wait().unwrap();
-    result.map(|()| samples)
+    }
+
+    /// Tells the worker to take the lock.
+    fn go(&mut self) {
+        writeln!(self.to_child.as_ref().unwrap(), "go").unwrap();
+    }
+
+    /// When the worker got the lock, in nanoseconds of the wall clock.
+    fn acquired(&mut self) -> u128 {
+        self.from_child.next().unwrap().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        drop(self.to_child.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// Pairs per second over all contenders on one key.
@@ -525,26 +574,15 @@ fn fairness_counts<K: Kind>(lock: &Lock<K>, threads: usize, span: Duration) -> V
     })
 }
 
-/// The fair lock, the read-write lock and the semaphore: hand-off and fairness of the fair
-/// lock, readers in parallel, and each kind's pair against its own two scripts sent raw.
-fn family(
-    plan: &Plan,
-    url: &str,
-    client: &LockClient,
-    floor: Duration,
-) -> Result<Vec<(&'static str, String)>> {
-    let rt = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+/// The fair lock, the read-write lock and the semaphore: fairness of the fair lock, readers in parallel, and each kind's pair against its own two scripts sent raw.
+fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static str, String)>> {
     let mut rows = Vec::new();
-    let mut samples = handoff_threads(plan, client.fair_lock("bench:fair-handoff"))?;
-    let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
     let counts = fairness_counts(&client.fair_lock("bench:fair-fairness"), 8, plan.fairness);
     let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
     rows.push((
         "fair lock",
         format!(
-            "hand-off to another thread: p50 {:.1} round trips, p99 {:.1}; 8 threads for {:?}: max / min acquisitions = {max} / {min} = {:.2}",
-            rt(p50),
-            rt(p99),
+            "8 threads for {:?}: max / min acquisitions = {max} / {min} = {:.2}",
             plan.fairness,
             *max as f64 / (*min).max(1) as f64
         ),
@@ -693,7 +731,7 @@ fn family(
         }));
         samples[6].push(mean_of(plan.pairs, || {
             let id = rand_id();
-            let taken: i64 = sem_acquire
+            let (taken, _): (i64, i64) = sem_acquire
                 .key("bench:semaphore-raw")
                 .key("{bench:semaphore-raw}:timeout")
                 .key("redisson_sc:{bench:semaphore-raw}")
@@ -1087,8 +1125,9 @@ fn cluster(plan: &Plan) -> Result<Vec<(&'static str, String)>> {
         ),
     )];
     let rt = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
-    let mut samples = handoff_threads(plan, client.lock(name))?;
-    let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
+    let mut handoffs = interleaved(plan, vec![("thread", handoff_thread(client.lock(name)))])?;
+    let samples = &mut handoffs[0].1;
+    let (p50, p99) = (percentile(samples, 50), percentile(samples, 99));
     rows.push((
         "cluster hand-off",
         format!(

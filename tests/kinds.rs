@@ -211,6 +211,53 @@ fn kinds_do_not_mix_silently() {
     );
 }
 
+/// A forced unlock deletes only its own kind's data: a key of another type, or another
+/// kind's lock, is `WrongKind` and stays as it was.
+#[test]
+fn a_forced_unlock_never_deletes_another_kinds_key() {
+    let server = Server::start();
+    let client = server.client();
+    let mut redis = server.conn();
+    let _: () = redis::pipe()
+        .cmd("RPUSH")
+        .arg("listed")
+        .arg("x")
+        .cmd("SET")
+        .arg("cached")
+        .arg(r#"{"name":"bob"}"#)
+        .query(&mut redis)
+        .unwrap();
+    let _reading = client.read_write_lock("rw").read().lock().unwrap();
+    let _hashed = client.lock("hashed").lock().unwrap();
+    let refused = [
+        ("listed", client.lock("listed").force_unlock()),
+        ("listed", client.token_lock("listed").force_unlock()),
+        ("listed", client.fair_lock("listed").force_unlock()),
+        (
+            "listed",
+            client.read_write_lock("listed").write().force_unlock(),
+        ),
+        ("cached", client.lock("cached").force_unlock()),
+        ("cached", client.fenced_lock("cached").force_unlock()),
+        ("rw", client.lock("rw").force_unlock()),
+        ("rw", client.token_lock("rw").force_unlock()),
+        ("hashed", client.token_lock("hashed").force_unlock()),
+        (
+            "hashed",
+            client.read_write_lock("hashed").read().force_unlock(),
+        ),
+    ];
+    for (key, result) in refused {
+        let err = result.unwrap_err();
+        assert!(err.is_wrong_kind(), "{key}: {err}");
+        assert!(server.exists(key), "{key} deleted");
+    }
+    let value: String = redis::cmd("GET").arg("cached").query(&mut redis).unwrap();
+    assert_eq!(value, r#"{"name":"bob"}"#);
+    assert!(client.lock("hashed").force_unlock().unwrap());
+    assert!(client.read_write_lock("rw").read().force_unlock().unwrap());
+}
+
 #[test]
 fn a_token_waiter_notices_a_foreign_release_within_the_retry_cap() {
     let server = Server::start();

@@ -41,6 +41,7 @@ fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
         .arg(0)
         .arg(10_000)
+        .arg("hash")
         .invoke(redis)
         .unwrap()
 }

@@ -238,3 +238,42 @@ fn a_semaphore_on_redlock_is_unsupported() {
     let err = client.semaphore(NAME).try_acquire().unwrap_err();
     assert!(err.is_unsupported(), "{err}");
 }
+
+/// A busy semaphore whose only held permit's lease ends a millisecond after the attempt
+/// runs: the attempt waits (or, when the lease has ended by then, takes that permit back),
+/// and every permit it returns is in the server's set of held permits. The busy reply
+/// ("1 ms until a lease ends") once shared its encoding with "taken".
+#[test]
+fn a_lease_ending_a_millisecond_later_never_yields_a_permit_that_is_not_held() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    let mut redis = server.conn();
+    // All permits taken by someone else, whose lease ends 1 ms after now on the server.
+    let busy = redis::Script::new(
+        "local t = redis.call('time')
+         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+         redis.call('set', KEYS[1], 0)
+         redis.call('del', KEYS[2])
+         redis.call('zadd', KEYS[2], now + 1, 'someone-elses-id')
+         return now",
+    );
+    for _ in 0..100 {
+        let _: i64 = busy.key(NAME).key(HELD).invoke(&mut redis).unwrap();
+        if let Some(permit) = semaphore.try_acquire().unwrap() {
+            let id: Vec<u8> = (0..16)
+                .map(|i| u8::from_str_radix(&permit.id()[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            let score: Option<f64> = redis::cmd("ZSCORE")
+                .arg(HELD)
+                .arg(id)
+                .query(&mut redis)
+                .unwrap();
+            assert!(
+                score.is_some(),
+                "returned permit {} is not held",
+                permit.id()
+            );
+            permit.release().unwrap();
+        }
+    }
+}

@@ -24,8 +24,8 @@ struct Cli {
     /// The URLs are seeds of a Redis Cluster.
     #[arg(long, global = true)]
     cluster: bool,
-    /// The key prefix of the locks (the client's `key_prefix`).
-    #[arg(long, default_value = "", global = true)]
+    /// The key prefix of the locks (the client's `key_prefix`), such as `myapp:`.
+    #[arg(long, env = "REDMUTEX_PREFIX", default_value = "", global = true)]
     prefix: String,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
@@ -40,6 +40,9 @@ enum Command {
     Locks {
         #[arg(default_value = "*")]
         pattern: String,
+        /// List the keys that are no locks too, marked as such.
+        #[arg(long)]
+        all: bool,
     },
     /// Everything known about one lock, and the Redis keys involved.
     Show { name: String },
@@ -53,8 +56,13 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// Checks the servers for settings that break locks.
-    Doctor,
+    /// Checks the servers for settings that break locks. Exits 1 on a failure; warnings
+    /// alone exit 0, unless --strict.
+    Doctor {
+        /// Exit 1 on warnings too.
+        #[arg(long)]
+        strict: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -72,7 +80,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn client(cli: &Cli) -> redmutex::Result<LockClient> {
+fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
     let urls: Vec<&str> = cli.urls.iter().map(String::as_str).collect();
     let builder = match (&cli.sentinel, cli.cluster, urls.len()) {
         (Some(master), _, _) => LockClient::sentinel(&urls, master),
@@ -80,14 +88,24 @@ fn client(cli: &Cli) -> redmutex::Result<LockClient> {
         (None, false, 1) => LockClient::builder(urls[0]),
         (None, false, _) => LockClient::redlock_builder(&urls),
     };
-    builder.key_prefix(&cli.prefix).build()
+    builder.key_prefix(prefix).build()
 }
 
 fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
-    let client = client(cli)?;
+    if cli.prefix.ends_with(|c: char| c.is_alphanumeric()) {
+        eprintln!(
+            "redmutex: warning: the prefix {:?} ends without a separator, so a lock NAME is \
+             the key \"{}NAME\"; did you mean --prefix {}:?",
+            cli.prefix, cli.prefix, cli.prefix
+        );
+    }
+    let client = client(cli, &cli.prefix)?;
     match &cli.command {
-        Command::Locks { pattern } => {
-            let locks = client.locks(pattern)?;
+        Command::Locks { pattern, all } => {
+            let locks = match all {
+                true => client.scan(pattern)?,
+                false => client.locks(pattern)?,
+            };
             if cli.json {
                 print_json(&Value::Array(locks.iter().map(lock_json).collect()));
             } else {
@@ -97,6 +115,11 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
         }
         Command::Show { name } => {
             let info = client.inspect(name)?;
+            if info.kind == LockKind::Free
+                && let Some(prefix) = likely_prefix(cli, name)?
+            {
+                eprintln!("redmutex: no lock here; did you mean --prefix {prefix}?");
+            }
             if cli.json {
                 print_json(&lock_json(&info));
             } else {
@@ -105,7 +128,7 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Unlock { name, force, yes } => unlock(cli, &client, name, *force, *yes),
-        Command::Doctor => {
+        Command::Doctor { strict } => {
             let report = client.doctor()?;
             if cli.json {
                 print_json(&report_json(&report));
@@ -113,8 +136,9 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
                 print!("{report}");
             }
             Ok(match report.worst() {
-                Level::Ok | Level::Unknown => ExitCode::SUCCESS,
-                _ => ExitCode::from(1),
+                Level::Fail => ExitCode::from(1),
+                Level::Warn if *strict => ExitCode::from(1),
+                _ => ExitCode::SUCCESS,
             })
         }
     }
@@ -137,11 +161,12 @@ fn unlock(
             eprintln!("redmutex: {name} is not locked");
             return Ok(ExitCode::from(1));
         }
-        LockKind::Semaphore | LockKind::Other(_) => {
-            eprintln!(
-                "redmutex: {name} is {}, which unlock does not break",
-                kind_name(&info.kind)
-            );
+        LockKind::NotALock(what) => {
+            eprintln!("redmutex: {name} is no lock ({what}); nothing removed");
+            return Ok(ExitCode::from(1));
+        }
+        LockKind::Semaphore => {
+            eprintln!("redmutex: {name} is a semaphore, which unlock does not break");
             return Ok(ExitCode::from(1));
         }
         _ => info.keys[0].clone(),
@@ -192,6 +217,23 @@ fn unlock(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The prefix under which a lock named `name` exists when it does not under the one given:
+/// found by scanning for keys that end in `name`.
+fn likely_prefix(cli: &Cli, name: &str) -> redmutex::Result<Option<String>> {
+    let mut pattern = String::from("*");
+    for c in name.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    let found = client(cli, "")?.locks(&pattern)?;
+    Ok(found.into_iter().find_map(|info| {
+        let prefix = info.name.strip_suffix(name)?;
+        (!prefix.is_empty() && prefix != cli.prefix).then(|| prefix.to_owned())
+    }))
+}
+
 fn kind_name(kind: &LockKind) -> String {
     match kind {
         LockKind::Free => "free".into(),
@@ -201,7 +243,7 @@ fn kind_name(kind: &LockKind) -> String {
         LockKind::ReadWrite => "read-write".into(),
         LockKind::Token => "token".into(),
         LockKind::Semaphore => "semaphore".into(),
-        LockKind::Other(kind) => format!("a {kind}, no lock"),
+        LockKind::NotALock(what) => format!("no lock: {what}"),
         _ => "unknown".into(),
     }
 }

@@ -8,7 +8,7 @@ use redis::Value;
 
 use crate::base::error::{Error, Result};
 use crate::client::lock_client::LockClient;
-use crate::layout::names;
+use crate::layout::{names, shape};
 use crate::transport::scripts;
 
 /// What kind of lock a key holds, as its layout tells.
@@ -27,10 +27,14 @@ pub enum LockKind {
     ReadWrite,
     /// A string holding a token (`SET NX`), as redis-py, redsync and node-redlock write.
     Token,
-    /// A string holding a number: the permits of a semaphore left.
+    /// A string holding a number, with the semaphore's held permits beside it: the
+    /// permits left.
     Semaphore,
-    /// A key of another Redis type, which is no lock.
-    Other(String),
+    /// A key that has no lock's shape: of another Redis type, a hash whose fields are not
+    /// owners with hold counts, a string that is no lock token, a number without held
+    /// permits beside it (a counter, or a semaphore of which no permit is held). Says what
+    /// it holds; the operations tool neither lists nor breaks it.
+    NotALock(String),
 }
 
 /// One holder of a lock.
@@ -140,8 +144,16 @@ impl LockClient {
     /// The locks under the client's prefix whose names match `pattern` (a Redis glob, `*`
     /// for all), sorted by name: found with `SCAN` (never `KEYS`) on every server, read as
     /// [`inspect`](Self::inspect) does. Auxiliary keys (queues, counters, permits, latches)
-    /// and keys of other types are skipped. Reads only.
+    /// and keys without a lock's shape ([`LockKind::NotALock`]) are left out. Reads only.
     pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        let mut locks = self.scan(pattern)?;
+        locks.retain(|info| !matches!(info.kind, LockKind::Free | LockKind::NotALock(_)));
+        Ok(locks)
+    }
+
+    /// Like [`locks`](Self::locks), with the keys that are no locks too, as
+    /// [`LockKind::NotALock`]. Reads only.
+    pub fn scan(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let shared = self.shared();
         shared.check_process()?;
         let config = shared.config();
@@ -175,14 +187,14 @@ impl LockClient {
                 }
             }
         }
-        let mut locks = Vec::new();
+        let mut keys = Vec::new();
         for name in found {
             let info = self.inspect(&name)?;
-            if !matches!(info.kind, LockKind::Free | LockKind::Other(_)) {
-                locks.push(info);
+            if info.kind != LockKind::Free {
+                keys.push(info);
             }
         }
-        Ok(locks)
+        Ok(keys)
     }
 }
 
@@ -291,43 +303,33 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     let kind = match raw.kind.as_str() {
         "none" if raw.queue.is_empty() => LockKind::Free,
         "none" => LockKind::Fair,
-        "hash" if raw.fields.iter().any(|(field, _)| field == "mode") => {
-            for (field, count) in &raw.fields {
-                if field == "mode" {
-                    continue;
+        "hash" => match hash_holders(&raw.fields) {
+            Ok(found) => {
+                holders = found;
+                let read_write = raw.fields.iter().any(|(field, _)| field == "mode");
+                if read_write {
+                    LockKind::ReadWrite
+                } else if !raw.queue.is_empty() {
+                    LockKind::Fair
+                } else if raw.fence >= 0 {
+                    LockKind::Fenced
+                } else {
+                    LockKind::Reentrant
                 }
-                let (id, mode) = match field.strip_suffix(":write") {
-                    Some(owner) => (owner, "write"),
-                    None => (field.as_str(), "read"),
-                };
-                holders.push(Holder {
-                    id: id.to_owned(),
-                    holds: count.parse().unwrap_or(0),
-                    mode: Some(mode),
-                    lease_left: None,
-                });
             }
-            LockKind::ReadWrite
-        }
-        "hash" => {
-            for (field, count) in &raw.fields {
-                holders.push(Holder {
-                    id: field.clone(),
-                    holds: count.parse().unwrap_or(0),
-                    mode: None,
-                    lease_left: None,
-                });
-            }
-            if !raw.queue.is_empty() {
-                LockKind::Fair
-            } else if raw.fence >= 0 {
-                LockKind::Fenced
-            } else {
-                LockKind::Reentrant
-            }
+            Err(why) => LockKind::NotALock(why),
+        },
+        "string" if shape::is_token(&raw.value) => {
+            holders.push(Holder {
+                id: raw.value.clone(),
+                holds: 1,
+                mode: None,
+                lease_left: None,
+            });
+            LockKind::Token
         }
         "string" => match raw.value.parse::<u64>() {
-            Ok(left) => {
+            Ok(left) if !raw.permits.is_empty() => {
                 available = Some(left);
                 for (id, ends) in &raw.permits {
                     holders.push(Holder {
@@ -341,17 +343,14 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
                 }
                 LockKind::Semaphore
             }
-            Err(_) => {
-                holders.push(Holder {
-                    id: raw.value.clone(),
-                    holds: 1,
-                    mode: None,
-                    lease_left: None,
-                });
-                LockKind::Token
-            }
+            Ok(_) => LockKind::NotALock(
+                "a number with no held permits beside it: a counter, or a semaphore of \
+                 which no permit is held"
+                    .into(),
+            ),
+            Err(_) => LockKind::NotALock("a string that is no lock token".into()),
         },
-        other => LockKind::Other(other.to_owned()),
+        other => LockKind::NotALock(format!("a {other}")),
     };
     let queue: Vec<String> = raw.queue.iter().map(|(owner, _)| owner.clone()).collect();
     let waiters = (raw.subscribers >= 0).then(|| (raw.subscribers as u64).max(queue.len() as u64));
@@ -370,6 +369,41 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     }
 }
 
+/// The holders of a lock's hash: its owner fields and their hold counts (a read-write
+/// lock's with their sides, beside its `mode`), or why the hash is no lock.
+fn hash_holders(fields: &[(String, String)]) -> std::result::Result<Vec<Holder>, String> {
+    let read_write = fields.iter().any(|(field, _)| field == "mode");
+    let no_lock = |field: &str| {
+        let shown: String = field.chars().take(40).collect();
+        format!("a hash whose field {shown:?} is no lock owner with a hold count")
+    };
+    let mut holders = Vec::new();
+    for (field, value) in fields {
+        if read_write && field == "mode" {
+            if value != "read" && value != "write" {
+                return Err(format!(
+                    "a hash whose mode is {value:?}, neither read nor write"
+                ));
+            }
+            continue;
+        }
+        let owner = match read_write {
+            true => shape::rw_owner(field),
+            false => shape::is_owner(field).then_some((field.as_str(), "")),
+        };
+        let Some((id, side)) = owner.filter(|_| shape::is_count(value)) else {
+            return Err(no_lock(field));
+        };
+        holders.push(Holder {
+            id: id.to_owned(),
+            holds: value.parse().unwrap_or(0),
+            mode: read_write.then_some(side),
+            lease_left: None,
+        });
+    }
+    Ok(holders)
+}
+
 /// The keys and channels of `kind` among `names` (in the inspect script's order).
 fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
     let picks: &[usize] = match kind {
@@ -377,7 +411,8 @@ fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
         LockKind::Fenced => &[0, 1, 4],
         LockKind::ReadWrite => &[0, 6],
         LockKind::Semaphore => &[0, 5, 7],
-        LockKind::Free | LockKind::Reentrant | LockKind::Token | LockKind::Other(_) => &[0, 1],
+        LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],
+        LockKind::NotALock(_) => &[0],
     };
     picks
         .iter()

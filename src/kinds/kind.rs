@@ -90,6 +90,9 @@ pub(crate) mod sealed {
         const POLLS: bool = false;
         /// The kind's name in metrics.
         const LABEL: &'static str;
+        /// The Redis type of the kind's key, as `force_unlock.lua` names it: `"hash"`, or
+        /// `"string"` for a `SET NX` lock.
+        const STORED_AS: &'static str = "hash";
 
         /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
         fn attempt(
@@ -107,11 +110,13 @@ pub(crate) mod sealed {
         }
 
         /// The script that deletes the lock whoever holds it, wakes its waiters and leaves
-        /// `latch` (see [`scripts::force_unlock`]): by default the lock's key, woken on its
-        /// channel with Redisson's unlock message (wakes one). A kind whose waiters listen
-        /// elsewhere, or that may delete only in one mode, says so here.
+        /// `latch` (see [`scripts::force_unlock`]): by default the lock's key if it holds
+        /// [`STORED_AS`](Self::STORED_AS), woken on its channel with Redisson's unlock
+        /// message (wakes one). A kind whose waiters listen elsewhere, or that may delete
+        /// only in one mode, says so here.
         fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
-            scripts::force_unlock(key, target.channel(), "0", "", latch, latch_ttl)
+            let channel = target.channel();
+            scripts::force_unlock(key, channel, "0", Self::STORED_AS, latch, latch_ttl)
         }
 
         /// The longest a waiter may wait between two attempts, however long the holder's

@@ -81,17 +81,10 @@ impl Machinery for Permits {
         );
         let sent = Instant::now();
         let deadline = limit.unwrap_or_else(|| Instant::now() + shared.config().response_timeout);
-        let reply: i64 = match node.run(&cmd, deadline) {
-            Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
-                return Err(Error::WrongKind {
-                    lock: target.name().to_owned(),
-                    found: names::kind_of(source.detail().unwrap_or_default().trim()),
-                });
-            }
-            reply => reply.map_err(|err| err.with_lock(target.name()))?,
-        };
-        if reply != 1 {
-            let ends = u64::try_from(reply).ok().map(Duration::from_millis);
+        let (taken, ends): (i64, i64) =
+            (node.run(&cmd, deadline)).map_err(|err| target.wrong_kind(err))?;
+        if taken != 1 {
+            let ends = u64::try_from(ends).ok().map(Duration::from_millis);
             return Ok(Attempt::Busy(ends));
         }
         let Some(valid_until) =

@@ -43,6 +43,7 @@ pub struct TokenHeld {
 
 impl Machinery for Token {
     const LABEL: &'static str = "token";
+    const STORED_AS: &'static str = "string";
 
     type Held = TokenHeld;
     type Affinity = ();

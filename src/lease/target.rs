@@ -140,6 +140,17 @@ impl Target {
         }
     }
 
+    /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`.
+    pub(crate) fn wrong_kind(&self, err: Error) -> Error {
+        match err {
+            Error::Redis { source, .. } if source.code() == Some("WRONGKIND") => Error::WrongKind {
+                lock: self.name().to_owned(),
+                found: names::kind_of(source.detail().unwrap_or_default().trim()),
+            },
+            err => err.with_lock(self.name()),
+        }
+    }
+
     /// The error for a bad `argument` of a call on this lock.
     pub(crate) fn invalid_argument(&self, argument: &'static str, reason: String) -> Error {
         Error::InvalidArgument {

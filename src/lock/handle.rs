@@ -75,7 +75,7 @@ impl<K: Kind> Lock<K> {
         let nodes = target.shared.nodes();
         let deleted = nodes
             .answers(nodes.run_all::<i64>(&cmd, None))
-            .map_err(|err| err.with_lock(self.name()))?;
+            .map_err(|err| target.wrong_kind(err))?;
         Ok(deleted.contains(&1))
     }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::kinds::permits::{self, Permits};
 use crate::layout::names;
 use crate::lease::target::Target;
@@ -86,7 +86,7 @@ impl Semaphore {
         let nodes = target.shared.nodes();
         nodes
             .agreed(nodes.run_all::<i64>(&cmd, None))
-            .map_err(|err| wrong_kind(target, err))
+            .map_err(|err| target.wrong_kind(err))
     }
 
     /// The permits available now, counting those whose leases have run out (they come back
@@ -98,7 +98,7 @@ impl Semaphore {
         let nodes = target.shared.nodes();
         let count: i64 = nodes
             .agreed(nodes.run_all(&cmd, None))
-            .map_err(|err| wrong_kind(target, err))?;
+            .map_err(|err| target.wrong_kind(err))?;
         Ok(u64::try_from(count).unwrap_or_default())
     }
 
@@ -216,16 +216,5 @@ impl fmt::Debug for Permit {
             .field("semaphore", &self.guard.lock().name())
             .field("id", &self.id())
             .finish()
-    }
-}
-
-/// The error for a script's reply: [`Error::WrongKind`] for its `WRONGKIND`.
-fn wrong_kind(target: &Target, err: Error) -> Error {
-    match err {
-        Error::Redis { source, .. } if source.code() == Some("WRONGKIND") => Error::WrongKind {
-            lock: target.name().to_owned(),
-            found: names::kind_of(source.detail().unwrap_or_default().trim()),
-        },
-        err => err.with_lock(target.name()),
     }
 }

@@ -328,8 +328,8 @@ pub(crate) fn write_release(
 
 /// Take the permit `id` of the semaphore whose permits are at `key` and held ones in
 /// `timeouts`, for `lease`; permits whose leases ran out come back first, announced on
-/// `channel` if they are to `wake` waiters. Replies 1 (taken), or when busy the
-/// milliseconds until the first held lease ends (-1: none held).
+/// `channel` if they are to `wake` waiters. Replies `{1, 0}` (taken), or when busy `{0, the
+/// milliseconds until the first held lease ends}` (`{0, -1}`: none held).
 pub(crate) fn semaphore_acquire(
     (key, timeouts, channel): (&[u8], &[u8], &[u8]),
     id: &[u8],
@@ -387,19 +387,20 @@ pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> C
     cmd
 }
 
-/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`;
-/// with a `mode` (`"read"`, `"write"`), only a read-write lock held in that mode. Replies 1
-/// or 0, the same on a retry of the same call.
+/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`,
+/// if the key holds `stored` (`"hash"`, `"string"`, or a read-write lock in the mode
+/// `"read"` or `"write"`). Replies 1 or 0, the same on a retry of the same call, or the
+/// error `WRONGKIND <type>`.
 pub(crate) fn force_unlock(
     key: &[u8],
     channel: &[u8],
     message: &str,
-    mode: &str,
+    stored: &str,
     latch: &[u8],
     latch_ttl: Duration,
 ) -> Cmd {
     let mut cmd = evalsha(&FORCE_UNLOCK, &[key, channel, latch]);
-    cmd.arg(message).arg(millis(latch_ttl)).arg(mode);
+    cmd.arg(message).arg(millis(latch_ttl)).arg(stored);
     cmd
 }
 

@@ -7,9 +7,9 @@
 -- ARGV[2]  its lease in milliseconds
 -- ARGV[3]  message for permits whose leases ran out and came back: "" for none, else any
 --             (the number available is published)
--- Reply    1 when the permit was taken, now or by an earlier attempt of this call (the id
---             is held); otherwise busy: the milliseconds until the first held permit's
---             lease ends, or -1 when none is held (no permits at all);
+-- Reply    {1, 0} when the permit was taken, now or by an earlier attempt of this call
+--             (the id is held); otherwise busy: {0, the milliseconds until the first held
+--             permit's lease ends}, or {0, -1} when none is held (no permits at all);
 --          the error "WRONGKIND <type>" when a key holds another type, or the permits key
 --             no number; nothing written;
 --          an error, with nothing written, when the user may not write the keys.
@@ -28,7 +28,7 @@ if check and (not check('incrby', KEYS[1], '1') or not check('zadd', KEYS[2], '1
     return redis.error_reply('NOPERM this user may not write the semaphore keys')
 end
 if redis.call('zscore', KEYS[2], ARGV[1]) then
-    return 1
+    return {1, 0}
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -43,10 +43,10 @@ end
 if (tonumber(redis.call('get', KEYS[1])) or 0) >= 1 then
     redis.call('decrby', KEYS[1], 1)
     redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-    return 1
+    return {1, 0}
 end
 local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 if first[2] then
-    return math.max(0, tonumber(first[2]) - now)
+    return {0, math.max(0, tonumber(first[2]) - now)}
 end
-return -1
+return {0, -1}
