@@ -274,7 +274,6 @@ fn read_write_lock_follows_its_model() {
 }
 
 #[test]
-#[ignore = "defect 1, fixed on another branch"]
 fn semaphore_follows_its_model() {
     let harness = std::cell::RefCell::new(semaphore::Harness::new());
     let mut runner = proptest::test_runner::TestRunner::new(config());
@@ -416,7 +415,6 @@ fn read_release_of_watched_holds_keeps_the_other_guard_within_the_key() {
 /// not in the set. Here the Java owner holds the only permit and ours asks again and again
 /// as its lease ends, which makes the 1 ms edge come up.
 #[test]
-#[ignore = "defect 1, fixed on another branch"]
 fn a_permit_taken_as_another_lease_ends_is_held() {
     use exclusive::Lease::Ms;
     use semaphore::Op::*;
