@@ -575,6 +575,9 @@ impl<K: Subject> Case<'_, K> {
                 if err.is_lost() && had {
                     // The re-entry found the earlier holds gone: every guard of the holding
                     // is stale now.
+                    for hold in &mut party.holds {
+                        hold.revoked = true;
+                    }
                 } else if !err.is_validity_exhausted() {
                     return Err(format!("owner {owner}'s acquisition failed: {err}"));
                 }

@@ -241,6 +241,12 @@ impl Case<'_> {
                     });
                 let hold = self.parties[owner].holds.remove(which);
                 self.log.push(format!("  {result:?}"));
+                if result.is_err() {
+                    // Its lease keys stay until they run out.
+                    let party = &mut self.parties[owner];
+                    let ghost = party.ghost.unwrap_or(Bound::Gone);
+                    party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                }
                 match result {
                     Ok(()) => {}
                     Err(err) if err.is_lost() || err.is_not_held() => {
@@ -277,13 +283,12 @@ impl Case<'_> {
                         for hold in &mut party.holds {
                             hold.revoked = true;
                         }
-                        // Read leases stay until they run out.
-                        self.linger = self.linger.max(party.bound());
-                        let watched = (party.holds.iter())
-                            .any(|h| h.side == Side::Read && matches!(h.lease, Lease::Watched));
-                        if watched {
-                            self.linger = self.linger.extend(at + WATCHDOG_LEASE);
-                        }
+                        // Read leases stay until they run out; watched ones are renewed
+                        // no more once the field is gone.
+                        self.linger = match party.bound() {
+                            Bound::Forever => self.linger.extend(at + WATCHDOG_LEASE),
+                            bound => self.linger.max(bound),
+                        };
                         party.held = None;
                         party.wrote = false;
                     }
@@ -307,10 +312,15 @@ impl Case<'_> {
             Side::Write => self.java.holds.is_empty(),
         } || self.java.bound.is_none_or(|b| b.over_by(at));
         let mine = &self.parties[owner];
-        let reading = mine.holds.iter().any(|h| h.side == Side::Read);
-        let writing = mine.holds.iter().any(|h| h.side == Side::Write);
+        // Stale holds (found gone by a re-entry) are no longer in the client's hold table.
+        let reading = (mine.holds.iter()).any(|h| h.side == Side::Read && !h.revoked);
+        let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.revoked);
         let free = others && java && mine.holds.is_empty();
+        // A forced unlock leaves the client's hold table as it was until a renewal or
+        // release finds out: its read holds may still count.
         let upgrade = side == Side::Write && reading && !writing;
+        let may_upgrade =
+            side == Side::Write && mine.holds.iter().any(|h| h.side == Side::Read) && !writing;
         let (result, returned) = self.h.owners[owner].run(move |mine| {
             let lock = mine.lock.as_ref().unwrap();
             let result = match side {
@@ -354,7 +364,7 @@ impl Case<'_> {
                 self.log.push(format!("  owner {owner}: busy"));
                 Ok(())
             }
-            Err(err) if err.is_upgrade() && upgrade => Ok(()),
+            Err(err) if err.is_upgrade() && may_upgrade => Ok(()),
             Err(err) => {
                 self.log.push(format!("  owner {owner}: {err}"));
                 let had = !self.parties[owner].holds.is_empty();
@@ -364,6 +374,12 @@ impl Case<'_> {
                     ));
                 }
                 let party = &mut self.parties[owner];
+                if err.is_lost() {
+                    // Every guard of that side's holding is stale now.
+                    for hold in party.holds.iter_mut().filter(|h| h.side == side) {
+                        hold.revoked = true;
+                    }
+                }
                 let ghost = party.ghost.unwrap_or(Bound::Gone);
                 party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
                 Ok(())
