@@ -41,7 +41,7 @@ const SLACK: Duration = Duration::from_millis(3);
 /// The watchdog lease of the test clients: short, so that watched holds are renewed often
 /// during a case, long enough that renewals keep up with a busy machine most of the time
 /// (a renewal that does not is no failure: the guard then stops saying `Held`).
-const WATCHDOG_LEASE: Duration = Duration::from_millis(600);
+const WATCHDOG_LEASE: Duration = Duration::from_millis(300);
 
 /// How many cases each kind's property runs, unless `MODEL_CASES` says otherwise.
 fn cases() -> u32 {

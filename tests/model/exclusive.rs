@@ -80,6 +80,8 @@ pub fn ops(java: bool, waiters: bool) -> impl Strategy<Value = Vec<Op>> {
         (if waiters { 2 } else { 0 }) => owner.clone().prop_map(|owner| Op::Join { owner }),
         5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
         4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
+        // Long enough for the watchdog to renew.
+        1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
         1 => Just(Op::Force),
         (if java { 3 } else { 0 }) => (10u64..80, prop_oneof![Just(100u64), Just(300_000u64)])
             .prop_map(|(lease, wait)| Op::JavaTake { lease, wait }),
@@ -479,6 +481,13 @@ impl<K: Subject> Case<'_, K> {
                             ));
                         }
                     }
+                    // A reply that did not come in time (a busy machine): the hold stays
+                    // until its lease ends.
+                    Err(err) if err.is_connection() => {
+                        let party = &mut self.parties[owner];
+                        let ghost = party.ghost.unwrap_or(Bound::Gone);
+                        party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                    }
                     Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
                 }
                 self.parties[owner].rebound(Instant::now());
@@ -578,7 +587,7 @@ impl<K: Subject> Case<'_, K> {
                     for hold in &mut party.holds {
                         hold.revoked = true;
                     }
-                } else if !err.is_validity_exhausted() {
+                } else if !(err.is_validity_exhausted() || err.is_connection()) {
                     return Err(format!("owner {owner}'s acquisition failed: {err}"));
                 }
                 let ghost = party.ghost.unwrap_or(Bound::Gone);

@@ -46,6 +46,7 @@ pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
             .prop_map(|(client, lease, wait)| Op::Wait { client, lease, wait }),
         5 => (0..4usize).prop_map(|which| Op::Release { which }),
         4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
+        1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
         3 => (10u64..80).prop_map(|lease| Op::JavaTake { lease }),
         2 => (0..4usize).prop_map(|which| Op::JavaRelease { which }),
     ];
@@ -185,6 +186,10 @@ impl Case<'_> {
                         }
                         Ok(())
                     }
+                    Err(err) if err.is_connection() => {
+                        self.ghost = self.ghost.extend(Instant::now() + ours.lease.script());
+                        Ok(())
+                    }
                     Err(err) => Err(format!("a permit's release failed: {err}")),
                 }
             }
@@ -268,7 +273,7 @@ impl Case<'_> {
                 self.log.push("  none free".into());
                 Ok(())
             }
-            Err(err) if err.is_validity_exhausted() => {
+            Err(err) if err.is_validity_exhausted() || err.is_connection() => {
                 self.ghost = self.ghost.extend(Instant::now() + lease.script());
                 Ok(())
             }
