@@ -54,7 +54,7 @@ fn cases() -> u32 {
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: cases(),
-        max_shrink_time: 60_000,
+        max_shrink_time: 30_000,
         max_shrink_iters: 400,
         failure_persistence: None,
         ..ProptestConfig::default()
@@ -73,21 +73,27 @@ struct Clients {
     own: LockClient,
 }
 
+/// The owner whose client comes back on its own only after a long while: its waiters get
+/// the lock in time only when a message wakes them (or the holder's lease ends).
+const SLEEPY: usize = 2;
+
 impl Clients {
     fn new(server: &Server) -> Clients {
-        let build = || {
-            server
-                .builder_with_lease(WATCHDOG_LEASE)
-                // Waiters come back often: a waiter that misses a wake-up is not stuck for
-                // long, and fair places last long enough for any live waiter.
-                .retry_cap(Duration::from_millis(50))
-                .build()
-                .unwrap()
-        };
-        Clients {
-            shared: build(),
-            own: build(),
-        }
+        let shared = server
+            .builder_with_lease(WATCHDOG_LEASE)
+            // Waiters come back often: a waiter that misses a wake-up is not stuck for long.
+            .retry_cap(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let own = server
+            .builder_with_lease(WATCHDOG_LEASE)
+            .retry_base(Duration::from_secs(30))
+            .retry_cap(Duration::from_secs(60))
+            // A fair waiter comes back at least every third of this.
+            .fair_queue_wait(Duration::from_secs(180))
+            .build()
+            .unwrap();
+        Clients { shared, own }
     }
 
     fn of(&self, owner: usize) -> &LockClient {
@@ -175,6 +181,20 @@ impl Bound {
     }
 }
 
+/// Waits until `bound` has passed, when what failed or deleted holds left has expired;
+/// false, without waiting, when that is far away (a long lease): the case then skips its
+/// look for leftovers.
+fn await_bound(bound: Bound) -> bool {
+    match bound {
+        Bound::Gone => true,
+        Bound::Until(until) if until < Instant::now() + Duration::from_secs(1) => {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            true
+        }
+        _ => false,
+    }
+}
+
 /// The keys of the server besides unlock latches (they expire on their own) and fencing
 /// counters (kept for ever, by design), each with its type.
 fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
@@ -228,10 +248,10 @@ fn the_history_check_finds_overlapping_windows() {
 }
 
 /// Runs the property of one kind on one server, with fresh lock names per case.
-fn exclusive_property<K: exclusive::Subject>(java: bool, waiters: bool) {
+fn exclusive_property<K: exclusive::Subject>(java: bool) {
     let harness = std::cell::RefCell::new(exclusive::Harness::<K>::new());
     let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&exclusive::ops(java, waiters), |ops| {
+    let result = runner.run(&exclusive::ops(java), |ops| {
         exclusive::check(&mut harness.borrow_mut(), &ops)
     });
     if let Err(err) = result {
@@ -241,23 +261,23 @@ fn exclusive_property<K: exclusive::Subject>(java: bool, waiters: bool) {
 
 #[test]
 fn reentrant_lock_follows_its_model() {
-    exclusive_property::<redmutex::Reentrant>(true, true);
+    exclusive_property::<redmutex::Reentrant>(true);
 }
 
 #[test]
 fn fenced_lock_follows_its_model() {
-    exclusive_property::<redmutex::Fenced>(true, true);
+    exclusive_property::<redmutex::Fenced>(true);
 }
 
 #[test]
 #[ignore = "defects 5 and 7, fixed on another branch"]
 fn fair_lock_follows_its_model() {
-    exclusive_property::<redmutex::Fair>(true, true);
+    exclusive_property::<redmutex::Fair>(true);
 }
 
 #[test]
 fn token_lock_follows_its_model() {
-    exclusive_property::<redmutex::Token>(false, true);
+    exclusive_property::<redmutex::Token>(false);
 }
 
 #[test]
@@ -490,4 +510,38 @@ fn a_read_release_leaves_no_hash_of_expired_readers() {
             lease: Ms(50),
         },
     ]);
+}
+
+/// A forced unlock of a lock held with a long lease, while the sleepy owner waits: only the
+/// forced unlock's message can wake it before its wait ends.
+fn forced_unlock_wakes_the_waiter<K: exclusive::Subject>() {
+    use exclusive::{LONG_LEASE, Lease::Ms, Op::*};
+    replay::<K>(&[
+        Take {
+            owner: 0,
+            lease: Ms(LONG_LEASE),
+        },
+        Wait {
+            owner: SLEEPY,
+            lease: Ms(50),
+            wait: 3000,
+        },
+        Force,
+        Join { owner: SLEEPY },
+    ]);
+}
+
+#[test]
+fn a_forced_unlock_wakes_a_waiter() {
+    forced_unlock_wakes_the_waiter::<redmutex::Reentrant>();
+    forced_unlock_wakes_the_waiter::<redmutex::Fenced>();
+    forced_unlock_wakes_the_waiter::<redmutex::Token>();
+}
+
+/// Written for defect 6 in the model's steps: the fair lock's forced unlock wakes nobody,
+/// so the waiter at the head of the queue sleeps on.
+#[test]
+#[ignore = "defect 6, fixed on another branch"]
+fn a_forced_unlock_of_a_fair_lock_wakes_the_head_of_the_queue() {
+    forced_unlock_wakes_the_waiter::<redmutex::Fair>();
 }

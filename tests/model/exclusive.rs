@@ -11,8 +11,8 @@ use crate::java::{self, JAVA, arg};
 use crate::support::history::History;
 use crate::support::{MakeLock, Server};
 use crate::{
-    Bound, Clients, OWNERS, Owner, SLACK, WATCHDOG_LEASE, epoch_ms, expiry, fresh_name, leftovers,
-    pttl,
+    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, epoch_ms, expiry, fresh_name,
+    leftovers, pttl,
 };
 
 /// A lease in a step: watched (the client's, renewed), or explicit in milliseconds.
@@ -64,31 +64,75 @@ pub enum Op {
     JavaLeave,
 }
 
+/// A lease longer than any case.
+pub const LONG_LEASE: u64 = 10_000;
+
+/// How long a lock may stay free, with a lone waiter of the sleepy owner at the head of
+/// its queue, before that waiter must have been woken: far beyond a message's delivery,
+/// far below the sleepy client's own retries.
+const GRACE: Duration = Duration::from_millis(1500);
+
 pub fn lease() -> impl Strategy<Value = Lease> {
     prop_oneof![
-        1 => Just(Lease::Watched),
-        4 => (10u64..80).prop_map(Lease::Ms),
+        2 => Just(Lease::Watched),
+        8 => (10u64..80).prop_map(Lease::Ms),
+        // Outlasts the case unless released: only a message wakes its waiters in time.
+        1 => Just(Lease::Ms(LONG_LEASE)),
     ]
 }
 
-pub fn ops(java: bool, waiters: bool) -> impl Strategy<Value = Vec<Op>> {
-    let owner = 0..OWNERS;
-    let op = prop_oneof![
-        6 => (owner.clone(), lease()).prop_map(|(owner, lease)| Op::Take { owner, lease }),
-        (if waiters { 3 } else { 0 }) => (owner.clone(), (10u64..60).prop_map(Lease::Ms), 20u64..400)
-            .prop_map(|(owner, lease, wait)| Op::Wait { owner, lease, wait }),
-        (if waiters { 2 } else { 0 }) => owner.clone().prop_map(|owner| Op::Join { owner }),
-        5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
-        4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
+/// Sequences of steps; with `java`, the Java owner's among them.
+pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
+    let owner = || 0..OWNERS;
+    let mut ops: Vec<(u32, BoxedStrategy<Op>)> = vec![
+        (
+            6,
+            (owner(), lease())
+                .prop_map(|(owner, lease)| Op::Take { owner, lease })
+                .boxed(),
+        ),
+        (
+            3,
+            (owner(), (10u64..60).prop_map(Lease::Ms), 20u64..400)
+                .prop_map(|(owner, lease, wait)| Op::Wait { owner, lease, wait })
+                .boxed(),
+        ),
+        // The sleepy owner, which only a message wakes before its wait ends.
+        (
+            1,
+            ((10u64..60).prop_map(Lease::Ms), 2500u64..3500)
+                .prop_map(|(lease, wait)| Op::Wait {
+                    owner: SLEEPY,
+                    lease,
+                    wait,
+                })
+                .boxed(),
+        ),
+        (2, owner().prop_map(|owner| Op::Join { owner }).boxed()),
+        (
+            5,
+            (owner(), 0..3usize)
+                .prop_map(|(owner, which)| Op::Release { owner, which })
+                .boxed(),
+        ),
+        (4, (1u64..60).prop_map(|ms| Op::Pass { ms }).boxed()),
         // Long enough for the watchdog to renew.
-        1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
-        1 => Just(Op::Force),
-        (if java { 3 } else { 0 }) => (10u64..80, prop_oneof![Just(100u64), Just(300_000u64)])
-            .prop_map(|(lease, wait)| Op::JavaTake { lease, wait }),
-        (if java { 2 } else { 0 }) => Just(Op::JavaRelease),
-        (if java && waiters { 1 } else { 0 }) => Just(Op::JavaLeave),
+        (1, (80u64..200).prop_map(|ms| Op::Pass { ms }).boxed()),
+        (1, Just(Op::Force).boxed()),
     ];
-    proptest::collection::vec(op, 1..40)
+    if java {
+        ops.extend([
+            (
+                3,
+                (10u64..80, prop_oneof![Just(100u64), Just(300_000u64)])
+                    .prop_map(|(lease, wait)| Op::JavaTake { lease, wait })
+                    .boxed(),
+            ),
+            (2, Just(Op::JavaRelease).boxed()),
+            (1, Just(Op::JavaLeave).boxed()),
+        ]);
+    }
+    proptest::collection::vec(proptest::strategy::Union::new_weighted(ops), 1..40)
 }
 
 /// What the Java owner's script is, for a kind.
@@ -208,6 +252,8 @@ struct Waiting {
     queued: Option<(Instant, u64)>,
     /// A forced unlock ran meanwhile: what it took may have been deleted.
     forced: bool,
+    /// Since when nobody else could hold the lock or be ahead of it in a queue.
+    free_since: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -419,19 +465,26 @@ impl<K: Subject> Case<'_, K> {
                     lease,
                     queued: None,
                     forced: false,
+                    free_since: None,
                 };
                 if K::JAVA == Java::Fair {
-                    // Until it is seen in the queue, or its call ended.
+                    // Until it is seen in the queue and listening on its channel, or its
+                    // call ended.
                     let field = self.h.fields[owner].clone();
                     let queue = self.queue();
+                    let channel = format!("redisson_lock__channel:{{{}}}:{field}", self.name);
                     let deadline = Instant::now() + Duration::from_secs(10);
                     while Instant::now() < deadline {
-                        let seen: Option<i64> = redis::cmd("LPOS")
+                        let (seen, (_, listening)): (Option<i64>, (String, u64)) = redis::pipe()
+                            .cmd("LPOS")
                             .arg(&queue)
                             .arg(&field)
+                            .cmd("PUBSUB")
+                            .arg("NUMSUB")
+                            .arg(&channel)
                             .query(&mut self.h.conn)
                             .unwrap();
-                        if seen.is_some() {
+                        if seen.is_some() && listening > 0 {
                             self.ranks += 1;
                             waiting.queued = Some((Instant::now(), self.ranks));
                             break;
@@ -503,8 +556,12 @@ impl<K: Subject> Case<'_, K> {
                 lock.force_unlock()
                     .map_err(|err| format!("force_unlock: {err}"))?;
                 for (i, party) in self.parties.iter_mut().enumerate() {
-                    let views = self.h.owners[i]
-                        .run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>());
+                    // A waiting owner's thread is busy, and it holds nothing yet.
+                    let views = match party.waiting {
+                        Some(_) => Vec::new(),
+                        None => self.h.owners[i]
+                            .run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>()),
+                    };
                     for (hold, view) in party.holds.iter_mut().zip(views) {
                         if !hold.revoked {
                             let who = format!("owner {i}");
@@ -609,6 +666,8 @@ impl<K: Subject> Case<'_, K> {
         let ghost = self.parties[owner].ghost.unwrap_or(Bound::Gone);
         self.parties[owner].ghost = Some(ghost.extend(Instant::now()));
         let rank = waiting.queued.map(|(_, rank)| rank);
+        // When its successful attempt was sent (its validity began then), or its wait
+        // ended.
         let ended = match &taken.1 {
             Ok(Some(view)) => match waiting.lease {
                 Lease::Ms(ms) => {
@@ -620,6 +679,28 @@ impl<K: Subject> Case<'_, K> {
             Ok(None) => waiting.started + waiting.wait,
             Err(_) => waiting.started,
         };
+        // A lone waiter of the sleepy owner at the head of the queue of a free lock must be
+        // woken: it may not take the lock only at its deadline, or not at all.
+        if let (SLEEPY, Some(since)) = (owner, waiting.free_since) {
+            let deadline = waiting.started + waiting.wait;
+            let attempt = match (&taken.1, waiting.lease) {
+                (Ok(None), _) => Some(deadline),
+                (Ok(Some(_)), Lease::Ms(_)) => Some(ended),
+                _ => None,
+            };
+            if let Some(attempt) = attempt.filter(|at| since + GRACE < *at) {
+                return Err(format!(
+                    "owner {owner} was not woken: the lock was free, with nobody else waiting, \
+                     for {:?} before its {}",
+                    attempt - since,
+                    if taken.1.as_ref().is_ok_and(Option::is_none) {
+                        "wait ended in vain"
+                    } else {
+                        "attempt that took it"
+                    }
+                ));
+            }
+        }
         self.taken(owner, waiting.lease, taken, false, rank)?;
         if let (true, Some(hold)) = (waiting.forced, self.parties[owner].holds.last_mut()) {
             hold.revoked = true;
@@ -784,6 +865,16 @@ impl<K: Subject> Case<'_, K> {
 
     /// The invariants after a step.
     fn check(&mut self) -> Result<(), String> {
+        let now = Instant::now();
+        for i in 0..OWNERS {
+            let free = self.free_for(Some(i), now);
+            if let Some(waiting) = &mut self.parties[i].waiting {
+                waiting.free_since = match free {
+                    true => waiting.free_since.or(Some(now)),
+                    false => None,
+                };
+            }
+        }
         let mut views = Vec::new();
         for (i, party) in self.parties.iter().enumerate() {
             if party.waiting.is_some() {
@@ -840,11 +931,9 @@ impl<K: Subject> Case<'_, K> {
     /// Ends the case: waits for the waiters, releases everything, then nothing may be
     /// left but latches and counters.
     fn end(&mut self) -> Result<(), String> {
+        // Holders first, so that waiters get their turn.
         for owner in 0..OWNERS {
-            self.join(owner)?;
-        }
-        for owner in 0..OWNERS {
-            while !self.parties[owner].holds.is_empty() {
+            while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {
                 self.step(&Op::Release { owner, which: 0 })?;
             }
         }
@@ -852,6 +941,12 @@ impl<K: Subject> Case<'_, K> {
             self.java_release()?;
         }
         self.java_leave()?;
+        for owner in 0..OWNERS {
+            self.join(owner)?;
+            while !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
         if let Some((a, b)) = self.history.overlap() {
             return Err(format!(
                 "two exclusive windows overlap: {} until {:?} after the other's start, and {}",
@@ -867,8 +962,8 @@ impl<K: Subject> Case<'_, K> {
             .map(Party::bound)
             .max()
             .unwrap_or(Bound::Gone);
-        if let Bound::Until(until) = ghosts {
-            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        if !crate::await_bound(ghosts) {
+            return Ok(());
         }
         let left = leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {

@@ -544,8 +544,8 @@ impl Case<'_> {
             .map(Party::bound)
             .max()
             .unwrap_or(Bound::Gone);
-        if let Bound::Until(until) = bounds.max(self.linger) {
-            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        if !crate::await_bound(bounds.max(self.linger)) {
+            return Ok(());
         }
         let left = leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
