@@ -195,16 +195,21 @@ fn await_bound(bound: Bound) -> bool {
     }
 }
 
-/// The keys of the server besides unlock latches (they expire on their own) and fencing
-/// counters (kept for ever, by design), each with its type.
+/// The keys of lock `name` on the server besides unlock latches that expire (a latch
+/// without an expiry is left over) and fencing counters (kept for ever, by design).
 fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*{name}*"))
         .query(conn)
         .unwrap();
+    let tagged = format!("{{{name}}}");
     keys.into_iter()
+        .filter(|key| key == name || key.contains(&tagged))
         .filter(|key| {
-            !key.starts_with("redisson_unlock_latch:") && !key.starts_with("redisson_lock_token:")
+            if key.starts_with("redisson_unlock_latch:") {
+                return pttl(conn, key).0 == -1;
+            }
+            !key.starts_with("redisson_lock_token:")
         })
         .collect()
 }

@@ -373,6 +373,7 @@ impl<K: Subject> Harness<K> {
             tokens: Vec::new(),
             acquisitions: Vec::new(),
             ranks: 0,
+            messaged: false,
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -408,6 +409,8 @@ struct Case<'h, K: Subject> {
     tokens: Vec<Fence>,
     acquisitions: Vec<Acquisition>,
     ranks: u64,
+    /// The last step published an unlock message.
+    messaged: bool,
     log: Vec<String>,
 }
 
@@ -439,6 +442,7 @@ impl<K: Subject> Case<'_, K> {
     }
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
+        self.messaged = false;
         match *op {
             Op::Take { owner, lease } => {
                 if self.parties[owner].waiting.is_some() {
@@ -522,6 +526,7 @@ impl<K: Subject> Case<'_, K> {
                     self.history
                         .record(&who, hold.taken, started, view.valid_until);
                 }
+                let released = result.is_ok();
                 match result {
                     Ok(()) => {}
                     Err(err) if err.is_lost() || err.is_not_held() => {
@@ -544,6 +549,8 @@ impl<K: Subject> Case<'_, K> {
                     Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
                 }
                 self.parties[owner].rebound(Instant::now());
+                // The last hold's release tells a waiter.
+                self.messaged = released && self.parties[owner].holds.is_empty();
                 Ok(())
             }
             Op::Pass { ms } => {
@@ -553,7 +560,8 @@ impl<K: Subject> Case<'_, K> {
             Op::Force => {
                 let lock = K::make(self.h.clients.of(0), &self.name);
                 let at = Instant::now();
-                lock.force_unlock()
+                self.messaged = lock
+                    .force_unlock()
                     .map_err(|err| format!("force_unlock: {err}"))?;
                 for (i, party) in self.parties.iter_mut().enumerate() {
                     // A waiting owner's thread is busy, and it holds nothing yet.
@@ -840,6 +848,7 @@ impl<K: Subject> Case<'_, K> {
                 self.java.bound = Some(bound.extend(Instant::now() + Duration::from_millis(lease)));
             }
             _ => {
+                self.messaged = released == Some(1);
                 self.java.count = 0;
                 self.java.sure_until = None;
                 self.java.bound = None;
@@ -869,9 +878,12 @@ impl<K: Subject> Case<'_, K> {
         for i in 0..OWNERS {
             let free = self.free_for(Some(i), now);
             if let Some(waiting) = &mut self.parties[i].waiting {
-                waiting.free_since = match free {
-                    true => waiting.free_since.or(Some(now)),
-                    false => None,
+                // Freed by a message (a release, a forced unlock), not by a lease running
+                // out: a waiter may sleep on after that, up to its backoff.
+                waiting.free_since = match (free, waiting.free_since) {
+                    (true, Some(since)) => Some(since),
+                    (true, None) if self.messaged => Some(now),
+                    _ => None,
                 };
             }
         }

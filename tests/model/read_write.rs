@@ -9,6 +9,7 @@ use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
 use crate::exclusive::{Lease, lease};
 use crate::java::{self, JAVA, arg};
 use crate::support::Server;
+use crate::support::history::History;
 use crate::{
     Bound, Clients, OWNERS, Owner, SLACK, WATCHDOG_LEASE, expiry, fresh_name, leftovers, pttl,
 };
@@ -25,6 +26,13 @@ pub enum Op {
         owner: usize,
         side: Side,
         lease: Lease,
+    },
+    /// `try_lock_for(wait)` of a side: gives up after `wait` unless the lock frees up.
+    GiveUp {
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        wait: u64,
     },
     Release {
         owner: usize,
@@ -53,6 +61,8 @@ pub fn ops() -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
         8 => (owner.clone(), side(), lease())
             .prop_map(|(owner, side, lease)| Op::Take { owner, side, lease }),
+        2 => (owner.clone(), side(), lease(), 5u64..40)
+            .prop_map(|(owner, side, lease, wait)| Op::GiveUp { owner, side, lease, wait }),
         5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
         4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
         // Long enough for the watchdog to renew.
@@ -93,6 +103,8 @@ struct Mine {
 #[derive(Clone, Debug)]
 struct Hold {
     side: Side,
+    /// When its acquisition returned.
+    taken: Instant,
     lease: Lease,
     revoked: bool,
 }
@@ -192,6 +204,7 @@ impl Harness {
             parties: (0..OWNERS).map(|_| Party::default()).collect(),
             java: JavaParty::default(),
             linger: Bound::Gone,
+            history: History::default(),
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -213,6 +226,8 @@ struct Case<'h> {
     java: JavaParty,
     /// Until when the read leases of forcibly deleted holds may linger.
     linger: Bound,
+    /// The writers' windows.
+    history: History,
     log: Vec<String>,
 }
 
@@ -228,7 +243,13 @@ impl Case<'_> {
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
         match *op {
-            Op::Take { owner, side, lease } => self.take(owner, side, lease),
+            Op::Take { owner, side, lease } => self.take(owner, side, lease, None),
+            Op::GiveUp {
+                owner,
+                side,
+                lease,
+                wait,
+            } => self.take(owner, side, lease, Some(Duration::from_millis(wait))),
             Op::Release { owner, which } => {
                 let party = &self.parties[owner];
                 if party.holds.is_empty() {
@@ -243,6 +264,10 @@ impl Case<'_> {
                     });
                 let hold = self.parties[owner].holds.remove(which);
                 self.log.push(format!("  {result:?}"));
+                if hold.side == Side::Write && !hold.revoked {
+                    let who = format!("owner {owner}");
+                    self.history.record(&who, hold.taken, started, valid_until);
+                }
                 if result.is_err() {
                     // Its lease keys stay until they run out.
                     let party = &mut self.parties[owner];
@@ -284,8 +309,14 @@ impl Case<'_> {
                 .map_err(|err| format!("force_unlock: {err}"))?;
                 self.log.push(format!("  deleted: {deleted}"));
                 if deleted {
-                    for party in &mut self.parties {
-                        for hold in &mut party.holds {
+                    for (i, party) in self.parties.iter_mut().enumerate() {
+                        let views = self.h.owners[i]
+                            .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+                        for (hold, (_, until)) in party.holds.iter_mut().zip(views) {
+                            if hold.side == Side::Write && !hold.revoked {
+                                let who = format!("owner {i}");
+                                self.history.record(&who, hold.taken, at, until);
+                            }
                             hold.revoked = true;
                         }
                         // Read leases stay until they run out; watched ones are renewed
@@ -307,7 +338,13 @@ impl Case<'_> {
         }
     }
 
-    fn take(&mut self, owner: usize, side: Side, lease: Lease) -> Result<(), String> {
+    fn take(
+        &mut self,
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        wait: Option<Duration>,
+    ) -> Result<(), String> {
         let at = Instant::now();
         let others = (self.parties.iter().enumerate())
             .filter(|(i, _)| *i != owner)
@@ -329,14 +366,18 @@ impl Case<'_> {
         let (result, returned) = self.h.owners[owner].run(move |mine| {
             let lock = mine.lock.as_ref().unwrap();
             let result = match side {
-                Side::Read => match lease.explicit() {
-                    None => lock.read().try_lock(),
-                    Some(lease) => lock.read().try_lock_with_lease(lease),
+                Side::Read => match (lease.explicit(), wait) {
+                    (None, None) => lock.read().try_lock(),
+                    (Some(lease), None) => lock.read().try_lock_with_lease(lease),
+                    (None, Some(wait)) => lock.read().try_lock_for(wait),
+                    (Some(lease), Some(wait)) => lock.read().try_lock_with_lease_for(wait, lease),
                 }
                 .map(|g| g.map(Guard::Read)),
-                Side::Write => match lease.explicit() {
-                    None => lock.write().try_lock(),
-                    Some(lease) => lock.write().try_lock_with_lease(lease),
+                Side::Write => match (lease.explicit(), wait) {
+                    (None, None) => lock.write().try_lock(),
+                    (Some(lease), None) => lock.write().try_lock_with_lease(lease),
+                    (None, Some(wait)) => lock.write().try_lock_for(wait),
+                    (Some(lease), Some(wait)) => lock.write().try_lock_with_lease_for(wait, lease),
                 }
                 .map(|g| g.map(Guard::Write)),
             };
@@ -355,6 +396,7 @@ impl Case<'_> {
                 let party = &mut self.parties[owner];
                 party.holds.push(Hold {
                     side,
+                    taken: returned,
                     lease,
                     revoked: false,
                 });
@@ -537,6 +579,12 @@ impl Case<'_> {
         }
         while !self.java.holds.is_empty() {
             self.java_release()?;
+        }
+        if let Some((a, b)) = self.history.overlap() {
+            return Err(format!(
+                "two writers' windows overlap: {} and {}",
+                a.holder, b.holder
+            ));
         }
         let bounds = self
             .parties
