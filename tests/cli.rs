@@ -375,3 +375,28 @@ fn show_points_to_the_prefix_a_lock_is_under() {
     let (_, _, said) = tool_with(&url, &["--prefix", "myapp", "show", "orders:42"], &[]);
     assert!(said.contains("ends without a separator"), "{said}");
 }
+
+/// Holders are named by their clients' names: the tool shows each beside the owner id.
+#[test]
+fn holders_are_shown_with_their_client_names() {
+    let server = Server::start();
+    let url = server.url();
+    let billing = server.builder().client_name("billing-7").build().unwrap();
+    let _held = billing.lock("invoices").lock().unwrap();
+    let unnamed = server.client();
+    let _also = unnamed.lock("orders").lock().unwrap();
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0);
+    let line = (table.lines().find(|l| l.starts_with("invoices"))).unwrap();
+    assert!(line.contains(&format!("{}:", billing.id())), "{line}");
+    assert!(line.contains("[billing-7]"), "{line}");
+    // The default name: host name and process id.
+    let line = (table.lines().find(|l| l.starts_with("orders"))).unwrap();
+    assert!(
+        line.contains(&format!("/{}]", std::process::id())),
+        "{line}"
+    );
+    let (_, shown) = tool(&url, &["show", "invoices", "--json"]);
+    assert_eq!(json(&shown)["holders"][0]["client"], "billing-7");
+}

@@ -115,3 +115,50 @@ fn a_fair_queue_wait_alone_works_across_its_range() {
         assert!(taken.is_some(), "{wait:?}: not taken once free");
     }
 }
+
+/// A client name alone, across what is accepted: one character to 64, any printable ASCII
+/// without spaces; the rest is refused before anything is sent, naming the setting.
+#[test]
+fn a_client_name_alone_works_across_its_range() {
+    let server = Server::start();
+    let longest = "n".repeat(64);
+    for name in [
+        "a",
+        "billing-7",
+        "web-3/41722",
+        "~!#$%^&*()[]{}<>|\\:;'\",.?`",
+        &longest,
+    ] {
+        let client = LockClient::builder(&server.url())
+            .client_name(name)
+            .build()
+            .unwrap_or_else(|err| panic!("client name {name:?} alone: {err}"));
+        let _held = client.lock("named").lock().unwrap();
+        let info = client.inspect("named").unwrap();
+        assert_eq!(info.holders[0].client.as_deref(), Some(name));
+    }
+    let too_long = "n".repeat(65);
+    for name in [
+        "",
+        "two words",
+        "tab\there",
+        "line\nbreak",
+        "naïve",
+        &too_long,
+    ] {
+        let err = LockClient::builder(&server.url())
+            .client_name(name)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidConfig {
+                    setting: "client_name",
+                    ..
+                }
+            ),
+            "{name:?}: {err}"
+        );
+    }
+}

@@ -7,13 +7,14 @@ mod support;
 use std::time::Duration;
 
 use redmutex::LockClient;
-use support::{Server, eventually, spawn_worker};
+use support::{Proxy, Server, eventually, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const WAITERS_VAR: &str = "REDMUTEX_TEST_WAITERS";
 const NAME: &str = "fair";
 const QUEUE: &str = "redisson_lock_queue:{fair}";
 const TIMEOUTS: &str = "redisson_lock_timeout:{fair}";
+const ALIVE: &str = "redisson_lock_timeout:{fair}:redmutex_alive";
 const NO_HANG: Duration = Duration::from_secs(60);
 
 fn queued(server: &Server) -> usize {
@@ -57,6 +58,7 @@ fn eight_waiters_in_four_processes_take_the_lock_in_the_order_they_came() {
     assert_eq!(order, (0..8).collect::<Vec<_>>());
     assert_eq!(queued(&server), 0);
     assert!(!server.exists(TIMEOUTS), "places left behind");
+    assert!(!server.exists(ALIVE), "waiters left behind");
 }
 
 /// The waiters of one process of the test above.
@@ -105,8 +107,81 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(taken.is_none());
     assert_eq!(queued(&server), 0, "a waiter left its place behind");
     assert!(!server.exists(TIMEOUTS));
+    assert!(!server.exists(ALIVE));
     drop(guard);
     assert!(waiter.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn force_unlock_wakes_the_head_of_the_queue() {
+    let server = Server::start();
+    let _held = server.client().fair_lock(NAME).lock().unwrap();
+    // Retries and a place far beyond the test: only a message wakes this waiter in time.
+    let client = server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .fair_queue_wait(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let waiter = client.fair_lock(NAME);
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(NO_HANG * 10).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(NO_HANG, || queued(&server) == 1
+        && server.channels("redisson_lock__channel:{fair}:*") == 1));
+    assert!(server.client().fair_lock(NAME).force_unlock().unwrap());
+    assert_eq!(
+        got.recv_timeout(NO_HANG),
+        Ok(true),
+        "the head was not woken"
+    );
+    assert_eq!(queued(&server), 0);
+}
+
+#[test]
+fn a_reentry_that_finds_its_hold_lost_leaves_the_queue() {
+    let server = Server::start();
+    let lock = server.client().fair_lock(NAME);
+    let _lost = lock.lock().unwrap();
+    // The hold vanishes and another owner takes the lock: the re-entry's script finds it
+    // busy and queues this thread, then the re-entry reports the loss.
+    let _: () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    let _other = server.client().fair_lock(NAME).lock().unwrap();
+    let err = lock.lock().unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    assert_eq!(queued(&server), 0, "the failed re-entry kept its place");
+    assert!(!server.exists(TIMEOUTS));
+}
+
+#[test]
+fn a_waiter_whose_reply_was_lost_leaves_the_queue() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let _held = server.client().fair_lock(NAME).lock().unwrap();
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(10))
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let waiter = client.fair_lock(NAME);
+    assert!(waiter.is_locked().unwrap(), "through the proxy");
+    // The attempt runs, queues the waiter, and its reply comes after the response timeout:
+    // the call fails, and the waiter must not stay in the queue.
+    proxy.delay_replies(Duration::from_secs(2));
+    let err = waiter.try_lock_for(NO_HANG).unwrap_err();
+    assert!(err.is_timeout() || err.is_connection(), "{err}");
+    proxy.delay_replies(Duration::ZERO);
+    assert!(
+        eventually(Duration::from_secs(20), || queued(&server) == 0),
+        "the failed waiter kept its place: {}",
+        queued(&server)
+    );
 }
 
 #[test]

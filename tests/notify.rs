@@ -31,7 +31,7 @@ fn subscriber_connections(server: &Server) -> usize {
         .query(&mut server.conn())
         .unwrap();
     list.lines()
-        .filter(|line| line.contains(" name=redmutex-notify "))
+        .filter(|line| line.contains(" name=redmutex-notify:"))
         .count()
 }
 

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::LockClient;
 use support::{SHORT_LEASE, Server, eventually, get_int, incr, spawn_worker};
@@ -307,4 +307,244 @@ fn each_side_force_unlocks_only_its_own_mode() {
     assert!(breaker.write().force_unlock().unwrap());
     assert!(!server.exists(NAME));
     assert!(writing.unlock().unwrap_err().is_lost());
+}
+
+/// Whether the read-write lock's key, as the server has it now, lasts at least until
+/// `valid_until`: a guard may never be valid past its key's expiry. A key without expiry
+/// lasts; a key that is gone lasted until now at most.
+fn key_lasts_until(server: &Server, valid_until: Instant) -> bool {
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    let after = Instant::now();
+    match pttl {
+        -1 => true,
+        -2 => valid_until <= after,
+        // PTTL rounds down: the key lasts less than a millisecond more.
+        left => valid_until <= after + Duration::from_millis(left as u64 + 1),
+    }
+}
+
+/// A short explicit lease for one read hold, long enough for a busy machine to take the
+/// holds around it.
+const SHORT: Duration = Duration::from_secs(3);
+
+/// Releasing one of two read holds extends nothing in Redis: the hold that is left keeps
+/// its own lease key, and once the other reader leaves, the hash lasts no longer than that
+/// key. The guard left must not say it holds the lock after a writer got in.
+#[test]
+fn a_partial_read_release_leaves_the_other_holds_validity_as_redis_has_it() {
+    let server = Server::start();
+    let lock = server.client().read_write_lock(NAME);
+    let other = server.client().read_write_lock(NAME);
+    let first = lock.read().lock_with_lease(SHORT).unwrap();
+    let second = lock.read().lock_with_lease(LONG).unwrap();
+    let theirs = other.read().lock_with_lease(LONG).unwrap();
+    second.unlock().unwrap();
+    // The first hold's own lease key was set when it was taken, and nothing extended it.
+    assert!(
+        first.valid_until() <= Instant::now() + SHORT,
+        "a partial release moved the validity past the hold's own lease"
+    );
+    assert!(key_lasts_until(&server, first.valid_until()));
+
+    // The other reader leaves: the hash now lasts as long as the first hold's lease key.
+    theirs.unlock().unwrap();
+    assert!(key_lasts_until(&server, first.valid_until()));
+    let writer = server.client().read_write_lock(NAME);
+    let mut written = None;
+    assert!(eventually(NO_HANG, || {
+        written = writer.write().try_lock().unwrap();
+        written.is_some()
+    }));
+    assert!(
+        first.valid_until() <= Instant::now(),
+        "a writer got in while a read guard was valid"
+    );
+    assert_ne!(first.health(), redmutex::Health::Held);
+    assert!(first.unlock().unwrap_err().is_lost());
+    written.unwrap().unlock().unwrap();
+}
+
+/// A writer that also reads keeps the hash alive for its read lease: neither the write
+/// side's renewal, nor its re-entry, nor a release that leaves write holds may cut the
+/// hash below the read hold's lease, or another writer gets in beside the reader.
+#[test]
+fn the_write_side_never_cuts_its_own_read_lease() {
+    let server = Server::start();
+    // A short watchdog lease: the write side renews every half second.
+    let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
+    let lock = client.read_write_lock(NAME);
+    let write = lock.write().lock().unwrap();
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    let renewals = client.stats().renewals;
+    assert!(eventually(NO_HANG, || client.stats().renewals >= renewals + 2));
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "the write side's renewal cut the read lease"
+    );
+    // A re-entry and a release with write holds left, both with a short explicit lease.
+    let again = lock.write().lock_with_lease(SHORT).unwrap();
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "the write side's re-entry cut the read lease"
+    );
+    let third = lock.write().lock_with_lease(SHORT).unwrap();
+    third.unlock().unwrap();
+    assert!(
+        key_lasts_until(&server, read.valid_until()),
+        "a write release leaving holds cut the read lease"
+    );
+    drop((again, write));
+    assert!(key_lasts_until(&server, read.valid_until()));
+
+    // Past every write lease: the read hold is still the lock's, for its own lease.
+    std::thread::sleep(SHORT + SHORT_LEASE);
+    let writer = server.client().read_write_lock(NAME);
+    let written = writer.write().try_lock().unwrap();
+    assert_eq!(read.health(), redmutex::Health::Held);
+    assert!(written.is_none(), "a writer got in beside a held reader");
+    assert!(key_lasts_until(&server, read.valid_until()));
+    read.unlock().unwrap();
+    assert!(!server.exists(NAME));
+}
+
+/// When the leases of every reader left have run out, a read release deletes the lock and
+/// wakes a waiting writer, as Redisson's does, instead of leaving the hash to its TTL.
+#[test]
+fn a_read_release_frees_a_lock_whose_other_readers_expired() {
+    let server = Server::start();
+    let expired = server.client().read_write_lock(NAME);
+    let leaving = sleepy(&server).read_write_lock(NAME);
+    // The hash lasts as long as the longest read lease: far beyond the test.
+    let long = leaving.read().lock_with_lease(LONG * 10).unwrap();
+    let short = expired.read().lock_with_lease(SHORT).unwrap();
+    let mut redis = server.conn();
+    let timeouts = |redis: &mut redis::Connection| -> usize {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("{rw}:*:rwlock_timeout:*")
+            .query(redis)
+            .unwrap();
+        keys.len()
+    };
+    assert_eq!(timeouts(&mut redis), 2);
+    // The short hold's lease key expires.
+    assert!(eventually(NO_HANG, || timeouts(&mut redis) == 1));
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let lock = sleepy(&server).read_write_lock(NAME);
+            let guard = lock.write().try_lock_for(NO_HANG).unwrap();
+            guard.map(|guard| guard.unlock().unwrap()).is_some()
+        });
+        assert!(eventually(NO_HANG, || server
+            .subscribers("redisson_rwlock:{rw}")
+            >= 1));
+        long.unlock().unwrap();
+        // Deleted, or taken since by the writer it woke.
+        let mode: Option<String> = redis::cmd("HGET")
+            .arg(NAME)
+            .arg("mode")
+            .query(&mut redis)
+            .unwrap();
+        assert_ne!(
+            mode.as_deref(),
+            Some("read"),
+            "a hash of expired readers was kept"
+        );
+        assert!(waiting.join().unwrap(), "the waiting writer was not woken");
+    });
+    assert!(short.unlock().unwrap_err().is_lost());
+}
+
+/// A thread's read holds whose leases ran out are gone once a release of another of its
+/// holds frees the lock: that release reports them lost at once.
+#[test]
+fn a_read_release_that_frees_the_lock_reports_the_expired_holds_left_lost() {
+    let server = Server::start();
+    let client = server.client();
+    let lock = client.read_write_lock(NAME);
+    let first = lock.read().lock_with_lease(SHORT).unwrap();
+    let second = lock.read().lock_with_lease(LONG).unwrap();
+    let mut redis = server.conn();
+    let first_lease_key = |redis: &mut redis::Connection| -> bool {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("{rw}:*:rwlock_timeout:1")
+            .query(redis)
+            .unwrap();
+        !keys.is_empty()
+    };
+    assert!(first_lease_key(&mut redis));
+    assert!(eventually(NO_HANG, || !first_lease_key(&mut redis)));
+    second.unlock().unwrap();
+    assert!(
+        !server.exists(NAME),
+        "a hash of expired read holds was kept"
+    );
+    assert!(first.is_lost());
+    assert_eq!(client.stats().locks_lost, 1);
+    assert!(first.unlock().unwrap_err().is_lost());
+}
+
+/// The read-write scripts check what the user may run before their first write: a refused
+/// acquire or release leaves the lock as it was, not half changed.
+#[test]
+fn a_refused_script_leaves_the_read_write_lock_as_it_was() {
+    let server = Server::start();
+    let mut admin = server.conn();
+    let mut rights = |rules: &[&str]| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER").arg("narrow").arg("on").arg(">secret");
+        cmd.arg("~*").arg("&*").arg("+@all").arg(rules);
+        let () = cmd.query(&mut admin).unwrap();
+    };
+    let url = format!("redis://narrow:secret@127.0.0.1:{}/", server.port());
+
+    // Rights taken away once the client is built, which checks them.
+    rights(&[]);
+    let narrow = LockClient::builder(&url).build().unwrap();
+    // HSETNX allowed, HSET not: the first hold's mode must not be written alone.
+    rights(&["-hset"]);
+    let lock = narrow.read_write_lock(NAME);
+    assert!(lock.read().try_lock().is_err());
+    assert!(!server.exists(NAME), "a refused read acquire left a hash");
+
+    // PEXPIRE allowed on the latch only: a release that must reset the hash's expiry is
+    // refused whole, and the hold stays.
+    rights(&["+hset"]);
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    let theirs = server.client().read_write_lock(NAME);
+    let other = theirs.read().lock_with_lease(LONG).unwrap();
+    rights(&["-pexpire", "(~redisson_unlock_latch:* +pexpire)"]);
+    assert!(read.unlock().is_err());
+    let fields: i64 = redis::cmd("HLEN")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        fields, 3,
+        "a refused read release gave the hold back halfway"
+    );
+    other.unlock().unwrap();
+    let () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+
+    // HDEL allowed, HSET not: a writer that also reads may not drop its write hold and
+    // leave the hash marked written by nobody.
+    rights(&["+pexpire"]);
+    let write = lock.write().lock_with_lease(LONG).unwrap();
+    let read = lock.read().lock_with_lease(LONG).unwrap();
+    rights(&["-hset"]);
+    assert!(write.unlock().is_err());
+    let fields: i64 = redis::cmd("HLEN")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        fields, 3,
+        "a refused write release gave the hold back halfway"
+    );
+    drop(read);
 }

@@ -58,6 +58,10 @@ pub(crate) struct Config {
     pub primary_credentials: Option<Credentials>,
     /// Certificates for `rediss://` servers.
     pub tls: Certificates,
+    /// The name shown beside this client's holds: host name and process id by default.
+    pub client_name: String,
+    /// The client's id, the first half of its owner fields; set when it is built.
+    pub client_id: String,
 }
 
 /// The user and password the primary wants. Never shown.
@@ -104,14 +108,40 @@ impl Default for Config {
             cluster: false,
             primary_credentials: None,
             tls: Certificates::default(),
+            client_name: default_client_name(),
+            client_id: String::new(),
         }
     }
+}
+
+/// Longest client name accepted, in bytes.
+const MAX_CLIENT_NAME_LEN: usize = 64;
+
+/// The host name and this process's id, as `host/pid`, in the characters a Redis
+/// connection name may have.
+fn default_client_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .or_else(|_| std::env::var("COMPUTERNAME"))
+        .unwrap_or_else(|_| "localhost".into());
+    let host: String = (host.trim().chars())
+        .map(|c| if c.is_ascii_graphic() { c } else { '-' })
+        .take(MAX_CLIENT_NAME_LEN - 11)
+        .collect();
+    format!("{host}/{}", std::process::id())
 }
 
 /// The response timeout when neither it nor a short lease says otherwise.
 const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Config {
+    /// The name of this client's connections in `CLIENT LIST`, which the operations tool
+    /// reads to name the holders: `<role>:<client id>:<client name>`, the role `redmutex`
+    /// for pooled connections and `redmutex-notify` for the subscriber's.
+    pub fn connection_name(&self, role: &str) -> String {
+        format!("{role}:{}:{}", self.client_id, self.client_name)
+    }
+
     /// Sets what the user left unset and depends on another setting: the response timeout
     /// is the smaller of 2 s and two thirds of the renew interval, so that every lease
     /// builds, a third of the interval is left for a renewal to be tried again, and leases
@@ -135,6 +165,21 @@ impl Config {
 
     pub fn validate(&self) -> Result<()> {
         let bad = |setting, reason: String| Err(Error::InvalidConfig { setting, reason });
+        let name = &self.client_name;
+        if name.is_empty() || name.len() > MAX_CLIENT_NAME_LEN {
+            return bad(
+                "client_name",
+                format!("must be 1 to {MAX_CLIENT_NAME_LEN} bytes"),
+            );
+        }
+        if !name.bytes().all(|b| b.is_ascii_graphic()) {
+            return bad(
+                "client_name",
+                "may have printable ASCII characters only, without spaces, as a Redis \
+                 connection name"
+                    .into(),
+            );
+        }
         if self.pool_size == 0 || self.pool_size > MAX_POOL_SIZE {
             return bad("pool_size", format!("must be 1..={MAX_POOL_SIZE}"));
         }

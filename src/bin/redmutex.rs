@@ -250,6 +250,9 @@ fn kind_name(kind: &LockKind) -> String {
 
 fn holder_text(holder: &Holder) -> String {
     let mut text = holder.id.clone();
+    if let Some(client) = &holder.client {
+        text = format!("{text} [{client}]");
+    }
     if let Some(mode) = holder.mode {
         text = format!("{mode} {text}");
     }
@@ -336,6 +339,7 @@ fn holder_json(holder: &Holder) -> Value {
         "holds": holder.holds,
         "mode": holder.mode,
         "lease_left_ms": holder.lease_left.map(|d| d.as_millis() as u64),
+        "client": holder.client,
     })
 }
 

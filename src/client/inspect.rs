@@ -1,7 +1,7 @@
 //! Who holds what: [`LockClient::inspect`] reads one lock of any kind, [`LockClient::locks`]
 //! finds the locks under the client's prefix. Both only read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use redis::Value;
@@ -49,6 +49,10 @@ pub struct Holder {
     pub mode: Option<&'static str>,
     /// A permit's own lease left.
     pub lease_left: Option<Duration>,
+    /// The [`client_name`](crate::LockClientBuilder::client_name) of the holder's client,
+    /// where its connections are named on the server (this crate's clients that may run
+    /// `CLIENT SETNAME`, read when the inspecting user may run `CLIENT LIST`).
+    pub client: Option<String>,
 }
 
 /// Everything [`LockClient::inspect`] found about a lock.
@@ -107,7 +111,16 @@ impl LockClient {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn inspect(&self, name: impl AsRef<[u8]>) -> Result<LockInfo> {
-        let target = self.target(name.as_ref());
+        let mut info = self.inspect_unnamed(name.as_ref())?;
+        if !info.holders.is_empty() {
+            name_holders(&mut info, &self.client_names());
+        }
+        Ok(info)
+    }
+
+    /// [`inspect`](Self::inspect) without the holders' client names.
+    fn inspect_unnamed(&self, name: &[u8]) -> Result<LockInfo> {
+        let target = self.target(name);
         let key = target.begin()?;
         let names = [
             key.to_vec(),
@@ -139,6 +152,24 @@ impl LockClient {
                 .unwrap_or_else(|| malformed("no node"))
                 .with_lock(target.name())),
         }
+    }
+
+    /// The client names of this crate's clients connected to any server of this client,
+    /// by client id, read from their connections' names in `CLIENT LIST`; empty where the
+    /// user may not run it.
+    fn client_names(&self) -> HashMap<String, String> {
+        let mut names = HashMap::new();
+        let shards = (self.shared().nodes().list().iter())
+            .filter_map(|node| node.shards().ok())
+            .flatten();
+        for shard in shards {
+            let end = std::time::Instant::now() + self.shared().config().response_timeout;
+            match shard.run::<String>(redis::cmd("CLIENT").arg("LIST"), end) {
+                Ok(list) => names.extend(list.lines().filter_map(connection_owner)),
+                Err(err) => log::debug!("no client names from {}: {err}", shard.name),
+            }
+        }
+        names
     }
 
     /// The locks under the client's prefix whose names match `pattern` (a Redis glob, `*`
@@ -188,9 +219,11 @@ impl LockClient {
             }
         }
         let mut keys = Vec::new();
+        let names = self.client_names();
         for name in found {
-            let info = self.inspect(&name)?;
+            let mut info = self.inspect_unnamed(&name)?;
             if info.kind != LockKind::Free {
+                name_holders(&mut info, &names);
                 keys.push(info);
             }
         }
@@ -210,7 +243,7 @@ fn malformed(node: &str) -> Error {
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
-/// counters, queues) and a read hold's lease key.
+/// counters, queues, the record of a fair lock's waiters) and a read hold's lease key.
 fn auxiliary(key: &[u8]) -> bool {
     key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
 }
@@ -325,6 +358,7 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
                 holds: 1,
                 mode: None,
                 lease_left: None,
+                client: None,
             });
             LockKind::Token
         }
@@ -339,6 +373,7 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
                         lease_left: Some(Duration::from_millis(
                             ends.saturating_sub(raw.now).max(0) as u64,
                         )),
+                        client: None,
                     });
                 }
                 LockKind::Semaphore
@@ -366,6 +401,27 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
         available,
         keys,
         server: server.to_owned(),
+    }
+}
+
+/// The client id and client name of a `CLIENT LIST` line of one of this crate's
+/// connections (named `redmutex:<id>:<name>` or `redmutex-notify:<id>:<name>`).
+fn connection_owner(line: &str) -> Option<(String, String)> {
+    let name = line
+        .split(' ')
+        .find_map(|field| field.strip_prefix("name="))?;
+    let named =
+        (name.strip_prefix("redmutex:")).or_else(|| name.strip_prefix("redmutex-notify:"))?;
+    let (id, client) = named.split_once(':')?;
+    Some((id.to_owned(), client.to_owned()))
+}
+
+/// Fills in the client names of `info`'s holders whose owner ids start with a client id
+/// in `names`.
+fn name_holders(info: &mut LockInfo, names: &HashMap<String, String>) {
+    for holder in &mut info.holders {
+        let client = holder.id.rsplit_once(':').map(|(client, _)| client);
+        holder.client = client.and_then(|id| names.get(id)).cloned();
     }
 }
 
@@ -399,6 +455,7 @@ fn hash_holders(fields: &[(String, String)]) -> std::result::Result<Vec<Holder>,
             holds: value.parse().unwrap_or(0),
             mode: read_write.then_some(side),
             lease_left: None,
+            client: None,
         });
     }
     Ok(holders)

@@ -67,7 +67,11 @@ impl LockClient {
             .iter()
             .flat_map(|client| client.shared.nodes().list().iter().cloned())
             .collect();
-        Self::assemble(first.shared.config().clone(), nodes)
+        let mut config = first.shared.config().clone();
+        // A client of its own: owner fields shared with the first client would make each
+        // take the other's holds for its own.
+        config.client_id = crate::layout::owner::new_client_id();
+        Self::assemble(config, nodes)
     }
 
     /// A handle on the lock `name`, stored under the key `key_prefix + name`.

@@ -19,14 +19,46 @@ use crate::transport::scripts;
 /// of the queue only; each waiter waits on a channel of its own
 /// (`redisson_lock__channel:{<key>}:<owner>`), and a release wakes the head alone.
 ///
-/// A waiter that gives up (its deadline passed) leaves the queue at once. One that stops
-/// coming back (its process crashed) loses its place after the client's
+/// A waiter that gives up (its deadline passed, its call failed) leaves the queue at once.
+/// One that stops coming back (its process crashed) loses its place after the client's
 /// [`fair_queue_wait`](crate::LockClientBuilder::fair_queue_wait), 5 s by default; a live
-/// waiter comes back at least three times within it, whatever the holder's lease.
+/// waiter comes back at least three times within it, whatever the holder's lease. This
+/// crate records its own waiters beside Redisson's keys (`redisson_lock_timeout:{<key>}:redmutex_alive`),
+/// and places them in Redisson's sorted set with a reserve for what each Java waiter ahead
+/// takes off the places behind it when it acquires or gives up, so that Java and Rust
+/// waiters share one first-come, first-served queue.
+///
 /// Reentrant, and held by a thread like the [`Reentrant`] lock: a thread that holds it
 /// takes it again without queuing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fair;
+
+/// The least wait a Redisson waiter is taken to subtract from the places behind it when it
+/// acquires or gives up: Redisson's default `fairLockWaitTimeout` (5 minutes). A waiter
+/// of ours keeps that much in reserve for each Redisson waiter ahead of it, or the gap
+/// between that waiter's place and the one before, if larger.
+const JAVA_WAIT: Duration = Duration::from_secs(300);
+
+/// The keys of a fair lock's queue, named after its key.
+struct QueueKeys {
+    queue: Vec<u8>,
+    places: Vec<u8>,
+    ours: Vec<u8>,
+}
+
+impl QueueKeys {
+    fn of(key: &[u8]) -> Self {
+        QueueKeys {
+            queue: names::fair_queue(key),
+            places: names::fair_timeouts(key),
+            ours: names::fair_alive(key),
+        }
+    }
+
+    fn get(&self) -> scripts::Queue<'_> {
+        (&self.queue, &self.places, &self.ours)
+    }
+}
 
 impl Machinery for Fair {
     const LABEL: &'static str = "fair";
@@ -56,6 +88,13 @@ impl Machinery for Fair {
         Cow::Owned(names::waiter_channel(&target.shared_key(), &owner(target)))
     }
 
+    /// Wakes the head of the queue on its own channel, where it waits, after dropping the
+    /// waiters before it whose places ran out.
+    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+        let keys = QueueKeys::of(key);
+        scripts::fair_force_unlock(key, target.channel(), latch, keys.get(), latch_ttl)
+    }
+
     fn longest_wait(target: &Target) -> Option<Duration> {
         Some(target.shared.config().fair_queue_wait / 3)
     }
@@ -64,8 +103,11 @@ impl Machinery for Fair {
         let Ok(key) = target.begin() else {
             return;
         };
-        let queue = (&names::fair_queue(key)[..], &names::fair_timeouts(key)[..]);
-        let cmd = scripts::fair_give_up(key, target.channel(), queue, &owner(target));
+        if target.shared.nodes().list().len() > 1 {
+            return; // refused before anything was sent: see `attempt`
+        }
+        let keys = QueueKeys::of(key);
+        let cmd = scripts::fair_give_up(key, target.channel(), keys.get(), &owner(target));
         let nodes = target.shared.nodes();
         for result in nodes.run_all::<i64>(&cmd, None) {
             if let Err(err) = result {
@@ -81,21 +123,21 @@ impl Machinery for Fair {
 
 impl Hashed for Fair {
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
-        let (queue, timeouts) = (names::fair_queue(key), names::fair_timeouts(key));
+        let keys = QueueKeys::of(key);
         let place = target.shared.config().fair_queue_wait;
-        scripts::fair_acquire(key, &queue, &timeouts, lease, field, held, place)
+        scripts::fair_acquire(key, keys.get(), lease, field, held, place, JAVA_WAIT)
     }
 
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());
-        let (queue, timeouts) = (names::fair_queue(&key), names::fair_timeouts(&key));
+        let keys = QueueKeys::of(&key);
         let latch_ttl = target.shared.config().latch_ttl();
         scripts::fair_release(
             &key,
             target.channel(),
             &latch,
-            (&queue, &timeouts),
+            keys.get(),
             lease,
             field,
             held,

@@ -125,8 +125,10 @@ pub(crate) mod sealed {
             None
         }
 
-        /// Run when an acquisition that found the lock busy ends without it (deadline,
-        /// error): a fair-lock waiter leaves the queue.
+        /// Run when an acquisition ends without the lock (deadline, busy on a `try_lock`,
+        /// error, a re-entry that found its hold lost) after an attempt that may have
+        /// queued it: one that found the lock busy, or failed after it may have reached
+        /// Redis. A fair-lock waiter leaves the queue.
         fn give_up(_: &Target) {}
     }
 }

@@ -68,6 +68,8 @@ impl Machinery for Read {
 
 impl Hashed for Read {
     const MODE: Mode = Mode::Read;
+    /// Each read hold keeps its own lease key, which a release leaves as it was.
+    const RELEASE_SETS_LEASE: bool = false;
 
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let timeouts = names::read_timeouts(key, field);
@@ -153,6 +155,12 @@ impl Hashed for Write {
 
     fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::write_acquire(key, lease, field, held)
+    }
+
+    /// Raises the hash's expiry only: this thread's read holds may have longer leases. A
+    /// read-write lock lives on one node, which never gets a hold back.
+    fn renew_cmd(key: &[u8], lease: Duration, field: &str, _: &dyn Fn() -> u32, _: bool) -> Cmd {
+        scripts::write_renew(key, lease, field)
     }
 
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {

@@ -74,6 +74,12 @@ pub trait Hashed: Machinery {
     /// Which of the owner's fields it counts.
     const MODE: Mode = Mode::Only;
 
+    /// Whether a release that leaves holds of the owner sets their lease to the one it is
+    /// given, so that their validity moves to match. Otherwise the release leaves their
+    /// leases as they were and replies how long the longest lasts
+    /// ([`Released::KeptFor`]); their validity can then only shorten.
+    const RELEASE_SETS_LEASE: bool = true;
+
     /// This thread's field in the hash.
     fn field(target: &Target) -> String {
         owner(target)
@@ -333,15 +339,31 @@ pub(crate) fn release<K: Hashed>(
     };
     let cmd = K::release_cmd(target, &K::field(target), held, lease, true);
     // Not while a renewal round is on its way: it could put back what this deletes. Where
-    // holds remain, they now expire `lease` after this release.
-    let (tally, failed) = holding.lease_round(lease, || {
+    // holds remain, they now expire `lease` after this release, or, for a kind whose
+    // release leaves their leases alone, when the reply says.
+    let (tally, failed, gone) = holding.lease_round(lease, || {
+        let sent = Instant::now();
         let (answers, failed) = nodes.split(nodes.run_all::<Released>(&cmd, None));
         let tally = nodes.tally(
             answers.iter().filter(|&&r| r != Released::NotOurs).count(),
             &failed,
         );
-        ((tally, failed), held > 1 && tally.verdict() == Verdict::Yes)
+        let kept = held > 1 && tally.verdict() == Verdict::Yes;
+        let mut gone = false;
+        if kept && !K::RELEASE_SETS_LEASE {
+            holding.shorten_to(kept_until(&answers, sent));
+            // The lock was freed while this owner believed it kept holds: their leases had
+            // all run out, and they are gone.
+            let remaining = answers
+                .iter()
+                .filter(|&&r| matches!(r, Released::Kept | Released::KeptFor(_)));
+            gone = nodes.tally(remaining.count(), &failed).verdict() == Verdict::No;
+        }
+        ((tally, failed, gone), kept && K::RELEASE_SETS_LEASE)
     });
+    if gone && shared.holds().forget(&id, holding, false) {
+        shared.report_lost(target.name(), holding, None);
+    }
     match tally.verdict() {
         Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
         // Too few answers to tell whether a quorum still has our holds.
@@ -353,6 +375,18 @@ pub(crate) fn release<K: Hashed>(
             Err(target.found_lost(holding))
         }
     }
+}
+
+/// Until when the holds that a release left last, by the nodes' replies to it, sent at
+/// `sent`: the soonest end among the nodes that kept them; now at once where a node kept
+/// them without saying for how long, or freed the lock.
+fn kept_until(answers: &[Released], sent: Instant) -> Instant {
+    let ends = answers.iter().filter_map(|answer| match *answer {
+        Released::NotOurs => None,
+        Released::KeptFor(left) => Some(validity_end(sent, Duration::from_millis(left))),
+        Released::Kept | Released::Deleted => Some(None),
+    });
+    ends.map(|end| end.unwrap_or(sent)).min().unwrap_or(sent)
 }
 
 /// This thread's owner field in the hash.
@@ -376,5 +410,35 @@ impl<K: Hashed> Renewal for Renew<K> {
 
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {
         shared.holds().forget(&self.id, holding, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holds_a_release_left_last_no_longer_than_the_soonest_reply_says() {
+        let sent = Instant::now();
+        let second = Duration::from_secs(1);
+        let one = kept_until(&[Released::KeptFor(10_000)], sent);
+        assert!(
+            one > sent + 9 * second && one < sent + 10 * second,
+            "less the drift"
+        );
+        let soonest = [
+            Released::KeptFor(10_000),
+            Released::KeptFor(1_000),
+            Released::NotOurs,
+        ];
+        assert!(kept_until(&soonest, sent) < sent + second);
+        // Kept without saying for how long, freed, or nothing kept: no validity left.
+        for unknown in [Released::Kept, Released::Deleted, Released::KeptFor(0)] {
+            assert_eq!(
+                kept_until(&[Released::KeptFor(10_000), unknown], sent),
+                sent
+            );
+        }
+        assert_eq!(kept_until(&[Released::NotOurs], sent), sent);
     }
 }

@@ -42,6 +42,14 @@ pub(crate) fn fair_timeouts(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_timeout", key)
 }
 
+/// This crate's own record of its fair-lock waiters, by when each loses its place unless
+/// it comes back: `redisson_lock_timeout:{<key>}:redmutex_alive`, a sorted set beside
+/// Redisson's, which Redisson's clients neither read nor write. Named under the prefix of
+/// Redisson's places, so that the rights a fair lock's user has cover it.
+pub(crate) fn fair_alive(key: &[u8]) -> Vec<u8> {
+    [&fair_timeouts(key)[..], b":redmutex_alive"].concat()
+}
+
 /// The channel on which one waiter of a fair lock, `field`, is told its turn has come:
 /// the lock's channel, `:`, the owner field.
 pub(crate) fn waiter_channel(key: &[u8], field: &str) -> Vec<u8> {
@@ -149,6 +157,7 @@ pub(crate) fn one_slot(key: &[u8]) -> bool {
         channel(key),
         fair_queue(key),
         fair_timeouts(key),
+        fair_alive(key),
         waiter_channel(key, field),
         rwlock_channel(key),
         read_timeouts(key, field),

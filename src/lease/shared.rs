@@ -30,7 +30,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(config: Config, nodes: Nodes) -> Self {
         Shared {
-            id: crate::layout::owner::new_client_id(),
+            id: config.client_id.clone(),
             workers: Workers::new(config.watchdog_stack_size, config.renew_interval()),
             nodes,
             config,

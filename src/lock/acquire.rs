@@ -105,6 +105,10 @@ impl<K: Kind> Lock<K> {
         let mut queued = false;
         let started = Instant::now();
         let result = self.wait_for(lease, deadline, &mut queued);
+        // Whatever ended the call, an attempt that reached Redis may have queued this waiter
+        // (a fair lock queues it in the same script that finds the lock busy, and then a
+        // lost reply or a hold found lost is an error): leave, or the next waiter waits for
+        // the place to run out on a free lock.
         if queued && !matches!(result, Ok(Some(_))) {
             K::give_up(&self.target);
         }
@@ -120,8 +124,9 @@ impl<K: Kind> Lock<K> {
         result
     }
 
-    /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt found the
-    /// lock busy (and may have queued this waiter).
+    /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt may have
+    /// queued this waiter: it found the lock busy, or failed in a way that may have come
+    /// after its script ran (anything but getting no connection at all).
     fn wait_for(
         &self,
         lease: Option<Duration>,
@@ -148,7 +153,13 @@ impl<K: Kind> Lock<K> {
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
-            let ttl = match K::attempt(target, lease, limit)? {
+            let attempt = K::attempt(target, lease, limit);
+            *queued |= attempt
+                .as_ref()
+                .map_or_else(Error::may_have_run, |attempt| {
+                    !matches!(attempt, Attempt::Acquired(_))
+                });
+            let ttl = match attempt? {
                 Attempt::Acquired(hold) => {
                     if let Some(woken) = woken_at {
                         metrics::handoff(K::LABEL, Instant::elapsed(&woken));
@@ -161,7 +172,6 @@ impl<K: Kind> Lock<K> {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
                     woken_at = None;
-                    *queued = true;
                     ttl
                 }
                 Attempt::Retry(err) => {

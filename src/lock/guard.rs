@@ -91,6 +91,8 @@ impl<K: Kind> LockGuard<K> {
 
     /// Until when the lock is surely held: the last acquisition or renewal that reached a
     /// quorum, plus the lease, less an allowance for clock drift (1% of the lease + 2 ms).
+    /// A read hold's validity also shortens when the thread releases another of its read
+    /// holds: to the longest lease left among its own (each read hold has its own lease).
     /// Check it before a side effect that must not happen without the lock; past it, the
     /// lock may have expired and been taken by someone else.
     pub fn valid_until(&self) -> Instant {

@@ -156,9 +156,9 @@ impl Semaphore {
     }
 
     /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
-    /// taken in another process, say. [`Error::NotHeld`] when it is not held (never, given
-    /// back already, or its lease ran out); an id that is not 32 hex digits is
-    /// [`Error::InvalidArgument`].
+    /// taken in another process, say. [`Error::NotHeld`](crate::Error::NotHeld) when it is
+    /// not held (never, given back already, or its lease ran out); an id that is not 32 hex
+    /// digits is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn release(&self, id: &str) -> Result<()> {
         let target = self.target();
         let parsed = (id.len() == 32)
@@ -188,8 +188,8 @@ impl Permit {
         self.guard.hold.held.id()
     }
 
-    /// Gives the permit back and reports the result: [`Error::Lost`] when its lease had run
-    /// out (it was others' again).
+    /// Gives the permit back and reports the result: [`Error::Lost`](crate::Error::Lost)
+    /// when its lease had run out (it was others' again).
     pub fn release(self) -> Result<()> {
         self.guard.unlock()
     }

@@ -28,6 +28,8 @@ pub(crate) struct Settings {
     /// Whether lock channels are subscribed with `SSUBSCRIBE` (a cluster's sharded pub/sub,
     /// where scripts `SPUBLISH`) rather than `SUBSCRIBE`.
     pub sharded: bool,
+    /// The subscriber connection's name in `CLIENT LIST`.
+    pub name: String,
 }
 
 /// What waiters and the subscriber thread share.

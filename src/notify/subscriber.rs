@@ -30,9 +30,6 @@ use crate::layout::names;
 use crate::notify::hub::{Hub, Settings, State, Sub};
 use crate::topology::endpoint;
 
-/// The subscriber connection's name in `CLIENT LIST`.
-pub(crate) const CLIENT_NAME: &str = "redmutex-notify";
-
 /// The thread: connects, serves the connection until it fails, and connects again, until
 /// stopped or until a connection failed with nobody waiting.
 pub(crate) fn run(hub: &Hub, settings: &Settings) {
@@ -107,7 +104,7 @@ fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
         settings.response_timeout,
     )?;
     let mut setup = redis::pipe();
-    setup.cmd("CLIENT").arg("SETNAME").arg(CLIENT_NAME);
+    setup.cmd("CLIENT").arg("SETNAME").arg(&settings.name);
     setup.cmd("SUBSCRIBE").arg(wake);
     setup.cmd("UNSUBSCRIBE").arg(wake);
     conn.send_packed_command(&setup.get_packed_pipeline())?;

@@ -49,6 +49,8 @@ pub(crate) struct Manager {
     pub response_timeout: Duration,
     /// Whether the last attempt to open a connection failed, shared by the node.
     pub unreachable: Arc<AtomicBool>,
+    /// The connections' name in `CLIENT LIST` (see `Config::connection_name`).
+    pub name: String,
 }
 
 impl Manager {
@@ -69,6 +71,17 @@ impl Manager {
             self.response_timeout,
         )?;
         self.topology.verify(&mut inner, endpoint.generation)?;
+        // Only a label, for the operations tool: a user who may not name connections locks
+        // as well.
+        let named = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(&self.name)
+            .exec(&mut inner);
+        match named {
+            Err(err) if err.is_io_error() || err.is_timeout() => return Err(err),
+            Err(err) => log::debug!("naming a connection {:?} refused: {err}", self.name),
+            Ok(()) => {}
+        }
         Ok(Conn {
             inner,
             broken: false,

@@ -40,11 +40,13 @@ scripts! {
     FAIR_ACQUIRE => "fair_acquire.lua",
     FAIR_RELEASE => "fair_release.lua",
     FAIR_GIVE_UP => "fair_give_up.lua",
+    FAIR_FORCE_UNLOCK => "fair_force_unlock.lua",
     READ_ACQUIRE => "read_acquire.lua",
     READ_RELEASE => "read_release.lua",
     READ_RENEW => "read_renew.lua",
     WRITE_ACQUIRE => "write_acquire.lua",
     WRITE_RELEASE => "write_release.lua",
+    WRITE_RENEW => "write_renew.lua",
     SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
     SEMAPHORE_RELEASE => "semaphore_release.lua",
     SEMAPHORE_RENEW => "semaphore_renew.lua",
@@ -122,12 +124,19 @@ pub(crate) enum Released {
     NotOurs,
     /// One hold was given back and others remain.
     Kept,
+    /// One hold was given back and the owner's others remain with the leases they had:
+    /// the longest of them ends within this many milliseconds (0: all have ended).
+    KeptFor(u64),
     /// The key was deleted, by this call or by an earlier attempt of it.
     Deleted,
 }
 
 impl FromRedisValue for Released {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        if let Value::Array(_) = value {
+            let (_, left) = <(i64, i64)>::from_redis_value(value)?;
+            return Ok(Released::KeptFor(left.max(0) as u64));
+        }
         Ok(match Option::<i64>::from_redis_value(value)? {
             None => Released::NotOurs,
             Some(0) => Released::Kept,
@@ -182,24 +191,30 @@ pub(crate) fn release(
     cmd
 }
 
-/// The fair lock's acquire: like [`acquire`], for the head of `queue` (timeouts in
-/// `timeouts`), queuing `field` at its end when busy, where it keeps its place for
-/// `place_ttl` after each attempt. Replies as [`acquire`], busy being the PTTL or -2.
+/// The keys of a fair lock's queue: the list of waiting owners, Redisson's sorted set of
+/// their places, and this crate's sorted set of its own waiters.
+pub(crate) type Queue<'a> = (&'a [u8], &'a [u8], &'a [u8]);
+
+/// The fair lock's acquire: like [`acquire`], for the head of `queue`, queuing `field` at
+/// its end when busy, where it keeps its place for `place_ttl` after each attempt however
+/// much Redisson waiters ahead, each taken to wait at least `java_wait`, take off its place.
+/// Replies as [`acquire`], busy being the PTTL or -2.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fair_acquire(
     key: &[u8],
-    queue: &[u8],
-    timeouts: &[u8],
+    (queue, places, ours): Queue<'_>,
     lease: Duration,
     field: &str,
     held: u32,
     place_ttl: Duration,
+    java_wait: Duration,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_ACQUIRE, &[key, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_ACQUIRE, &[key, queue, places, ours]);
     cmd.arg(millis(lease))
         .arg(field)
         .arg(held)
-        .arg(millis(place_ttl));
+        .arg(millis(place_ttl))
+        .arg(millis(java_wait));
     cmd
 }
 
@@ -210,14 +225,14 @@ pub(crate) fn fair_release(
     key: &[u8],
     channel: &[u8],
     latch: &[u8],
-    (queue, timeouts): (&[u8], &[u8]),
+    (queue, places, ours): Queue<'_>,
     lease: Duration,
     field: &str,
     held: u32,
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, places, ours]);
     cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
@@ -231,11 +246,29 @@ pub(crate) fn fair_release(
 pub(crate) fn fair_give_up(
     key: &[u8],
     channel: &[u8],
-    (queue, timeouts): (&[u8], &[u8]),
+    (queue, places, ours): Queue<'_>,
     field: &str,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, timeouts]);
+    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, places, ours]);
     cmd.arg(field).arg(UNLOCK_MESSAGE);
+    cmd
+}
+
+/// Delete the fair lock whoever holds it, waking the head of `queue` on its own channel
+/// under `channel`, and leaving `latch` for `latch_ttl`. Replies 1 or 0, the same on a
+/// retry of the same call.
+pub(crate) fn fair_force_unlock(
+    key: &[u8],
+    channel: &[u8],
+    latch: &[u8],
+    (queue, places, ours): Queue<'_>,
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(
+        &FAIR_FORCE_UNLOCK,
+        &[key, channel, latch, queue, places, ours],
+    );
+    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
     cmd
 }
 
@@ -258,7 +291,8 @@ pub(crate) fn read_acquire(
 
 /// Give back one of `field`'s `held` read holds (leases under `timeouts`, every reader's
 /// under `timeouts_prefix`); the lock's last hold publishes on `channel` if it is to `wake`
-/// a waiter, and leaves `latch`. Replies [`Released`].
+/// a waiter, and leaves `latch`. Replies [`Released`]: where the owner's other read holds
+/// remain, how long the longest of them lasts ([`Released::KeptFor`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_release(
     key: &[u8],
@@ -323,6 +357,14 @@ pub(crate) fn write_release(
         .arg(writer)
         .arg(held)
         .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Extend `writer`'s write holds to at least `lease`, never cutting the hash's expiry.
+/// Replies [`Renewed`]: kept or gone.
+pub(crate) fn write_renew(key: &[u8], lease: Duration, writer: &str) -> Cmd {
+    let mut cmd = evalsha(&WRITE_RENEW, &[key]);
+    cmd.arg(millis(lease)).arg(writer);
     cmd
 }
 

@@ -80,6 +80,7 @@ impl Shard {
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             unreachable: unreachable.clone(),
+            name: config.connection_name("redmutex"),
         };
         // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
         // reaper job (every 30 s) before they end; one thread that ends at once is enough.
@@ -105,6 +106,7 @@ impl Shard {
             wake_prefix: names::wake_channel_prefix(&config.key_prefix),
             waker: waker(pool.clone(), topology.clone()),
             sharded,
+            name: config.connection_name("redmutex-notify"),
         }));
         Shard {
             name,

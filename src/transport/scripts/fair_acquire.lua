@@ -1,12 +1,16 @@
 -- Take one hold of a fair lock (Redisson's RFairLock layout): first come, first served.
 -- KEYS[1]  lock key: a hash of "<client-uuid>:<thread-id>" -> hold count
 -- KEYS[2]  queue: a list of the waiting owner fields, first come first
--- KEYS[3]  timeouts: a sorted set of the waiting owner fields by when they lose their place
---             (milliseconds since the epoch, by this server's clock)
+-- KEYS[3]  places: Redisson's sorted set of the waiting owner fields by when each loses
+--             its place (milliseconds since the epoch)
+-- KEYS[4]  our waiters: a sorted set of this crate's waiting owner fields by when each
+--             loses its place unless it comes back (milliseconds, this server's clock)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  holds the owner believes it has already (0 for a first hold)
 -- ARGV[4]  how long a waiter keeps its place without coming back, in milliseconds
+-- ARGV[5]  the least wait, in milliseconds, that a Redisson waiter ahead is taken to
+--             subtract from the places behind it (Redisson's default fairLockWaitTimeout)
 -- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
 --          -3 when it was taken although the owner believed it held some already (they
 --             expired or were deleted): the field counts ARGV[3] + 1 too;
@@ -17,9 +21,17 @@
 --             read-write lock's hash); nothing written;
 --          an error, with nothing written, when the user may not write the keys.
 -- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
--- first. A free lock goes to the head of the queue only, or to anyone when it is empty.
--- The field is set, not incremented, so running this twice (a retry after a lost reply)
--- still leaves ARGV[3] + 1 holds.
+-- first: one of ours once its time in KEYS[4] has passed, any other once its place in
+-- KEYS[3] has. A free lock goes to the head of the queue only, or to anyone when it is
+-- empty. The field is set, not incremented, so running this twice (a retry after a lost
+-- reply) still leaves ARGV[3] + 1 holds.
+-- Places in KEYS[3]. A Redisson client takes its wait off every place when it acquires,
+-- and off the places behind it when it gives up; its clients drop a head whose place has
+-- passed. So a waiter of ours is placed at now + ARGV[4] plus a reserve for what the
+-- Redisson waiters ahead may still take off: for each, the gap between its place and the
+-- place of the Redisson waiter before it (for the first: now), at least ARGV[5]. When its
+-- place moves later, the Redisson waiters right behind it move as much, so that each
+-- keeps its wait after it. Our acquisitions and give-ups take nothing off anyone's place.
 local had = 0
 local exists = redis.call('exists', KEYS[1]) == 1
 if exists then
@@ -41,23 +53,30 @@ if check then
     if not check('pexpire', KEYS[1], ARGV[1]) then
         return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
     end
-    if not check('rpush', KEYS[2], ARGV[2]) or not check('zadd', KEYS[3], '0', ARGV[2]) then
+    if not check('rpush', KEYS[2], ARGV[2]) or not check('lpop', KEYS[2])
+        or not check('zadd', KEYS[3], '0', ARGV[2]) or not check('zrem', KEYS[3], ARGV[2])
+        or not check('zadd', KEYS[4], '0', ARGV[2]) or not check('zrem', KEYS[4], ARGV[2])
+        or not check('pexpire', KEYS[4], ARGV[4]) then
         return redis.error_reply('NOPERM this user may not write the fair lock queue')
     end
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local function gone(waiter)
+    local until_ = tonumber(redis.call('zscore', KEYS[4], waiter))
+    if not until_ then
+        until_ = tonumber(redis.call('zscore', KEYS[3], waiter))
+    end
+    return not until_ or until_ <= now
+end
 while true do
     local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local until_ = tonumber(redis.call('zscore', KEYS[3], head))
-    if until_ and until_ > now then
+    if not head or not gone(head) then
         break
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
+    redis.call('zrem', KEYS[4], head)
 end
 local expected = tonumber(ARGV[3])
 local mine = had and had > 0
@@ -69,6 +88,7 @@ if not exists then
             redis.call('lpop', KEYS[2])
         end
         redis.call('zrem', KEYS[3], ARGV[2])
+        redis.call('zrem', KEYS[4], ARGV[2])
     end
 end
 if mine then
@@ -80,8 +100,42 @@ if mine then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return reply
 end
-local place = now + tonumber(ARGV[4])
+local reserve, before, least = 0, now, tonumber(ARGV[5])
+for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+    if waiter == ARGV[2] then
+        break
+    end
+    local place = tonumber(redis.call('zscore', KEYS[3], waiter))
+    if place and not redis.call('zscore', KEYS[4], waiter) then
+        reserve = reserve + math.max(place - before, least)
+        before = place
+    end
+end
+local wait = tonumber(ARGV[4])
+local place = now + wait + reserve
+local was = tonumber(redis.call('zscore', KEYS[3], ARGV[2]))
 if redis.call('zadd', KEYS[3], place, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
+elseif was and place > was then
+    -- A Redisson waiter's place is the place of the waiter before it plus its wait: the
+    -- Redisson waiters behind this one, up to the next waiter of ours, move with it.
+    local behind = false
+    for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+        if behind then
+            if redis.call('zscore', KEYS[4], waiter) then
+                break
+            end
+            local theirs = tonumber(redis.call('zscore', KEYS[3], waiter))
+            if theirs then
+                redis.call('zadd', KEYS[3], theirs + place - was, waiter)
+            end
+        elseif waiter == ARGV[2] then
+            behind = true
+        end
+    end
+end
+redis.call('zadd', KEYS[4], now + wait, ARGV[2])
+if redis.call('pttl', KEYS[4]) < wait then
+    redis.call('pexpire', KEYS[4], wait)
 end
 return redis.call('pttl', KEYS[1])

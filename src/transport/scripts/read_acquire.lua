@@ -40,7 +40,8 @@ local expected = tonumber(ARGV[4])
 local timeout = KEYS[2] .. ':' .. (expected + 1)
 local check = redis.acl_check_cmd
 if check then
-    if not check('pexpire', KEYS[1], ARGV[1])
+    if not check('hsetnx', KEYS[1], 'mode', 'read') or not check('hset', KEYS[1], ARGV[2], 1)
+        or not check('pexpire', KEYS[1], ARGV[1])
         or not check('set', timeout, '1', 'px', ARGV[1]) then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end

@@ -5,16 +5,22 @@
 -- ARGV[2]  owner field
 -- ARGV[3]  the owner's read holds
 -- Reply    1 when the owner's field exists and its holds' leases were extended (the hash
---          lasts at least as long); 0 when its holds are gone; an error, with nothing
---          written, when the user may not set the expiries.
-local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[2])
-if not hash or present == 0 then
+--          lasts at least as long); 0 when its holds are gone (also when the key is not a
+--          read-write lock's); an error, with nothing written, when the user may not set
+--          the expiries.
+local hash, mode = pcall(redis.call, 'hget', KEYS[1], 'mode')
+if not hash or not mode or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end
 local check = redis.acl_check_cmd
-if check and (not check('pexpire', KEYS[1], ARGV[1])
-    or not check('set', KEYS[2] .. ':1', '1', 'px', ARGV[1])) then
-    return redis.error_reply('NOPERM this user may not write the read-write lock keys')
+if check then
+    local allowed = check('pexpire', KEYS[1], ARGV[1])
+    for i = 1, tonumber(ARGV[3]) do
+        allowed = allowed and check('set', KEYS[2] .. ':' .. i, '1', 'px', ARGV[1])
+    end
+    if not allowed then
+        return redis.error_reply('NOPERM this user may not write the read-write lock keys')
+    end
 end
 for i = 1, tonumber(ARGV[3]) do
     redis.call('set', KEYS[2] .. ':' .. i, '1', 'px', ARGV[1])

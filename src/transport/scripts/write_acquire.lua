@@ -4,7 +4,8 @@
 -- ARGV[2]  the owner's writer field, "<client-uuid>:<thread-id>:write"
 -- ARGV[3]  write holds the owner believes it has already (0 for a first hold)
 -- Reply    nil when the hold was taken (free, or written by this owner): the field counts
---             ARGV[3] + 1;
+--             ARGV[3] + 1, and the key lasts at least the lease (a re-entry never cuts
+--             its expiry);
 --          -3 when taken although the owner believed it held some already;
 --          otherwise the key's PTTL in milliseconds: read by anyone (this owner
 --             included: a reader never upgrades) or written by another owner, or a
@@ -40,5 +41,8 @@ if had ~= expected and had ~= expected + 1 then
     reply = -3
 end
 redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], expected + 1)
-redis.call('pexpire', KEYS[1], ARGV[1])
+-- A re-entry only ever raises the expiry: this owner's read holds may have longer leases.
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
 return reply

@@ -5,15 +5,18 @@
 -- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- ARGV[1]  message published when the write lock goes ("1": wake every waiter); empty:
 --             none, for giving back what a failed attempt took
--- ARGV[2]  lease in milliseconds for the holds that remain
+-- ARGV[2]  lease in milliseconds for the holds that remain (at least)
 -- ARGV[3]  the owner's writer field, "<owner>:write"
 -- ARGV[4]  write holds the owner has before this release (at least 1)
 -- ARGV[5]  how long the latch lasts, in milliseconds: longer than the call's retries
--- Reply    nil when the owner holds no write hold (nothing changed); 0 when write holds
---          remain; 1 when its last write hold went, by this call or (the latch says) an
---          earlier attempt of it: the lock is freed, or read by this owner alone if it
---          holds read holds too; an error, with nothing written, when the user may not
---          publish, rename the key or set an expiry.
+-- Reply    nil when the owner holds no write hold (nothing changed);
+--          0 when write holds remain: the key then lasts at least ARGV[2] (its expiry is
+--             raised, never cut: this owner's read holds may have longer leases);
+--          1 when its last write hold went, by this call or (the latch says) an earlier
+--             attempt of it: the lock is freed, or read by this owner alone if it holds
+--             read holds too;
+--          an error, with nothing written, when the user may not publish, rename the key
+--             or set an expiry.
 local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not hash or present == 0 then
     if redis.call('exists', KEYS[3]) == 1 then
@@ -28,12 +31,15 @@ if left > 0 then
         return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
     end
     redis.call('hset', KEYS[1], ARGV[3], left)
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    -- Only ever raised: this owner's read holds may have longer leases.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+    end
     return 0
 end
 if check then
     if not check('pexpire', KEYS[3], ARGV[5]) or not check('rename', KEYS[1], KEYS[3])
-        or not check('set', KEYS[3], '1') then
+        or not check('set', KEYS[3], '1') or not check('hset', KEYS[1], 'mode', 'read') then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
     if ARGV[1] ~= '' and not check('publish', KEYS[2], ARGV[1]) then
