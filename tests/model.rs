@@ -275,7 +275,6 @@ fn fenced_lock_follows_its_model() {
 }
 
 #[test]
-#[ignore = "defects 5 and 7, fixed on another branch"]
 fn fair_lock_follows_its_model() {
     exclusive_property::<redmutex::Fair>(true);
 }
@@ -286,7 +285,6 @@ fn token_lock_follows_its_model() {
 }
 
 #[test]
-#[ignore = "defect 2, fixed on another branch"]
 fn read_write_lock_follows_its_model() {
     let harness = std::cell::RefCell::new(read_write::Harness::new());
     let mut runner = proptest::test_runner::TestRunner::new(config());
@@ -335,7 +333,6 @@ fn replay_semaphore(permits: u64, ops: &[semaphore::Op]) {
 /// re-entry finds its hold expired and the lock taken, is queued as busy, and reports the
 /// loss without leaving the queue.
 #[test]
-#[ignore = "defect 5, fixed on another branch"]
 fn fair_reentry_after_expiry_leaves_no_queue_entry() {
     use exclusive::{Lease::Ms, Op::*};
     replay::<redmutex::Fair>(&[
@@ -360,7 +357,6 @@ fn fair_reentry_after_expiry_leaves_no_queue_entry() {
 /// wait, so the place of our waiter behind it is in the past and swept, and a later owner
 /// takes the lock while ours still waits.
 #[test]
-#[ignore = "defect 7, fixed on another branch"]
 fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
     use exclusive::{Lease::Ms, Op::*};
     replay::<redmutex::Fair>(&[
@@ -395,7 +391,6 @@ fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
 /// with different leases; releasing one leaves the other's guard valid past the hash's
 /// expiry.
 #[test]
-#[ignore = "defect 2, fixed on another branch"]
 fn read_release_keeps_the_other_read_guard_within_the_key() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::Read};
@@ -416,7 +411,6 @@ fn read_release_keeps_the_other_read_guard_within_the_key() {
 
 /// Found next, with watched holds: a release of one of two watched read holds.
 #[test]
-#[ignore = "defect 2, fixed on another branch"]
 fn read_release_of_watched_holds_keeps_the_other_guard_within_the_key() {
     use exclusive::Lease::Watched;
     use read_write::{Op::*, Side::Read};
@@ -459,7 +453,6 @@ fn a_permit_taken_as_another_lease_ends_is_held() {
 /// re-entry sets the hash's expiry to its short lease, below the same owner's watched read
 /// hold.
 #[test]
-#[ignore = "defect 3, fixed on another branch"]
 fn write_reentry_keeps_the_same_owners_read_guard_within_the_key() {
     use exclusive::Lease::{Ms, Watched};
     use read_write::{
@@ -489,7 +482,6 @@ fn write_reentry_keeps_the_same_owners_read_guard_within_the_key() {
 /// 2): once the longer-leased reader releases, the other reader's lease has run out, and a
 /// writer must get the lock.
 #[test]
-#[ignore = "defect 4, fixed on another branch"]
 fn a_read_release_leaves_no_hash_of_expired_readers() {
     use exclusive::Lease::Ms;
     use read_write::{
@@ -546,7 +538,6 @@ fn a_forced_unlock_wakes_a_waiter() {
 /// Written for defect 6 in the model's steps: the fair lock's forced unlock wakes nobody,
 /// so the waiter at the head of the queue sleeps on.
 #[test]
-#[ignore = "defect 6, fixed on another branch"]
 fn a_forced_unlock_of_a_fair_lock_wakes_the_head_of_the_queue() {
     forced_unlock_wakes_the_waiter::<redmutex::Fair>();
 }
