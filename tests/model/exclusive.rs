@@ -789,6 +789,10 @@ impl<K: Subject> Case<'_, K> {
         match got {
             None => {
                 self.log.push("  Java took it".into());
+                if self.java.bound.is_none_or(|b| b.over_by(sent)) {
+                    // Whatever Java held has run out: this is a first hold.
+                    self.java.count = 0;
+                }
                 if self.java.count == 0 {
                     self.acquisitions.push(Acquisition {
                         who: "Java".into(),

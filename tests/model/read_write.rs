@@ -116,6 +116,9 @@ struct Party {
     ghost: Option<Bound>,
     /// Held the write side since it last held nothing: its hash may be in write mode.
     wrote: bool,
+    /// The latest end of an explicit lease taken since it last held nothing: read lease
+    /// keys go by position, so a watched hold may be left with an earlier hold's key.
+    leased_until: Option<Instant>,
 }
 
 impl Party {
@@ -131,6 +134,7 @@ impl Party {
         if self.holds.is_empty() {
             self.held = None;
             self.wrote = false;
+            self.leased_until = None;
         } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
             self.held = Some(Bound::Forever);
         } else {
@@ -325,6 +329,9 @@ impl Case<'_> {
                             Bound::Forever => self.linger.extend(at + WATCHDOG_LEASE),
                             bound => self.linger.max(bound),
                         };
+                        if let Some(until) = party.leased_until {
+                            self.linger = self.linger.extend(until);
+                        }
                         party.held = None;
                         party.wrote = false;
                     }
@@ -353,9 +360,16 @@ impl Case<'_> {
             Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
             Side::Write => self.java.holds.is_empty(),
         } || self.java.bound.is_none_or(|b| b.over_by(at));
+        let views = self.h.owners[owner]
+            .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
         let mine = &self.parties[owner];
-        // Stale holds (found gone by a re-entry) are no longer in the client's hold table.
-        let reading = (mine.holds.iter()).any(|h| h.side == Side::Read && !h.revoked);
+        // Stale holds (found gone by a re-entry) are no longer in the client's hold table,
+        // nor those that have run out (a release may find them gone and forget them).
+        let live = |(health, until): &(Health, Instant)| {
+            *health == Health::Held && *until > Instant::now() + SLACK
+        };
+        let reading = (mine.holds.iter().zip(&views))
+            .any(|(h, view)| h.side == Side::Read && !h.revoked && live(view));
         let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.revoked);
         let free = others && java && mine.holds.is_empty();
         // A forced unlock leaves the client's hold table as it was until a renewal or
@@ -401,6 +415,10 @@ impl Case<'_> {
                     revoked: false,
                 });
                 party.wrote |= side == Side::Write;
+                if let Some(lease) = lease.explicit() {
+                    let until = returned + lease;
+                    party.leased_until = Some(party.leased_until.map_or(until, |u| u.max(until)));
+                }
                 party.rebound(returned);
                 Ok(())
             }
@@ -438,6 +456,10 @@ impl Case<'_> {
     fn java_take(&mut self, side: Side, lease: u64) -> Result<(), String> {
         let name = self.name.clone();
         let sent = Instant::now();
+        if self.java.bound.is_none_or(|b| b.over_by(sent)) {
+            // Whatever Java held has run out.
+            self.java = JavaParty::default();
+        }
         let got: Option<i64> = match side {
             Side::Read => {
                 let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
