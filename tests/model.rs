@@ -13,7 +13,11 @@
 //!
 //! Each owner of a thread-bound kind is a thread of its own, driven through a channel: two
 //! of them share a client (so its hold table and watchdog serve both), the third has its
-//! own client (another UUID).
+//! own client (another UUID), which retries only after half a minute, so its waiters get a
+//! lock in time only when a message wakes them.
+//!
+//! `MODEL_CASES=n` runs n cases per property instead of 40; `MODEL_LOG=1` prints the steps
+//! of every case of the exclusive kinds.
 
 mod support;
 

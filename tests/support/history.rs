@@ -17,7 +17,6 @@
 //! history.assert_exclusive();
 //! ```
 
-use std::fmt;
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -74,24 +73,11 @@ impl History {
     pub fn assert_exclusive(&self) {
         if let Some((a, b)) = self.overlap() {
             panic!(
-                "two exclusive holders at once: {} and {}, overlapping for {:?}",
-                Named(&a),
-                Named(&b),
+                "two exclusive holders at once: {:?} and {:?}, overlapping for {:?}",
+                a.holder,
+                b.holder,
                 a.to.min(b.to) - b.from
             );
         }
-    }
-
-    /// Forgets every window (for reuse between cases on fresh lock names).
-    pub fn clear(&self) {
-        self.windows.lock().clear();
-    }
-}
-
-struct Named<'a>(&'a Window);
-
-impl fmt::Display for Named<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0.holder)
     }
 }
