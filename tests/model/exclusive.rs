@@ -941,6 +941,29 @@ impl<K: Subject> Case<'_, K> {
                 }
             }
         }
+        // In Redisson's hash, each owner's field counts at least its live guards.
+        if K::JAVA != Java::None {
+            for owner in 0..OWNERS {
+                let guards: Vec<&View> = (live.iter())
+                    .filter(|(i, _)| *i == owner)
+                    .map(|(_, view)| view)
+                    .collect();
+                if guards.is_empty() {
+                    continue;
+                }
+                let count: Option<u64> = redis::cmd("HGET")
+                    .arg(&self.name)
+                    .arg(&self.h.fields[owner])
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                let still = guards.iter().filter(|v| v.live(Instant::now())).count() as u64;
+                if count.unwrap_or(0) < still {
+                    return Err(format!(
+                        "owner {owner} has {still} live guards, but its field counts {count:?}"
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
