@@ -133,6 +133,7 @@ mod topology;
 /// Settings, errors, backoff, counters, TLS settings.
 mod base;
 
+pub use base::cause::Cause;
 pub use base::config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use base::error::{Error, NodeError, Result};
 pub use base::health::{Health, HealthChange};

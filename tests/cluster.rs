@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex::{Fair, Fenced, LockClient, Read, Reentrant, Token, Write};
+use support::history::History;
 use support::{Cluster, MakeLock, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -162,7 +163,8 @@ fn a_name_whose_keys_would_cross_slots_is_refused_before_anything_is_sent() {
 /// 200 names over all the slots, ten of them in one slot ("{hot}") that is migrated to
 /// another primary while its locks are held and waited for; then a replica of another shard
 /// is promoted. Counters incremented without atomicity under the locks come out exact, no
-/// bounded wait overruns its bound, and no thread panics.
+/// two holders' windows of a name overlap, no bounded wait overruns its bound, and no
+/// thread panics.
 #[test]
 fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
     let cluster = Cluster::start();
@@ -172,6 +174,7 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
         .collect();
     let counters: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
     let taken: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
+    let histories: Arc<Vec<History>> = Arc::new(names.iter().map(|_| History::default()).collect());
     let names = Arc::new(names);
     let stop = Arc::new(AtomicBool::new(false));
     let bound = Duration::from_secs(10);
@@ -195,6 +198,7 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
             let client = clients[t % clients.len()].clone();
             let (names, counters, taken, stop) =
                 (names.clone(), counters.clone(), taken.clone(), stop.clone());
+            let histories = histories.clone();
             std::thread::spawn(move || {
                 let mut overruns = Vec::new();
                 let mut i = t * 17;
@@ -217,6 +221,7 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
                             continue;
                         }
                     };
+                    let got = Instant::now();
                     let waited = started.elapsed();
                     if waited > bound + response_timeout * 3 {
                         overruns.push(format!("{} waited {waited:?}", names[at]));
@@ -225,6 +230,8 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
                     std::thread::yield_now();
                     counters[at].store(value + 1, Ordering::SeqCst);
                     taken[at].fetch_add(1, Ordering::SeqCst);
+                    let holder = format!("thread-{t}");
+                    histories[at].record(&holder, got, Instant::now(), guard.valid_until());
                     // An error here may only be a lost hold, which would show in the counts.
                     let _ = guard.unlock();
                 }
@@ -273,6 +280,7 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
             taken[at].load(Ordering::SeqCst),
             "lost update under {name}"
         );
+        histories[at].assert_exclusive();
     }
     // The lock held through the migration is still held, and was never reported lost.
     assert!(!held_guard.is_lost());

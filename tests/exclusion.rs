@@ -1,20 +1,30 @@
 //! Mutual exclusion, the Jepsen way: a non-atomic read-modify-write counter incremented
-//! under the lock by many threads and processes must come out exact, with every kind of lock.
+//! under the lock by many threads and processes must come out exact, with every kind of
+//! lock, and no two holders' validity windows may overlap (`support::history`).
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::{Fair, Fenced, Lock, Reentrant, Token, Write};
+use support::history::{self, History, Window};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const COUNT_VAR: &str = "REDMUTEX_TEST_COUNT";
 const KIND_VAR: &str = "REDMUTEX_TEST_KIND";
 
-/// GET, pause, SET: loses updates unless the lock excludes everyone else.
-fn increment<K: MakeLock>(redis: &mut redis::Connection, lock: &Lock<K>, hold: Duration) {
+/// GET, pause, SET: loses updates unless the lock excludes everyone else. The hold's
+/// window goes to `history` under `holder`.
+fn increment<K: MakeLock>(
+    redis: &mut redis::Connection,
+    lock: &Lock<K>,
+    hold: Duration,
+    history: &History,
+    holder: &str,
+) {
     let guard = lock.lock().unwrap();
+    let taken = Instant::now();
     let value: i64 = redis::cmd("GET")
         .arg("counter")
         .query::<Option<i64>>(redis)
@@ -31,6 +41,8 @@ fn increment<K: MakeLock>(redis: &mut redis::Connection, lock: &Lock<K>, hold: D
         .query(redis)
         .unwrap();
     assert!(!guard.is_lost());
+    let valid_until = guard.valid_until();
+    history.record(holder, taken, Instant::now(), valid_until);
     guard.unlock().unwrap();
 }
 
@@ -49,17 +61,22 @@ fn run_threads<K: MakeLock>(
     hold: Duration,
 ) {
     let client = server.builder_with_lease(lease).build().unwrap();
+    let history = History::default();
     std::thread::scope(|scope| {
-        for _ in 0..threads {
+        for thread in 0..threads {
             let lock = K::make(&client, "counter-lock");
             let mut redis = server.conn();
+            let history = &history;
             scope.spawn(move || {
+                let holder = format!("thread-{thread}");
                 for _ in 0..rounds {
-                    increment(&mut redis, &lock, hold);
+                    increment(&mut redis, &lock, hold, history, &holder);
                 }
             });
         }
     });
+    assert_eq!(history.len(), threads * rounds, "{}", K::NAME);
+    history.assert_exclusive();
 }
 
 #[test]
@@ -96,6 +113,9 @@ fn four_processes_two_hundred_increments_each() {
             assert!(worker.wait().unwrap().success());
         }
         assert_eq!(counter(&server), 4 * 200, "{}", K::NAME);
+        let history = history::received(&mut server.conn(), "history");
+        assert_eq!(history.len(), 4 * 200, "{}", K::NAME);
+        history.assert_exclusive();
     }
     body::<Reentrant>();
     body::<Fenced>();
@@ -124,9 +144,17 @@ fn worker_process() {
     let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
     fn run<K: MakeLock>(client: &redmutex::LockClient, redis: &mut redis::Connection, n: usize) {
         let lock = K::make(client, "counter-lock");
+        let history = History::default();
+        let holder = format!("process-{}", std::process::id());
         for _ in 0..n {
-            increment(redis, &lock, Duration::ZERO);
+            increment(redis, &lock, Duration::ZERO, &history, &holder);
         }
+        let lines: Vec<String> = history.windows().iter().map(Window::to_line).collect();
+        let _: () = redis::cmd("RPUSH")
+            .arg("history")
+            .arg(lines)
+            .query(redis)
+            .unwrap();
     }
     match std::env::var(KIND_VAR).unwrap().as_str() {
         Reentrant::NAME => run::<Reentrant>(&client, &mut redis, rounds),
@@ -136,4 +164,25 @@ fn worker_process() {
         Write::NAME => run::<Write>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
+}
+
+/// The check above can fail: two holders' windows that overlap by a nanosecond are found,
+/// and one holder's own nested windows are not an overlap.
+#[test]
+fn the_history_check_finds_overlapping_windows() {
+    let window = |holder: &str, from, to| Window {
+        holder: holder.into(),
+        from,
+        to,
+    };
+    let history = History::default();
+    history.add(window("a", 10, 20));
+    history.add(window("a", 12, 15));
+    history.add(window("b", 20, 30));
+    assert_eq!(history.overlap(), None);
+    history.add(window("c", 29, 40));
+    let (first, second) = history.overlap().expect("b and c overlap");
+    assert_eq!((first.holder.as_str(), second.holder.as_str()), ("b", "c"));
+    let line = window("d", 1, 2).to_line();
+    assert_eq!(Window::from_line(&line), Some(window("d", 1, 2)));
 }

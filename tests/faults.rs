@@ -528,8 +528,18 @@ fn errors_say_why() {
         .unwrap();
     let port = server.port();
 
+    // The message says what happened; what Redis replied is its source.
+    let chain = |err: &Error| {
+        let mut text = err.to_string();
+        let mut next = std::error::Error::source(err);
+        while let Some(source) = next {
+            text = format!("{text}: {source}");
+            next = source.source();
+        }
+        text
+    };
     let err = LockClient::open(&format!("redis://127.0.0.1:{port}/")).unwrap_err();
-    let text = err.to_string();
+    let text = chain(&err);
     assert!(
         text.contains("NOAUTH") || text.contains("uthentication"),
         "{text}"
@@ -538,7 +548,7 @@ fn errors_say_why() {
     assert!(err.is_auth(), "{err}");
 
     let err = LockClient::open(&format!("redis://default:wrong@127.0.0.1:{port}/")).unwrap_err();
-    let text = err.to_string();
+    let text = chain(&err);
     assert!(
         text.contains("WRONGPASS") || text.contains("uthentication failed"),
         "{text}"
@@ -550,7 +560,7 @@ fn errors_say_why() {
 
     server.stop();
     let err = LockClient::open(&format!("redis://127.0.0.1:{port}/")).unwrap_err();
-    assert!(err.to_string().contains("refused"), "{err}");
+    assert!(chain(&err).contains("refused"), "{err}");
 
     let lost = Error::Lost { lock: "l".into() }.to_string();
     let not_held = Error::NotHeld { lock: "l".into() }.to_string();

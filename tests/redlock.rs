@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Error, LockClient, LockClientBuilder};
 use support::{
-    SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually, hash,
+    SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually, hash, history,
     response_timeout_for, spawn_worker,
 };
 
@@ -57,9 +57,12 @@ impl Five {
     }
 }
 
-fn increment(redis: &mut redis::Connection, lock: &redmutex::Lock) {
+/// GET, yield, SET under the lock; the hold's window goes to the list `history` beside the
+/// counter.
+fn increment(redis: &mut redis::Connection, lock: &redmutex::Lock, holder: &str) {
     let guard = lock.lock().unwrap();
-    assert!(guard.valid_until() > Instant::now());
+    let taken = Instant::now();
+    assert!(guard.valid_until() > taken);
     let value: Option<i64> = redis::cmd("GET").arg("counter").query(redis).unwrap();
     std::thread::yield_now();
     let _: () = redis::cmd("SET")
@@ -67,6 +70,8 @@ fn increment(redis: &mut redis::Connection, lock: &redmutex::Lock) {
         .arg(value.unwrap_or(0) + 1)
         .query(redis)
         .unwrap();
+    let window = (taken, Instant::now(), guard.valid_until());
+    history::send(redis, "history", holder, window);
     guard.unlock().unwrap();
 }
 
@@ -79,12 +84,12 @@ fn exclusion_across_four_threads_and_two_processes() {
         .collect();
     let client = five.client();
     std::thread::scope(|scope| {
-        for _ in 0..4 {
+        for thread in 0..4 {
             let lock = client.lock("counted");
             let mut redis = five.servers[0].conn();
             scope.spawn(move || {
                 for _ in 0..100 {
-                    increment(&mut redis, &lock);
+                    increment(&mut redis, &lock, &format!("thread-{thread}"));
                 }
             });
         }
@@ -97,6 +102,9 @@ fn exclusion_across_four_threads_and_two_processes() {
         .query(&mut five.servers[0].conn())
         .unwrap();
     assert_eq!(total, 6 * 100);
+    let history = history::received(&mut five.servers[0].conn(), "history");
+    assert_eq!(history.len(), 6 * 100);
+    history.assert_exclusive();
 }
 
 /// One worker process of `exclusion_across_four_threads_and_two_processes`.
@@ -111,8 +119,9 @@ fn worker_process() {
         .unwrap()
         .get_connection()
         .unwrap();
+    let holder = format!("process-{}", std::process::id());
     for _ in 0..100 {
-        increment(&mut redis, &lock);
+        increment(&mut redis, &lock, &holder);
     }
 }
 

@@ -4,10 +4,11 @@
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::{Error, LockClient};
 use serial_test::serial;
+use support::history::History;
 use support::{Deployment, MASTER, MakeLock, Options, Server, eventually};
 
 /// A server that replicates `primary`, once its link is up.
@@ -140,8 +141,9 @@ fn replica_ack_settings_are_checked() {
 
 /// The Jepsen counter on a Sentinel-managed primary that is killed (SIGKILL) halfway: four
 /// threads increment a counter kept on another server, GET then SET, under the lock, until
-/// the lock has worked through the failover. Returns the increments done and the counter.
-fn counter_across_a_killed_primary(acks: bool) -> (u64, u64) {
+/// the lock has worked through the failover. Returns the increments done, the counter and
+/// the holders' windows.
+fn counter_across_a_killed_primary(acks: bool) -> (u64, u64, History) {
     // Two replicas, so that the new primary still has one to acknowledge.
     let mut d = Deployment::start(Options {
         replicas: 2,
@@ -160,15 +162,18 @@ fn counter_across_a_killed_primary(acks: bool) -> (u64, u64) {
     let client = builder.build().unwrap();
     let done = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    let history = History::default();
     std::thread::scope(|scope| {
-        for _ in 0..4 {
+        for thread in 0..4 {
             let lock = client.lock("counter-lock");
             let mut redis = resource.conn();
-            let (done, stop) = (&done, &stop);
+            let (done, stop, history) = (&done, &stop, &history);
             scope.spawn(move || {
+                let holder = format!("thread-{thread}");
                 while !stop.load(Ordering::Relaxed) {
                     match lock.try_lock_for(Duration::from_secs(2)) {
                         Ok(Some(guard)) => {
+                            let taken = Instant::now();
                             let value: Option<u64> =
                                 redis::cmd("GET").arg("counter").query(&mut redis).unwrap();
                             let () = redis::cmd("SET")
@@ -177,6 +182,8 @@ fn counter_across_a_killed_primary(acks: bool) -> (u64, u64) {
                                 .query(&mut redis)
                                 .unwrap();
                             done.fetch_add(1, Ordering::Relaxed);
+                            let valid_until = guard.valid_until();
+                            history.record(&holder, taken, Instant::now(), valid_until);
                             // The primary may be gone: the release may fail.
                             let _ = guard.unlock();
                         }
@@ -205,21 +212,23 @@ fn counter_across_a_killed_primary(acks: bool) -> (u64, u64) {
         .arg("counter")
         .query(&mut resource.conn())
         .unwrap();
-    (done.into_inner(), counted.unwrap_or(0))
+    (done.into_inner(), counted.unwrap_or(0), history)
 }
 
 #[test]
 #[serial]
 fn a_counter_loses_no_update_across_a_killed_primary_with_acknowledgements() {
-    let (done, counted) = counter_across_a_killed_primary(true);
+    let (done, counted, history) = counter_across_a_killed_primary(true);
     assert_eq!(
         counted, done,
         "updates lost although replicas acknowledged every lock"
     );
+    assert_eq!(history.len() as u64, done);
+    history.assert_exclusive();
 
     // The same run without acknowledgements: how many were lost, for the record. On
     // loopback, replication usually outruns the kill and nothing is lost.
-    let (done, counted) = counter_across_a_killed_primary(false);
+    let (done, counted, _) = counter_across_a_killed_primary(false);
     eprintln!(
         "without replica acknowledgements: {} of {done} updates lost across the failover",
         done - counted.min(done)

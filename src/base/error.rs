@@ -1,32 +1,62 @@
 //! The one error type of the crate.
+//!
+//! Its message says what happened, in the crate's words and with its context (the lock, the
+//! node); the message of the library underneath (the Redis client's, the operating
+//! system's) is only its `source()`, so that a reporter walking the chain prints each cause
+//! once. An error about several nodes has no one source: its message lists each node's
+//! failure with that failure's whole chain.
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+
+use redis::RedisError;
+
+use crate::base::cause::{self, Cause};
 
 /// Everything that can go wrong, with the context needed to act on it.
 ///
 /// The enum is `#[non_exhaustive]`: match the predicates ([`Error::is_timeout`],
 /// [`Error::is_not_held`], ...) rather than every variant.
+///
+/// Its message (`{}`) says what happened, in this crate's words and with the lock and node
+/// it concerns; the message of the library or the operating system underneath is only its
+/// [`source()`](std::error::Error::source), so that a reporter walking the chain (such as
+/// `anyhow`'s `{:#}`) prints each cause once. The alternate form (`{:#}`) of the error
+/// itself prints the message followed by the whole chain, for a log line.
+///
+/// ```no_run
+/// let err = redmutex::LockClient::open("redis://127.0.0.1:1/").unwrap_err();
+/// assert!(err.is_connection());
+/// // "redis 127.0.0.1:1: could not connect", then the system's words:
+/// // "redis 127.0.0.1:1: could not connect: Connection refused (os error 111)"
+/// println!("{err}\n{err:#}");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// Redis failed a command, or the connection broke while it ran.
+    /// Redis could not be reached, refused a command, or the connection broke while it ran.
+    /// [`is_connection`](Error::is_connection), [`is_auth`](Error::is_auth),
+    /// [`is_permission`](Error::is_permission), [`is_tls`](Error::is_tls) and
+    /// [`server_code`](Error::server_code) tell which.
     Redis {
         /// The lock concerned, when the command was about one.
         lock: Option<String>,
         /// The Redis node, as `host:port`.
         node: String,
-        /// What the `redis` crate reported.
-        source: redis::RedisError,
+        /// What failed underneath: opaque; its message is the error's `source()`.
+        cause: Cause,
     },
-    /// No pooled connection became available within the connect timeout.
+    /// No pooled connection became available within the connect timeout: the server could
+    /// not be reached (why is the error's `source()`), or every connection stayed busy.
     Pool {
         /// The lock concerned, when the call was about one.
         lock: Option<String>,
         /// The Redis node, as `host:port`.
         node: String,
-        /// What `r2d2` reported.
-        source: r2d2::Error,
+        /// Why the last connect failed, if it did: opaque.
+        cause: Cause,
     },
     /// The lock stayed busy until the caller's deadline.
     Timeout {
@@ -112,12 +142,12 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The connection URL could not be parsed. Passwords are not repeated here.
+    /// The connection URL cannot be used. Passwords are not repeated here.
     InvalidUrl {
         /// The URL with any user information removed.
         url: String,
-        /// What the `redis` crate reported.
-        source: redis::RedisError,
+        /// What is wrong with it, such as `"unknown scheme \"http\"; ..."`.
+        reason: String,
     },
     /// Fewer nodes than a quorum (N/2 + 1 of the configured N) answered: the lock was not
     /// taken (and anything taken on the nodes that answered was given back).
@@ -247,9 +277,7 @@ impl Error {
     pub fn is_permission(&self) -> bool {
         match self {
             Error::Permission { .. } => true,
-            Error::Redis { source, .. } => {
-                source.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-            }
+            Error::Redis { .. } => self.server_code() == Some("NOPERM"),
             Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_permission()),
             _ => false,
         }
@@ -258,10 +286,8 @@ impl Error {
     /// Redis refused the credentials, or wants some (`NOAUTH`, `WRONGPASS`).
     pub fn is_auth(&self) -> bool {
         match self {
-            Error::Redis { source, .. } => is_auth(source),
-            Error::Pool { source, .. } => {
-                source.to_string().contains("NOAUTH") || source.to_string().contains("WRONGPASS")
-            }
+            Error::Redis { cause, .. } => cause.as_redis().is_some_and(cause::is_auth),
+            Error::Pool { .. } => self.last_connect().is_some_and(Error::is_auth),
             Error::NoQuorum { failed, .. } | Error::NoPrimary { failed, .. } => {
                 failed.iter().any(|f| f.error.is_auth())
             }
@@ -274,8 +300,13 @@ impl Error {
     /// Always false without the `tls` feature.
     pub fn is_tls(&self) -> bool {
         match self {
-            Error::Redis { source, .. } => crate::base::tls::is_tls_error(source),
-            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_tls()),
+            Error::Redis { cause, .. } => {
+                cause.as_redis().is_some_and(crate::base::tls::is_tls_error)
+            }
+            Error::Pool { .. } => self.last_connect().is_some_and(Error::is_tls),
+            Error::NoQuorum { failed, .. } | Error::NoPrimary { failed, .. } => {
+                failed.iter().any(|f| f.error.is_tls())
+            }
             _ => false,
         }
     }
@@ -301,19 +332,28 @@ impl Error {
         matches!(self, Error::ValidityExhausted { .. })
     }
 
-    /// Redis could not be reached or the connection broke; retrying later may succeed. On
-    /// several nodes (Redlock, sentinels): when any node failed so, not when every node
-    /// answered with a refusal (`NOPERM`, a key of another kind).
+    /// Redis could not be reached, the connection broke, or what answered at the address
+    /// is no Redis server (an HTTP server, say); retrying later may succeed. On several
+    /// nodes (Redlock, sentinels): when any node failed so, not when every node answered
+    /// with a refusal (`NOPERM`, a key of another kind).
     pub fn is_connection(&self) -> bool {
         match self {
             Error::Pool { .. } => true,
-            Error::Redis { source, .. } => {
-                source.is_io_error() || source.is_connection_dropped() || source.is_timeout()
-            }
+            Error::Redis { cause, .. } => cause.as_redis().is_some_and(cause::is_connection),
             Error::NoQuorum { failed, .. } | Error::NoPrimary { failed, .. } => {
                 failed.iter().any(|f| f.error.is_connection())
             }
             _ => false,
+        }
+    }
+
+    /// The error code Redis replied with, such as `"NOPERM"`, `"WRONGTYPE"` or `"READONLY"`
+    /// (the first word of its error reply), when this is a refusal by one Redis node.
+    /// Match codes, not messages: the messages change between server versions.
+    pub fn server_code(&self) -> Option<&str> {
+        match self {
+            Error::Redis { cause, .. } => cause.as_redis().and_then(RedisError::code),
+            _ => None,
         }
     }
 
@@ -357,44 +397,110 @@ impl Error {
 
     /// Redis said the key holds another type than the command works on.
     pub(crate) fn is_wrong_type(&self) -> bool {
-        matches!(self, Error::Redis { source, .. } if source.code() == Some("WRONGTYPE"))
+        self.server_code() == Some("WRONGTYPE")
     }
 
     /// The connection died under the command (as after a Redis restart): worth one more try.
     pub(crate) fn is_dropped_connection(&self) -> bool {
-        matches!(self, Error::Redis { source, .. } if source.is_connection_dropped())
+        self.redis().is_some_and(RedisError::is_connection_dropped)
+    }
+
+    /// What the Redis client reported, for the crate's own decisions (redirects, codes).
+    pub(crate) fn redis(&self) -> Option<&RedisError> {
+        match self {
+            Error::Redis { cause, .. } => cause.as_redis(),
+            _ => None,
+        }
+    }
+
+    /// The text after the error code of a refusal by Redis (`WRONGKIND hash` gives `hash`).
+    pub(crate) fn server_detail(&self) -> Option<&str> {
+        self.server_code()?;
+        self.redis()?.detail()
+    }
+
+    /// An error reported by one node, such as `node` failed with `err`.
+    pub(crate) fn redis_at(node: &str, err: RedisError) -> Error {
+        Error::Redis {
+            lock: None,
+            node: node.to_owned(),
+            cause: Cause::redis(err),
+        }
+    }
+
+    /// A pool of `node` gave no connection in time; `last` is why its last connect failed,
+    /// if it did.
+    pub(crate) fn pool_at(node: &str, last: Option<Arc<Error>>) -> Error {
+        Error::Pool {
+            lock: None,
+            node: node.to_owned(),
+            cause: Cause::pool(last.map(|err| err as Arc<dyn StdError + Send + Sync>)),
+        }
+    }
+
+    /// Why the pool's last connect failed, for a [`Error::Pool`].
+    fn last_connect(&self) -> Option<&Error> {
+        match self {
+            Error::Pool { cause, .. } => cause.as_connect()?.downcast_ref::<Error>(),
+            _ => None,
+        }
+    }
+
+    /// What happened, without the node (which a list of nodes' failures names): the words
+    /// of [`Display`](fmt::Display) after it for a failure on one node, the whole message
+    /// otherwise. The foreign message stays out: it is [`source`](Self::source_of).
+    fn what(&self) -> String {
+        match self {
+            Error::Redis { cause, .. } => match cause.as_redis() {
+                Some(err) if cause::is_auth(err) => format!("{}{CREDENTIALS}", cause::what(err)),
+                Some(err) => cause::what(err).to_owned(),
+                None => "failed".to_owned(),
+            },
+            Error::Pool { .. } => match self.last_connect() {
+                Some(last) => format!("no connection within the connect timeout: {}", last.what()),
+                None => "no pooled connection became free within the connect timeout".to_owned(),
+            },
+            other => other.to_string(),
+        }
+    }
+
+    /// The error below this one, through which the foreign message is read.
+    fn source_of(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Redis { cause, .. } => Some(cause::distinct(cause.as_redis()?)),
+            Error::Pool { .. } => self.last_connect()?.source_of(),
+            Error::Watchdog { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// What happened on a node of a list, followed by everything below it, each message
+    /// once.
+    fn detail(&self) -> String {
+        format!("{}{}", self.what(), cause::chain(self.source_of()))
     }
 }
 
 impl fmt::Display for Error {
+    /// The message; with `{:#}`, followed by every message below it, each once.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.message(f)?;
+        if f.alternate() {
+            f.write_str(&cause::chain(self.source_of()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    fn message(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let about = |lock: &Option<String>| match lock {
             Some(name) => format!(" (lock {name:?})"),
             None => String::new(),
         };
         match self {
-            Error::Redis { lock, node, source } => {
-                write!(
-                    f,
-                    "redis command failed on {node}{}: {}",
-                    about(lock),
-                    cause(source)
-                )?;
-                if is_auth(source) {
-                    write!(f, "{CREDENTIALS}")?;
-                }
-                Ok(())
-            }
-            Error::Pool { lock, node, .. } => {
-                write!(
-                    f,
-                    "no connection to {node} available{} within the connect timeout",
-                    about(lock)
-                )?;
-                if self.is_auth() {
-                    write!(f, "{CREDENTIALS}")?;
-                }
-                Ok(())
+            Error::Redis { lock, node, .. } | Error::Pool { lock, node, .. } => {
+                write!(f, "redis {node}{}: {}", about(lock), self.what())
             }
             Error::Timeout { lock, waited } => {
                 write!(f, "lock {lock:?} still busy after waiting {waited:?}")
@@ -443,8 +549,7 @@ impl fmt::Display for Error {
                 argument,
                 reason,
             } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
-            // The parse error is the cause itself: shown here, and not again as `source()`.
-            Error::InvalidUrl { url, source } => write!(f, "invalid redis URL {url:?}: {source}"),
+            Error::InvalidUrl { url, reason } => write!(f, "invalid redis URL {url:?}: {reason}"),
             Error::NoQuorum {
                 lock,
                 needed,
@@ -494,61 +599,124 @@ impl fmt::Display for Error {
 const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/; \
      a Sentinel primary's in LockClientBuilder::primary_credentials)";
 
-fn is_auth(source: &redis::RedisError) -> bool {
-    source.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
-}
-
-/// What went wrong, in a few words: the error code Redis replied with, or how the
-/// connection failed. The `redis` crate's own message is the error's `source()`.
-fn cause(source: &redis::RedisError) -> String {
-    if let Some(code) = source.code() {
-        format!("the server replied {code}")
-    } else if source.kind() == redis::ErrorKind::AuthenticationFailed {
-        "authentication failed".into()
-    } else if source.is_timeout() {
-        "no reply within the response timeout".into()
-    } else if source.is_connection_refusal() {
-        "connection refused".into()
-    } else if source.is_connection_dropped() {
-        "the connection dropped".into()
-    } else if source.is_io_error() {
-        "input/output error".into()
-    } else {
-        format!("{:?}", source.kind())
-    }
-}
-
-/// `node: cause; ...` for the nodes that failed. Each node's error is listed here, so an
-/// error with several causes has no `source()`.
+/// `node (what happened: the messages below it)` for each node that failed. An error
+/// with several causes has no `source()`: each node's is here, once.
 fn causes(failed: &[NodeError]) -> String {
     let causes: Vec<_> = failed
         .iter()
-        .map(|f| match &f.error {
-            Error::Redis { source, .. } => format!("{} ({})", f.node, cause(source)),
-            other => format!("{} ({other})", f.node),
-        })
+        .map(|f| format!("{} ({})", f.node, f.error.detail()))
         .collect();
     causes.join(", ")
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Redis { source, .. } => Some(source),
-            Error::Pool { source, .. } => Some(source),
-            Error::Watchdog { source, .. } => Some(source),
-            _ => None,
-        }
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source_of()
     }
 }
 
 /// The URL without its user information, fit for errors and logs.
+/// A URL without `://` that holds an `@` loses all before it.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
+        (None, Some(at)) => format!("***@{}", &url[at + 1..]),
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(node: &str) -> Error {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused by the test");
+        Error::redis_at(node, RedisError::from(io))
+    }
+
+    fn failed(nodes: &[&str]) -> Vec<NodeError> {
+        let failed = nodes.iter().map(|node| NodeError {
+            node: node.to_string(),
+            error: refused(node),
+        });
+        failed.collect()
+    }
+
+    /// Every message of the chain from `err`, after checking that none repeats the one
+    /// below it.
+    fn chain(err: &Error) -> String {
+        let mut report = err.to_string();
+        let mut parent = report.clone();
+        let mut next = err.source();
+        while let Some(source) = next {
+            let message = source.to_string();
+            assert!(!parent.contains(&message), "{message:?} in {parent:?}");
+            report = format!("{report}: {message}");
+            parent = message;
+            next = source.source();
+        }
+        assert_eq!(format!("{err:#}"), report);
+        report
+    }
+
+    #[test]
+    fn errors_move_between_threads_as_reporters_need() {
+        fn reportable<T: StdError + Send + Sync + 'static>() {}
+        reportable::<Error>();
+    }
+
+    #[test]
+    fn one_node_names_its_cause_once_and_its_node_once() {
+        let err = refused("h:1").with_lock("l");
+        assert!(err.is_connection());
+        let report = chain(&err);
+        assert_eq!(report.matches("refused by the test").count(), 1, "{report}");
+        assert_eq!(report.matches("h:1").count(), 1, "{report}");
+        assert_eq!(report.matches("\"l\"").count(), 1, "{report}");
+    }
+
+    #[test]
+    fn a_pool_names_the_failure_of_its_last_connect_once() {
+        let err = Error::pool_at("h:1", Some(Arc::new(refused("h:1"))));
+        assert!(err.is_connection() && !err.is_auth());
+        let report = chain(&err);
+        assert_eq!(report.matches("refused by the test").count(), 1, "{report}");
+        assert_eq!(report.matches("h:1").count(), 1, "{report}");
+        let busy = Error::pool_at("h:1", None);
+        assert!(busy.source().is_none() && busy.is_connection());
+        chain(&busy);
+    }
+
+    #[test]
+    fn lists_of_nodes_name_each_node_and_its_cause_once() {
+        let nodes = ["a:1", "b:2", "c:3"];
+        let errors = [
+            Error::NoQuorum {
+                lock: Some("l".into()),
+                needed: 2,
+                of: 3,
+                failed: failed(&nodes),
+            },
+            Error::NoPrimary {
+                master: "m".into(),
+                failed: failed(&nodes),
+            },
+            Error::PartialRelease {
+                lock: "l".into(),
+                released: 2,
+                of: 5,
+                failed: failed(&nodes),
+            },
+        ];
+        for err in errors {
+            assert!(err.source().is_none(), "{err}");
+            let report = chain(&err);
+            assert_eq!(report.matches("refused by the test").count(), 3, "{report}");
+            for node in nodes {
+                assert_eq!(report.matches(node).count(), 1, "{report}");
+            }
+        }
     }
 }

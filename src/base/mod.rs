@@ -1,7 +1,8 @@
-//! What every layer uses: the client's settings and their limits, the one error type, a
-//! hold's health and the loss report, jittered backoff, the counters, and TLS settings. Uses
-//! nothing else of the crate.
+//! What every layer uses: the client's settings and their limits, the one error type and
+//! the opaque failure underneath it, a hold's health and the loss report, jittered backoff,
+//! the counters, and TLS settings. Uses nothing else of the crate.
 
+pub(crate) mod cause;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod health;

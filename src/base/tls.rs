@@ -1,5 +1,6 @@
-//! TLS: the `redis` clients a node connects with, `rediss://` URLs with and without the
-//! `tls` feature, the certificates given to the builder, and the crypto provider rustls needs.
+//! TLS: the `redis` clients a node connects with, the certificates given to the builder,
+//! and the crypto provider rustls needs. (`rediss://` URLs without the `tls` feature are
+//! refused with the other bad URLs, in `topology::redis_url`.)
 
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult};
 
@@ -12,30 +13,6 @@ pub(crate) struct Certificates {
     /// Certificate chain and private key presented to a server that asks for one.
     #[cfg(feature = "tls")]
     pub client: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-/// Refuses a `rediss://` URL when the crate was built without TLS, with an error that says
-/// how to get it (the `redis` crate's own says nothing about this crate's feature).
-pub(crate) fn check_url(url: &str) -> RedisResult<()> {
-    check_url_built(url, cfg!(feature = "tls"))
-}
-
-/// [`check_url`] for a crate built with TLS (`built_in`) or without, so that both are tested
-/// in one build.
-fn check_url_built(url: &str, built_in: bool) -> RedisResult<()> {
-    let scheme = url.split("://").next().unwrap_or_default();
-    let tls = ["rediss", "valkeys"]
-        .iter()
-        .any(|s| s.eq_ignore_ascii_case(scheme));
-    if tls && !built_in {
-        return Err(RedisError::from((
-            ErrorKind::InvalidClientConfig,
-            "TLS is not built in",
-            "rediss:// URLs need the `tls` feature of redmutex (redmutex = { features = [\"tls\"] })"
-                .to_owned(),
-        )));
-    }
-    Ok(())
 }
 
 /// A `redis` client for `info`, carrying the builder's certificates when it is a TLS address.
@@ -136,29 +113,5 @@ pub(crate) fn is_tls_error(err: &RedisError) -> bool {
     {
         let _ = err;
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_urls_pass_and_tls_urls_need_the_feature() {
-        for built_in in [false, true] {
-            assert!(check_url_built("redis://127.0.0.1:1/", built_in).is_ok());
-            assert!(check_url_built("unix:///tmp/r.sock", built_in).is_ok());
-            for url in [
-                "rediss://127.0.0.1:1/",
-                "REDISS://h/",
-                "valkeys://h:1/#insecure",
-            ] {
-                let checked = check_url_built(url, built_in);
-                assert_eq!(checked.is_ok(), built_in, "{url}");
-                if let Err(err) = checked {
-                    assert!(err.to_string().contains("`tls` feature"), "{err}");
-                }
-            }
-        }
     }
 }

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("redmutex: {err}");
+            eprintln!("redmutex: {err:#}");
             ExitCode::from(1)
         }
     }

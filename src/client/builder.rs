@@ -358,7 +358,8 @@ impl LockClientBuilder {
     /// the client.
     ///
     /// Fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidUrl`](crate::Error::InvalidUrl) on bad input; with
-    /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached within the connect timeout; with
+    /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached, does not answer or is no Redis
+    /// (within the connect timeout plus one response timeout; the README gives the exact bound); with
     /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
     /// 7 and later tell); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
     /// nodes answer.

@@ -147,9 +147,14 @@ fn info(shard: &Shard, section: &str, field: &str, config: &Config) -> Result<Op
 /// Records that `check` could not be made: unknown when the server refused the command
 /// (rights, a managed service), failed when it could not be reached.
 fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Error) {
-    let refused = matches!(err, Error::Redis { source, .. } if source.code().is_some());
+    let refused = err.server_code().is_some();
     let level = if refused { Level::Unknown } else { Level::Fail };
-    report.push(check, &shard.name, level, format!("could not tell: {err}"));
+    report.push(
+        check,
+        &shard.name,
+        level,
+        format!("could not tell: {err:#}"),
+    );
 }
 
 pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {

@@ -39,12 +39,12 @@ impl LockClient {
                     report.push("rights", &node.name, Level::Fail, denied.join("; "));
                     report.fix("grant the rights the README lists for a lock user");
                 }
-                Err(err) => report.push("rights", &node.name, Level::Fail, err.to_string()),
+                Err(err) => report.push("rights", &node.name, Level::Fail, format!("{err:#}")),
             }
             let shards = match node.shards() {
                 Ok(shards) => shards,
                 Err(err) => {
-                    report.push("round trip", &node.name, Level::Fail, err.to_string());
+                    report.push("round trip", &node.name, Level::Fail, format!("{err:#}"));
                     continue;
                 }
             };

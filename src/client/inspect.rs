@@ -166,7 +166,7 @@ impl LockClient {
             let end = std::time::Instant::now() + self.shared().config().response_timeout;
             match shard.run::<String>(redis::cmd("CLIENT").arg("LIST"), end) {
                 Ok(list) => names.extend(list.lines().filter_map(connection_owner)),
-                Err(err) => log::debug!("no client names from {}: {err}", shard.name),
+                Err(err) => log::debug!("no client names from {}: {err:#}", shard.name),
             }
         }
         names
@@ -232,14 +232,13 @@ impl LockClient {
 }
 
 fn malformed(node: &str) -> Error {
-    Error::Redis {
-        lock: None,
-        node: node.to_owned(),
-        source: redis::RedisError::from((
+    Error::redis_at(
+        node,
+        redis::RedisError::from((
             redis::ErrorKind::Parse,
             "the inspect script answered with an unexpected shape",
         )),
-    }
+    )
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,

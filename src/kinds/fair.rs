@@ -113,7 +113,7 @@ impl Machinery for Fair {
             if let Err(err) = result {
                 log::warn!(
                     "leaving the queue of lock {:?} failed, so waiters behind wait until its \
-                     place runs out: {err}",
+                     place runs out: {err:#}",
                     target.name()
                 );
             }

@@ -144,7 +144,10 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
 /// Gives back a permit taken by an attempt that is not kept; failures are only logged.
 fn give_back(target: &Target, id: u128) {
     if let Err(err) = release_id(target, id, None) {
-        log::warn!("giving back a permit of {:?} failed: {err}", target.name());
+        log::warn!(
+            "giving back a permit of {:?} failed: {err:#}",
+            target.name()
+        );
     }
 }
 

@@ -175,17 +175,11 @@ pub(crate) fn take<K: Hashed>(
     let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
     let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
     let results = replies.map(|(node, reply)| match reply {
-        Ok(reply) => K::grant(reply).map_err(|source| Error::Redis {
-            lock: None,
-            node: node.name.clone(),
-            source,
+        Ok(reply) => K::grant(reply).map_err(|source| Error::redis_at(&node.name, source)),
+        Err(err) if err.server_code() == Some("WRONGKIND") => Err(Error::WrongKind {
+            lock: target.name().to_owned(),
+            found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
         }),
-        Err(Error::Redis { source, .. }) if source.code() == Some("WRONGKIND") => {
-            Err(Error::WrongKind {
-                lock: target.name().to_owned(),
-                found: names::kind_of(source.detail().unwrap_or_default().trim()),
-            })
-        }
         Err(err) => Err(err),
     });
     let (answers, failed) = nodes.split(results.collect());

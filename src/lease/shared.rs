@@ -89,7 +89,7 @@ impl Shared {
         match &error {
             None => log::warn!("lock {name:?} was lost: its key or field is gone"),
             Some(err) => log::warn!(
-                "lock {name:?} was lost: renewals failed until its validity ran out: {err}"
+                "lock {name:?} was lost: renewals failed until its validity ran out: {err:#}"
             ),
         }
         if let Some(callback) = &self.config.on_lock_lost {

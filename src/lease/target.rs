@@ -132,7 +132,7 @@ impl Target {
         for (node, result) in nodes.list().iter().zip(results) {
             if let Err(err) = result {
                 log::warn!(
-                    "giving back lock {:?} on {} failed: {err}",
+                    "giving back lock {:?} on {} failed: {err:#}",
                     self.name(),
                     node.name
                 );
@@ -143,9 +143,9 @@ impl Target {
     /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`.
     pub(crate) fn wrong_kind(&self, err: Error) -> Error {
         match err {
-            Error::Redis { source, .. } if source.code() == Some("WRONGKIND") => Error::WrongKind {
+            err if err.server_code() == Some("WRONGKIND") => Error::WrongKind {
                 lock: self.name().to_owned(),
-                found: names::kind_of(source.detail().unwrap_or_default().trim()),
+                found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
             },
             err => err.with_lock(self.name()),
         }

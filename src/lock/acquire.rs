@@ -180,7 +180,7 @@ impl<K: Kind> Lock<K> {
                         return Err(err);
                     }
                     let pause = backoff.next_delay(left);
-                    log::debug!("{err}; retrying in {pause:?}");
+                    log::debug!("{err:#}; retrying in {pause:?}");
                     std::thread::sleep(pause);
                     continue;
                 }
@@ -250,7 +250,7 @@ impl Waiting {
             let subscribed = match node.notifier(channel) {
                 Ok(notifier) => (notifier.subscribe(channel, &self.signal, deadline))
                     .map_err(|err| err.to_string()),
-                Err(err) => Err(err.to_string()),
+                Err(err) => Err(format!("{err:#}")),
             };
             match subscribed {
                 Ok(subscription) => self.subscriptions.push(subscription),

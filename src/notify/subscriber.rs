@@ -97,7 +97,7 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
 /// reply awaited at most a response timeout.
 fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
     let endpoint =
-        (settings.topology.endpoint()).map_err(|err| io::Error::other(err.to_string()))?;
+        (settings.topology.endpoint()).map_err(|err| io::Error::other(format!("{err:#}")))?;
     let mut conn = endpoint::connect(
         &subscriber_client(&endpoint.client)?,
         settings.connect_timeout,

@@ -131,11 +131,7 @@ impl Sentinel {
             .name("redmutex-sentinel".into())
             .stack_size(128 * 1024)
             .spawn(move || watch(&weak))
-            .map_err(|source| Error::Redis {
-                lock: None,
-                node: master.to_owned(),
-                source: source.into(),
-            })?;
+            .map_err(|source| Error::redis_at(master, source.into()))?;
         Ok(sentinel)
     }
 
@@ -220,7 +216,7 @@ impl Sentinel {
             Ok(named) => {
                 let _ = self.move_to(named);
             }
-            Err(err) => log::warn!("{err}"),
+            Err(err) => log::warn!("{err:#}"),
         }
     }
 
@@ -257,11 +253,7 @@ impl Sentinel {
         }
         let client = self
             .primary_client(&host, port)
-            .map_err(|source| Error::Redis {
-                lock: None,
-                node: self.master.clone(),
-                source,
-            })?;
+            .map_err(|source| Error::redis_at(&self.master, source))?;
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let endpoint = Endpoint {
             client: client.clone(),
@@ -336,11 +328,7 @@ impl Sentinel {
                     log::debug!("sentinel {name} did not name the primary: {source}");
                     failed.push(NodeError {
                         node: name.clone(),
-                        error: Error::Redis {
-                            lock: None,
-                            node: name.clone(),
-                            source,
-                        },
+                        error: Error::redis_at(name, source),
                     });
                 }
             }
@@ -418,7 +406,7 @@ impl Sentinel {
         match self.ask_one(i) {
             Ok(named) => {
                 if let Err(err) = self.move_to(named) {
-                    log::warn!("{err}");
+                    log::warn!("{err:#}");
                 }
             }
             Err(err) => log::debug!(

@@ -225,7 +225,7 @@ impl Cluster {
         loop {
             match self.shard_now(slot) {
                 Err(err) if Instant::now() < end => {
-                    log::debug!("{err}; reading the slot map again");
+                    log::debug!("{err:#}; reading the slot map again");
                     let left = end.saturating_duration_since(Instant::now());
                     std::thread::sleep(backoff.next_delay(Some(left)));
                 }
@@ -235,15 +235,14 @@ impl Cluster {
     }
 
     fn unserved(&self, slot: u16) -> Error {
-        Error::Redis {
-            lock: None,
-            node: self.name.clone(),
-            source: RedisError::from((
+        Error::redis_at(
+            &self.name,
+            RedisError::from((
                 ErrorKind::Server(ServerErrorKind::ClusterDown),
                 "no primary is known to serve the slot",
                 format!("slot {slot}"),
             )),
-        }
+        )
     }
 
     /// The shard of the primary at `addr`, made on first use.
@@ -252,11 +251,8 @@ impl Cluster {
         if let Some(shard) = shards.get(addr) {
             return Ok(shard.clone());
         }
-        let client = self.client_at(addr).map_err(|source| Error::Redis {
-            lock: None,
-            node: format!("{}:{}", addr.0, addr.1),
-            source,
-        })?;
+        let client = (self.client_at(addr))
+            .map_err(|source| Error::redis_at(&format!("{}:{}", addr.0, addr.1), source))?;
         let shard = Arc::new(Shard::at(
             format!("{}:{}", addr.0, addr.1),
             Topology::Fixed(Box::new(client)),
@@ -308,7 +304,7 @@ impl Cluster {
         drop(refreshed);
         match result {
             Ok(map) => self.install(map),
-            Err(err) => log::debug!("reading the slot map of {} failed: {err}", self.name),
+            Err(err) => log::debug!("reading the slot map of {} failed: {err:#}", self.name),
         }
     }
 
@@ -344,11 +340,7 @@ impl Cluster {
                 },
                 Err(err) => err,
             };
-            last = Some(Error::Redis {
-                lock: None,
-                node: name,
-                source: error,
-            });
+            last = Some(Error::redis_at(&name, error));
         }
         Err(last.unwrap_or_else(|| self.unserved(0)))
     }
@@ -432,8 +424,7 @@ fn routing_key(cmd: &Cmd) -> Option<&[u8]> {
 fn redirect(err: &Error, shard: &Shard) -> Option<Redirect> {
     let source = match err {
         Error::Pool { .. } => return Some(Redirect::Unreachable),
-        Error::Redis { source, .. } => source,
-        _ => return None,
+        err => err.redis()?,
     };
     if let Some((to, _)) = source.redirect_node() {
         let (host, port) = to.rsplit_once(':')?;

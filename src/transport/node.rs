@@ -195,8 +195,8 @@ impl Node {
 /// A cluster's answer that the command belongs elsewhere or later.
 fn is_cluster_redirect(err: &Error) -> bool {
     use redis::{ErrorKind::Server, ServerErrorKind::*};
-    matches!(err, Error::Redis { source, .. }
-        if matches!(source.kind(), Server(Moved | Ask | TryAgain | ClusterDown)))
+    (err.redis())
+        .is_some_and(|source| matches!(source.kind(), Server(Moved | Ask | TryAgain | ClusterDown)))
 }
 
 /// The nodes of one client and how many of them must agree.

@@ -1,13 +1,18 @@
 //! Pooled connections: every one opened with the connect timeout and given read and write
 //! timeouts, none tested with a PING on checkout, each opened to wherever the node's
-//! topology says its server is now, and retired once that moves.
+//! topology says its server is now, and retired once that moves. Why the last connect
+//! failed is kept for the error of a checkout that then times out; the pool's own reports
+//! of it go to the debug log, since the callers get it anyway.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::{Connection, ConnectionLike, ErrorKind, RedisError, ServerErrorKind};
+use parking_lot::Mutex;
+use redis::{Connection, ConnectionLike, ErrorKind, ServerErrorKind};
 
+use crate::base::cause;
+use crate::base::error::Error;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
 
@@ -44,44 +49,49 @@ impl Conn {
 
 /// Opens connections for `r2d2`.
 pub(crate) struct Manager {
+    /// The node, as `host:port`, for errors.
+    pub node: String,
     pub topology: Arc<Topology>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     /// Whether the last attempt to open a connection failed, shared by the node.
     pub unreachable: Arc<AtomicBool>,
+    /// Why the pool's last attempt to open a connection failed, until one succeeds.
+    pub last_failure: LastFailure,
     /// The connections' name in `CLIENT LIST` (see `Config::connection_name`).
     pub name: String,
 }
 
 impl Manager {
-    pub fn open(&self) -> Result<Conn, RedisError> {
+    pub fn open(&self) -> Result<Conn, Error> {
         let opened = self.try_open();
         self.unreachable.store(opened.is_err(), Ordering::Relaxed);
+        if opened.is_ok() {
+            *self.last_failure.lock() = None;
+        }
         opened
     }
 
-    fn try_open(&self) -> Result<Conn, RedisError> {
-        let endpoint = self
-            .topology
-            .endpoint()
-            .map_err(|err| RedisError::from(std::io::Error::other(err.to_string())))?;
-        let mut inner = endpoint::connect(
+    /// Why the last attempt to open a connection failed, if it did.
+    pub fn last_failure(&self) -> Option<Arc<Error>> {
+        match self.unreachable.load(Ordering::Relaxed) {
+            true => self.last_failure.lock().clone(),
+            false => None,
+        }
+    }
+
+    fn try_open(&self) -> Result<Conn, Error> {
+        let endpoint = self.topology.endpoint()?;
+        let failed = |err| Error::redis_at(&self.node, err);
+        let mut inner = endpoint::connect_named(
             &endpoint.client,
             self.connect_timeout,
             self.response_timeout,
-        )?;
-        self.topology.verify(&mut inner, endpoint.generation)?;
-        // Only a label, for the operations tool: a user who may not name connections locks
-        // as well.
-        let named = redis::cmd("CLIENT")
-            .arg("SETNAME")
-            .arg(&self.name)
-            .exec(&mut inner);
-        match named {
-            Err(err) if err.is_io_error() || err.is_timeout() => return Err(err),
-            Err(err) => log::debug!("naming a connection {:?} refused: {err}", self.name),
-            Ok(()) => {}
-        }
+            Some(&self.name),
+        )
+        .map_err(failed)?;
+        (self.topology.verify(&mut inner, endpoint.generation))
+            .map_err(|err| failed(cause::while_connecting(err)))?;
         Ok(Conn {
             inner,
             broken: false,
@@ -92,18 +102,36 @@ impl Manager {
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Conn;
-    type Error = RedisError;
+    type Error = Error;
 
-    fn connect(&self) -> Result<Conn, RedisError> {
+    fn connect(&self) -> Result<Conn, Error> {
         self.open()
     }
 
     /// Only used if checkout testing is turned on, which this crate never does.
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), RedisError> {
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), Error> {
         conn.run(|c| redis::cmd("PING").query(c))
+            .map_err(|err| Error::redis_at(&self.node, err))
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
         conn.broken || !conn.inner.is_open() || conn.generation != self.topology.generation()
+    }
+}
+
+/// Why the pool's last attempt to open a connection failed, shared by the node.
+pub(crate) type LastFailure = Arc<Mutex<Option<Arc<Error>>>>;
+
+/// Receives the pool's reports of failed connects: keeps the last for the error of a
+/// checkout that times out (which returns it to its caller), and logs it at debug level only,
+/// since a pool reconnecting in the background would otherwise log the same failure at
+/// error level many times a second.
+#[derive(Debug)]
+pub(crate) struct KeepFailures(pub LastFailure);
+
+impl r2d2::HandleError<Error> for KeepFailures {
+    fn handle_error(&self, error: Error) {
+        log::debug!("opening a pooled connection failed: {error:#}");
+        *self.0.lock() = Some(Arc::new(error));
     }
 }

@@ -20,7 +20,7 @@ use crate::notify::notifier::Notifier;
 use crate::topology::endpoint;
 use crate::topology::sentinel::Sentinel;
 use crate::topology::server::Topology;
-use crate::transport::pool::{Conn, Manager};
+use crate::transport::pool::{Conn, KeepFailures, LastFailure, Manager};
 use crate::transport::scripts;
 
 pub(crate) type Pooled = r2d2::PooledConnection<Manager>;
@@ -75,11 +75,14 @@ impl Shard {
     pub fn at(name: String, topology: Topology, config: &Config, sharded: bool) -> Shard {
         let topology = Arc::new(topology);
         let unreachable = Arc::new(AtomicBool::new(false));
+        let last_failure = LastFailure::default();
         let manager = || Manager {
+            node: name.clone(),
             topology: topology.clone(),
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             unreachable: unreachable.clone(),
+            last_failure: last_failure.clone(),
             name: config.connection_name("redmutex"),
         };
         // r2d2's default maintenance pool has 3 threads and, on drop, still runs its pending
@@ -97,6 +100,7 @@ impl Shard {
             .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(config.connect_timeout)
+            .error_handler(Box::new(KeepFailures(last_failure.clone())))
             .build_unchecked(manager());
         let notifier = Arc::new(Notifier::new(Settings {
             topology: topology.clone(),
@@ -108,10 +112,11 @@ impl Shard {
             sharded,
             name: config.connection_name("redmutex-notify"),
         }));
+        let direct = manager();
         Shard {
             name,
             pool,
-            direct: manager(),
+            direct,
             unreachable,
             notifier,
             topology,
@@ -132,17 +137,16 @@ impl Shard {
         let latch = names::unlock_latch(probe_key, &names::random_id());
         let cmd = scripts::check(probe_key, &channel, &latch);
         self.topology.endpoint()?;
-        let denied: Vec<String> = self
-            .direct
-            .open()
-            .and_then(|mut conn| conn.run(|c| query_loading_scripts(c, &cmd)))
-            .map_err(|source| match source.kind() {
-                ErrorKind::Server(ServerErrorKind::NoPerm) => Error::Permission {
-                    node: self.name.clone(),
-                    denied: vec![source.to_string()],
-                },
-                _ => self.redis_error(source),
-            })?;
+        let mut conn = self.direct.open()?;
+        let denied: Vec<String> =
+            conn.run(|c| query_loading_scripts(c, &cmd))
+                .map_err(|source| match source.kind() {
+                    ErrorKind::Server(ServerErrorKind::NoPerm) => Error::Permission {
+                        node: self.name.clone(),
+                        denied: vec![source.to_string()],
+                    },
+                    _ => self.redis_error(source),
+                })?;
         if denied.is_empty() {
             Ok(())
         } else {
@@ -208,7 +212,7 @@ impl Shard {
 
     /// A pooled connection, as [`checkout`] gives one.
     fn checkout(&self, wait: impl Fn() -> Duration) -> Result<Pooled> {
-        checkout(&self.pool, &self.topology, wait).map_err(|source| self.pool_error(source))
+        checkout(&self.pool, &self.topology, wait).map_err(|_| self.pool_error())
     }
 
     /// Refuses a reply from a server that is no longer the shard's: one answered `READONLY`
@@ -294,19 +298,13 @@ impl Shard {
     }
 
     fn redis_error(&self, source: redis::RedisError) -> Error {
-        Error::Redis {
-            lock: None,
-            node: self.name.clone(),
-            source,
-        }
+        Error::redis_at(&self.name, source)
     }
 
-    fn pool_error(&self, source: r2d2::Error) -> Error {
-        Error::Pool {
-            lock: None,
-            node: self.name.clone(),
-            source,
-        }
+    /// No connection came in time: why the last connect failed, if it did, is the cause
+    /// (`r2d2`'s own error only repeats its message).
+    fn pool_error(&self) -> Error {
+        Error::pool_at(&self.name, self.direct.last_failure())
     }
 }
 

@@ -988,7 +988,7 @@ impl<K: Subject> Case<'_, K> {
         }
         if let Some((a, b)) = self.history.overlap() {
             return Err(format!(
-                "two exclusive windows overlap: {} until {:?} after the other's start, and {}",
+                "two exclusive windows overlap: {} until {} ns after the start of {}'s",
                 a.holder,
                 a.to - b.from,
                 b.holder

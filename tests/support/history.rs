@@ -1,12 +1,16 @@
 //! A history of exclusive holds, checked the Jepsen way: each holder records the window in
-//! which its guard said it held the lock, all on this process's monotonic clock, and no
-//! two windows of different holders may overlap.
+//! which its guard said it held the lock, all on the machine's monotonic clock, and no two
+//! windows of different holders may overlap.
 //!
 //! A window runs from the moment the acquisition returned (later than the hold really
 //! began, so a window is never longer than the hold) to the earlier of the moment its
 //! release was called and the guard's `valid_until()` read just before that. A counter that
 //! comes out right can hide two holders that happened not to collide; overlapping windows
 //! cannot hide.
+//!
+//! Windows are kept as nanoseconds of `CLOCK_MONOTONIC`, the clock `Instant` reads on
+//! Linux, which every process of the machine shares: a worker process sends its windows
+//! as text ([`Window::to_line`]) and the parent checks them with its own.
 //!
 //! ```ignore
 //! let history = History::default();
@@ -21,13 +25,87 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-/// One holder's window: from `from` to `to`, on this process's monotonic clock.
-#[derive(Clone, Debug)]
+/// One holder's window: from `from` to `to`, in nanoseconds of the monotonic clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Window {
     /// Who held it. Windows of one holder may overlap (a reentrant lock's holds).
     pub holder: String,
-    pub from: Instant,
-    pub to: Instant,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl Window {
+    /// The window as one line of text: `holder from to` (the holder without spaces).
+    pub fn to_line(&self) -> String {
+        format!("{} {} {}", self.holder, self.from, self.to)
+    }
+
+    /// The window of a line written by [`to_line`](Self::to_line).
+    pub fn from_line(line: &str) -> Option<Window> {
+        let mut parts = line.split(' ');
+        let holder = parts.next()?.to_owned();
+        let from = parts.next()?.parse().ok()?;
+        let to = parts.next()?.parse().ok()?;
+        Some(Window { holder, from, to })
+    }
+}
+
+/// The monotonic clock now, in nanoseconds; the same clock in every process.
+pub fn now_nanos() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    let done = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    assert_eq!(done, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// `at` on the monotonic clock, in nanoseconds (both read the same clock; the two readings
+/// taken to convert lie a few nanoseconds apart, far below any hand-off).
+pub fn nanos(at: Instant) -> u64 {
+    let (clock, now) = (now_nanos(), Instant::now());
+    if at >= now {
+        clock + (at - now).as_nanos() as u64
+    } else {
+        clock.saturating_sub((now - at).as_nanos() as u64)
+    }
+}
+
+/// Sends `holder`'s window, as [`History::record`] takes it, to the list `list` on a
+/// server, for a process that checks the windows of several.
+pub fn send(
+    redis: &mut redis::Connection,
+    list: &str,
+    holder: &str,
+    (taken, released, valid_until): (Instant, Instant, Instant),
+) {
+    let window = Window {
+        holder: holder.to_owned(),
+        from: nanos(taken),
+        to: nanos(released.min(valid_until)),
+    };
+    let _: () = redis::cmd("RPUSH")
+        .arg(list)
+        .arg(window.to_line())
+        .query(redis)
+        .unwrap();
+}
+
+/// The windows sent to the list `list` with [`send`].
+pub fn received(redis: &mut redis::Connection, list: &str) -> History {
+    let lines: Vec<String> = redis::cmd("LRANGE")
+        .arg(list)
+        .arg(0)
+        .arg(-1)
+        .query(redis)
+        .unwrap();
+    let history = History::default();
+    for line in lines {
+        history.add(Window::from_line(&line).expect("a window"));
+    }
+    history
 }
 
 /// The recorded windows of one lock; shareable between threads by reference.
@@ -42,14 +120,34 @@ impl History {
     /// end otherwise) and `valid_until` (the guard's, read just before). A window that
     /// ends before it begins (validity gone already) records nothing.
     pub fn record(&self, holder: &str, taken: Instant, released: Instant, valid_until: Instant) {
-        let to = released.min(valid_until);
-        if to > taken {
-            self.windows.lock().push(Window {
-                holder: holder.to_owned(),
-                from: taken,
-                to,
-            });
+        let window = Window {
+            holder: holder.to_owned(),
+            from: nanos(taken),
+            to: nanos(released.min(valid_until)),
+        };
+        self.add(window);
+    }
+
+    /// Records a window already on the monotonic clock, such as one a worker process sent.
+    pub fn add(&self, window: Window) {
+        if window.to > window.from {
+            self.windows.lock().push(window);
         }
+    }
+
+    /// The windows recorded, in the order they came.
+    pub fn windows(&self) -> Vec<Window> {
+        self.windows.lock().clone()
+    }
+
+    /// How many windows were recorded.
+    pub fn len(&self) -> usize {
+        self.windows.lock().len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The first two windows of different holders that overlap, if any.
@@ -73,11 +171,16 @@ impl History {
     pub fn assert_exclusive(&self) {
         if let Some((a, b)) = self.overlap() {
             panic!(
-                "two exclusive holders at once: {:?} and {:?}, overlapping for {:?}",
+                "two exclusive holders at once: {:?} and {:?}, overlapping for {} ns",
                 a.holder,
                 b.holder,
                 a.to.min(b.to) - b.from
             );
         }
+    }
+
+    /// Forgets every window (for reuse between cases on fresh lock names).
+    pub fn clear(&self) {
+        self.windows.lock().clear();
     }
 }

@@ -11,6 +11,8 @@
 -- Reply    1 when the lock was deleted, 0 when there was none; when the latch shows that
 --          an earlier attempt of this call ran, what that attempt replied, and nothing
 --          else is done: a retry never deletes a lock taken since;
+--          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash) when the
+--             key holds anything but a fair lock's hash; nothing written;
 --          an error, with nothing written, when the user may not write the queue, publish
 --          to the head's channel or write the latch.
 -- The head is the first waiter whose place has not run out (see fair_acquire.lua); those
@@ -18,6 +20,13 @@
 local done = redis.call('get', KEYS[3])
 if done then
     return tonumber(done)
+end
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+    kind = 'rwlock'
+end
+if kind ~= 'none' and kind ~= 'hash' then
+    return redis.error_reply('WRONGKIND ' .. kind)
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
