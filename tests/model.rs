@@ -247,9 +247,11 @@ fn the_history_check_finds_overlapping_windows() {
     let history = History::default();
     let t = Instant::now();
     let ms = Duration::from_millis;
+    // A millisecond apart: the history converts instants to the monotonic clock's
+    // nanoseconds with two readings, a few nanoseconds apart.
     history.record("a", t, t + ms(10), t + ms(20));
     history.record("a", t + ms(5), t + ms(8), t + ms(30));
-    history.record("b", t + ms(10), t + ms(30), t + ms(15));
+    history.record("b", t + ms(11), t + ms(30), t + ms(15));
     assert!(history.overlap().is_none(), "one holder after the other");
     history.record("c", t + ms(14), t + ms(40), t + ms(50));
     let (a, b) = history.overlap().expect("b and c overlap");
@@ -544,4 +546,49 @@ fn a_forced_unlock_wakes_a_waiter() {
 #[test]
 fn a_forced_unlock_of_a_fair_lock_wakes_the_head_of_the_queue() {
     forced_unlock_wakes_the_waiter::<redmutex::Fair>();
+}
+
+/// The sleepy owner waits for each side of a read-write lock held with a long lease; a
+/// release, or a forced unlock, must wake it.
+#[test]
+fn a_release_or_forced_unlock_wakes_a_read_write_waiter() {
+    use exclusive::{LONG_LEASE, Lease::Ms};
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    for side in [Read, Write] {
+        replay_read_write(&[
+            Take {
+                owner: 0,
+                side: Write,
+                lease: Ms(LONG_LEASE),
+            },
+            Wait {
+                owner: SLEEPY,
+                side,
+                lease: 50,
+                wait: 3000,
+            },
+            Release { owner: 0, which: 0 },
+            Join { owner: SLEEPY },
+            Release {
+                owner: SLEEPY,
+                which: 0,
+            },
+            Take {
+                owner: 1,
+                side: Read,
+                lease: Ms(LONG_LEASE),
+            },
+            Wait {
+                owner: SLEEPY,
+                side: Write,
+                lease: 50,
+                wait: 3000,
+            },
+            Force { side: Read },
+            Join { owner: SLEEPY },
+        ]);
+    }
 }

@@ -70,7 +70,7 @@ pub const LONG_LEASE: u64 = 10_000;
 /// How long a lock may stay free, with a lone waiter of the sleepy owner at the head of
 /// its queue, before that waiter must have been woken: far beyond a message's delivery,
 /// far below the sleepy client's own retries.
-const GRACE: Duration = Duration::from_millis(1500);
+pub const GRACE: Duration = Duration::from_millis(1500);
 
 pub fn lease() -> impl Strategy<Value = Lease> {
     prop_oneof![

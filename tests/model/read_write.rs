@@ -1,17 +1,19 @@
 //! The read-write lock against its model: parties (our owners, the Java owner) with their
 //! read and write holds, and how long each may still be in Redis.
 
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
 
-use crate::exclusive::{Lease, lease};
+use crate::exclusive::{GRACE, Lease, lease};
 use crate::java::{self, JAVA, arg};
 use crate::support::Server;
 use crate::support::history::History;
 use crate::{
-    Bound, Clients, OWNERS, Owner, SLACK, WATCHDOG_LEASE, expiry, fresh_name, leftovers, pttl,
+    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, expiry, fresh_name, leftovers,
+    pttl,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +28,18 @@ pub enum Op {
         owner: usize,
         side: Side,
         lease: Lease,
+    },
+    /// `try_lock_for(wait)` of a side started on the owner's thread; the sequence goes on
+    /// meanwhile.
+    Wait {
+        owner: usize,
+        side: Side,
+        lease: u64,
+        wait: u64,
+    },
+    /// Waits for the owner's `Wait` to end.
+    Join {
+        owner: usize,
     },
     /// `try_lock_for(wait)` of a side: gives up after `wait` unless the lock frees up.
     GiveUp {
@@ -63,6 +77,12 @@ pub fn ops() -> impl Strategy<Value = Vec<Op>> {
             .prop_map(|(owner, side, lease)| Op::Take { owner, side, lease }),
         2 => (owner.clone(), side(), lease(), 5u64..40)
             .prop_map(|(owner, side, lease, wait)| Op::GiveUp { owner, side, lease, wait }),
+        2 => (owner.clone(), side(), 10u64..60, 20u64..400)
+            .prop_map(|(owner, side, lease, wait)| Op::Wait { owner, side, lease, wait }),
+        // The sleepy owner, which only a message wakes before its wait ends.
+        1 => (side(), 10u64..60, 2500u64..3500)
+            .prop_map(|(side, lease, wait)| Op::Wait { owner: SLEEPY, side, lease, wait }),
+        2 => owner.clone().prop_map(|owner| Op::Join { owner }),
         5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
         4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
         // Long enough for the watchdog to renew.
@@ -119,11 +139,57 @@ struct Party {
     /// The latest end of an explicit lease taken since it last held nothing: read lease
     /// keys go by position, so a watched hold may be left with an earlier hold's key.
     leased_until: Option<Instant>,
+    waiting: Option<Waiting>,
+}
+
+struct Waiting {
+    result: mpsc::Receiver<Attempted>,
+    side: Side,
+    lease: u64,
+    started: Instant,
+    wait: Duration,
+    /// A forced unlock ran meanwhile: what it took may have been deleted.
+    forced: bool,
+    /// Since when nothing could keep the lock from it, after an unlock message.
+    free_since: Option<Instant>,
+}
+
+/// An attempt's outcome: the new guard's view if taken, and when it returned.
+type Attempted = (redmutex::Result<Option<(Health, Instant)>>, Instant);
+
+fn attempt(mine: &mut Mine, side: Side, lease: Lease, wait: Option<Duration>) -> Attempted {
+    let lock = mine.lock.as_ref().unwrap();
+    let result = match side {
+        Side::Read => match (lease.explicit(), wait) {
+            (None, None) => lock.read().try_lock(),
+            (Some(lease), None) => lock.read().try_lock_with_lease(lease),
+            (None, Some(wait)) => lock.read().try_lock_for(wait),
+            (Some(lease), Some(wait)) => lock.read().try_lock_with_lease_for(wait, lease),
+        }
+        .map(|g| g.map(Guard::Read)),
+        Side::Write => match (lease.explicit(), wait) {
+            (None, None) => lock.write().try_lock(),
+            (Some(lease), None) => lock.write().try_lock_with_lease(lease),
+            (None, Some(wait)) => lock.write().try_lock_for(wait),
+            (Some(lease), Some(wait)) => lock.write().try_lock_with_lease_for(wait, lease),
+        }
+        .map(|g| g.map(Guard::Write)),
+    };
+    let returned = Instant::now();
+    let result = result.map(|g| {
+        g.map(|g| {
+            let view = g.view();
+            mine.guards.push(g);
+            view
+        })
+    });
+    (result, returned)
 }
 
 impl Party {
     fn bound(&self) -> Bound {
-        [self.held, self.ghost]
+        let waiting = self.waiting.as_ref().map(|_| Bound::Forever);
+        [self.held, self.ghost, waiting]
             .into_iter()
             .flatten()
             .max()
@@ -145,7 +211,9 @@ impl Party {
 
     /// Whether it may keep another owner from `side` at `at`.
     fn blocks(&self, side: Side, at: Instant) -> bool {
-        let writes = self.wrote || self.ghost.is_some_and(|g| !g.over_by(at));
+        let writes = self.wrote
+            || self.ghost.is_some_and(|g| !g.over_by(at))
+            || self.waiting.as_ref().is_some_and(|w| w.side == Side::Write);
         !self.bound().over_by(at) && (side == Side::Write || writes)
     }
 }
@@ -209,6 +277,7 @@ impl Harness {
             java: JavaParty::default(),
             linger: Bound::Gone,
             history: History::default(),
+            messaged: false,
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -232,6 +301,8 @@ struct Case<'h> {
     linger: Bound,
     /// The writers' windows.
     history: History,
+    /// The last step published an unlock message.
+    messaged: bool,
     log: Vec<String>,
 }
 
@@ -246,8 +317,16 @@ impl Case<'_> {
     }
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
+        self.messaged = false;
         match *op {
             Op::Take { owner, side, lease } => self.take(owner, side, lease, None),
+            Op::Wait {
+                owner,
+                side,
+                lease,
+                wait,
+            } => self.wait(owner, side, lease, wait),
+            Op::Join { owner } => self.join(owner),
             Op::GiveUp {
                 owner,
                 side,
@@ -256,7 +335,7 @@ impl Case<'_> {
             } => self.take(owner, side, lease, Some(Duration::from_millis(wait))),
             Op::Release { owner, which } => {
                 let party = &self.parties[owner];
-                if party.holds.is_empty() {
+                if party.waiting.is_some() || party.holds.is_empty() {
                     return Ok(());
                 }
                 let which = which % party.holds.len();
@@ -268,6 +347,7 @@ impl Case<'_> {
                     });
                 let hold = self.parties[owner].holds.remove(which);
                 self.log.push(format!("  {result:?}"));
+                let released = result.is_ok();
                 if hold.side == Side::Write && !hold.revoked {
                     let who = format!("owner {owner}");
                     self.history.record(&who, hold.taken, started, valid_until);
@@ -297,6 +377,8 @@ impl Case<'_> {
                     Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
                 }
                 self.parties[owner].rebound(Instant::now());
+                // The last hold's release tells a waiter.
+                self.messaged = released && self.parties[owner].holds.is_empty();
                 Ok(())
             }
             Op::Pass { ms } => {
@@ -312,8 +394,14 @@ impl Case<'_> {
                 }
                 .map_err(|err| format!("force_unlock: {err}"))?;
                 self.log.push(format!("  deleted: {deleted}"));
+                self.messaged = deleted;
                 if deleted {
                     for (i, party) in self.parties.iter_mut().enumerate() {
+                        if let Some(waiting) = &mut party.waiting {
+                            // A waiting owner's thread is busy, and it holds nothing yet.
+                            waiting.forced = true;
+                            continue;
+                        }
                         let views = self.h.owners[i]
                             .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
                         for (hold, (_, until)) in party.holds.iter_mut().zip(views) {
@@ -352,14 +440,10 @@ impl Case<'_> {
         lease: Lease,
         wait: Option<Duration>,
     ) -> Result<(), String> {
-        let at = Instant::now();
-        let others = (self.parties.iter().enumerate())
-            .filter(|(i, _)| *i != owner)
-            .all(|(_, p)| !p.blocks(side, at));
-        let java = match side {
-            Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
-            Side::Write => self.java.holds.is_empty(),
-        } || self.java.bound.is_none_or(|b| b.over_by(at));
+        if self.parties[owner].waiting.is_some() {
+            return Ok(());
+        }
+        let free_of_others = self.free_for(owner, side, Instant::now());
         let views = self.h.owners[owner]
             .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
         let mine = &self.parties[owner];
@@ -371,34 +455,36 @@ impl Case<'_> {
         let reading = (mine.holds.iter().zip(&views))
             .any(|(h, view)| h.side == Side::Read && !h.revoked && live(view));
         let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.revoked);
-        let free = others && java && mine.holds.is_empty();
+        let free = free_of_others && mine.holds.is_empty();
         // A forced unlock leaves the client's hold table as it was until a renewal or
         // release finds out: its read holds may still count.
         let upgrade = side == Side::Write && reading && !writing;
         let may_upgrade =
             side == Side::Write && mine.holds.iter().any(|h| h.side == Side::Read) && !writing;
-        let (result, returned) = self.h.owners[owner].run(move |mine| {
-            let lock = mine.lock.as_ref().unwrap();
-            let result = match side {
-                Side::Read => match (lease.explicit(), wait) {
-                    (None, None) => lock.read().try_lock(),
-                    (Some(lease), None) => lock.read().try_lock_with_lease(lease),
-                    (None, Some(wait)) => lock.read().try_lock_for(wait),
-                    (Some(lease), Some(wait)) => lock.read().try_lock_with_lease_for(wait, lease),
-                }
-                .map(|g| g.map(Guard::Read)),
-                Side::Write => match (lease.explicit(), wait) {
-                    (None, None) => lock.write().try_lock(),
-                    (Some(lease), None) => lock.write().try_lock_with_lease(lease),
-                    (None, Some(wait)) => lock.write().try_lock_for(wait),
-                    (Some(lease), Some(wait)) => lock.write().try_lock_with_lease_for(wait, lease),
-                }
-                .map(|g| g.map(Guard::Write)),
-            };
-            let returned = Instant::now();
-            let result = result.map(|g| g.map(|g| mine.guards.push(g)).is_some());
-            (result, returned)
-        });
+        let (result, returned) =
+            self.h.owners[owner].run(move |mine| attempt(mine, side, lease, wait));
+        let result = result.map(|view| view.is_some());
+        self.outcome(
+            owner,
+            side,
+            lease,
+            (result, returned),
+            free,
+            (upgrade, may_upgrade),
+        )
+    }
+
+    /// Records an attempt's outcome; `free`: nothing could keep the lock from the owner;
+    /// `upgrade`: taking it would be an upgrade (surely, possibly).
+    fn outcome(
+        &mut self,
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        (result, returned): (redmutex::Result<bool>, Instant),
+        free: bool,
+        (upgrade, may_upgrade): (bool, bool),
+    ) -> Result<(), String> {
         match result {
             Ok(true) => {
                 self.log.push(format!("  owner {owner} took {side:?}"));
@@ -451,6 +537,88 @@ impl Case<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Whether nothing but `owner` itself could keep `side` from it at `at`.
+    fn free_for(&self, owner: usize, side: Side, at: Instant) -> bool {
+        let others = (self.parties.iter().enumerate())
+            .filter(|(i, _)| *i != owner)
+            .all(|(_, p)| !p.blocks(side, at));
+        let java = match side {
+            Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
+            Side::Write => self.java.holds.is_empty(),
+        } || self.java.bound.is_none_or(|b| b.over_by(at));
+        others && java
+    }
+
+    fn wait(&mut self, owner: usize, side: Side, lease: u64, wait: u64) -> Result<(), String> {
+        let party = &self.parties[owner];
+        if party.waiting.is_some() || !party.holds.is_empty() {
+            return Ok(());
+        }
+        let wait = Duration::from_millis(wait);
+        let started = Instant::now();
+        let result = self.h.owners[owner]
+            .start(move |mine| attempt(mine, side, Lease::Ms(lease), Some(wait)));
+        self.parties[owner].waiting = Some(Waiting {
+            result,
+            side,
+            lease,
+            started,
+            wait,
+            forced: false,
+            free_since: None,
+        });
+        Ok(())
+    }
+
+    fn join(&mut self, owner: usize) -> Result<(), String> {
+        let Some(waiting) = self.parties[owner].waiting.take() else {
+            return Ok(());
+        };
+        let (result, returned) = waiting
+            .result
+            .recv_timeout(waiting.wait + Duration::from_secs(20))
+            .map_err(|err| format!("owner {owner}'s wait did not end: {err}"))?;
+        let lease = Duration::from_millis(waiting.lease);
+        // When its successful attempt was sent (its validity began then), or its wait ended.
+        let attempt = match &result {
+            Ok(Some((_, until))) => Some(*until - (lease - lease / 100 - Duration::from_millis(2))),
+            Ok(None) => Some(waiting.started + waiting.wait),
+            Err(_) => None,
+        };
+        let late = attempt
+            .zip(waiting.free_since)
+            .filter(|(at, since)| *since + GRACE < *at);
+        if let (SLEEPY, Some((attempt, since))) = (owner, late) {
+            return Err(format!(
+                "owner {owner}'s {:?} waiter was not woken: nothing kept the lock from it for \
+                 {:?} before its {}",
+                waiting.side,
+                attempt - since,
+                if result.as_ref().is_ok_and(Option::is_none) {
+                    "wait ended in vain"
+                } else {
+                    "attempt that took it"
+                }
+            ));
+        }
+        let result = result.map(|view| view.is_some());
+        let taken = matches!(result, Ok(true));
+        self.outcome(
+            owner,
+            waiting.side,
+            Lease::Ms(waiting.lease),
+            (result, returned),
+            false,
+            (false, false),
+        )?;
+        if let (true, true, Some(hold)) =
+            (taken, waiting.forced, self.parties[owner].holds.last_mut())
+        {
+            hold.revoked = true;
+        }
+        Ok(())
     }
 
     fn java_take(&mut self, side: Side, lease: u64) -> Result<(), String> {
@@ -522,6 +690,7 @@ impl Case<'_> {
         self.log
             .push(format!("  Java released {side:?}: {released:?}"));
         self.java.holds.pop();
+        self.messaged = released == Some(1);
         if released.is_none() {
             // Gone already: so is everything else of Java's.
             self.java.holds.clear();
@@ -540,8 +709,27 @@ impl Case<'_> {
     }
 
     fn check(&mut self) -> Result<(), String> {
+        let now = Instant::now();
+        for i in 0..OWNERS {
+            let Some(side) = self.parties[i].waiting.as_ref().map(|w| w.side) else {
+                continue;
+            };
+            let free = self.free_for(i, side, now);
+            let messaged = self.messaged;
+            let waiting = self.parties[i].waiting.as_mut().unwrap();
+            // Freed by a message (a release, a forced unlock), not by a lease running out:
+            // a waiter may sleep on after that, up to its backoff.
+            waiting.free_since = match (free, waiting.free_since) {
+                (true, Some(since)) => Some(since),
+                (true, None) if messaged => Some(now),
+                _ => None,
+            };
+        }
         let mut live = Vec::new();
         for (i, party) in self.parties.iter().enumerate() {
+            if party.waiting.is_some() {
+                continue;
+            }
             let views = self.h.owners[i]
                 .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
             for (hold, view) in party.holds.iter().zip(views) {
@@ -594,13 +782,20 @@ impl Case<'_> {
     }
 
     fn end(&mut self) -> Result<(), String> {
+        // Holders first, so that waiters get their turn.
         for owner in 0..OWNERS {
-            while !self.parties[owner].holds.is_empty() {
+            while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {
                 self.step(&Op::Release { owner, which: 0 })?;
             }
         }
         while !self.java.holds.is_empty() {
             self.java_release()?;
+        }
+        for owner in 0..OWNERS {
+            self.join(owner)?;
+            while !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
         }
         if let Some((a, b)) = self.history.overlap() {
             return Err(format!(
