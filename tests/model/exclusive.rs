@@ -264,6 +264,8 @@ struct Party {
     /// How long what a failed call may have left may last.
     ghost: Option<Bound>,
     waiting: Option<Waiting>,
+    /// The longest lease among the holds taken since it last held nothing.
+    longest: Duration,
 }
 
 impl Party {
@@ -279,12 +281,20 @@ impl Party {
     /// After holds were added or released: how long the remaining ones may last, the key's
     /// expiry set `now` to the longest lease among them.
     fn rebound(&mut self, now: Instant) {
+        if self.holds.is_empty() {
+            self.longest = Duration::ZERO;
+        }
         self.held = if self.holds.is_empty() {
             None
         } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
+            self.longest = self.longest.max(WATCHDOG_LEASE);
             Some(Bound::Forever)
         } else {
+            // A release sets what remains to the holding's lease, which may be that of a
+            // hold already released: the longest taken since it last held nothing.
             let longest = self.holds.iter().map(|h| h.lease.script()).max().unwrap();
+            self.longest = self.longest.max(longest);
+            let longest = self.longest;
             Some(self.held.unwrap_or(Bound::Gone).extend(now + longest))
         };
     }

@@ -140,6 +140,8 @@ struct Party {
     /// keys go by position, so a watched hold may be left with an earlier hold's key.
     leased_until: Option<Instant>,
     waiting: Option<Waiting>,
+    /// The longest lease among the holds taken since it last held nothing.
+    longest: Duration,
 }
 
 struct Waiting {
@@ -201,10 +203,16 @@ impl Party {
             self.held = None;
             self.wrote = false;
             self.leased_until = None;
+            self.longest = Duration::ZERO;
         } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
+            self.longest = self.longest.max(WATCHDOG_LEASE);
             self.held = Some(Bound::Forever);
         } else {
+            // A release sets what remains to the holding's lease, which may be that of a
+            // hold already released: the longest taken since it last held nothing.
             let longest = self.holds.iter().map(|h| h.lease.script()).max().unwrap();
+            self.longest = self.longest.max(longest);
+            let longest = self.longest;
             self.held = Some(self.held.unwrap_or(Bound::Gone).extend(now + longest));
         }
     }
