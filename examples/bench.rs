@@ -841,7 +841,7 @@ fn redlock(plan: &Plan) -> Result<String> {
     let servers: Vec<_> = (0..5).map(|_| support::Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(support::Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let redlock = LockClient::redlock(&urls)?;
+    let redlock = LockClient::redlock(&urls).build()?;
     let five = redlock.lock("bench:redlock");
     let five_token = redlock.token_lock("bench:redlock-token");
     let one = LockClient::open(urls[0])?.lock("bench:redlock-single");

@@ -30,6 +30,30 @@
 //! # Ok::<(), redmutex::Error>(())
 //! ```
 //!
+//! # Connecting
+//!
+//! One builder per topology, each with every setting of [`LockClientBuilder`], and one
+//! shortcut for the common case:
+//!
+//! | topology | entry point |
+//! |---|---|
+//! | one server, defaults | [`LockClient::open(url)`](LockClient::open) |
+//! | one server | [`LockClient::builder(url)`](LockClient::builder)`.build()` |
+//! | Redlock over independent masters | [`LockClient::redlock(urls)`](LockClient::redlock)`.build()` |
+//! | a primary that Sentinel manages | [`LockClient::sentinel(urls, master)`](LockClient::sentinel)`.build()` |
+//! | a Redis Cluster | [`LockClient::cluster(seeds)`](LockClient::cluster)`.build()` |
+//! | Redlock over clients already built | [`LockClient::redlock_from(clients)`](LockClient::redlock_from) |
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = redmutex::LockClient::sentinel(&["redis://10.0.0.1:26379/"], "mymaster")
+//!     .lease(Duration::from_secs(10))
+//!     .client_name("billing-worker")
+//!     .build()?;
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
 //! # Kinds
 //!
 //! Every kind has the same acquisition calls, watchdog, waiting and errors:
@@ -74,6 +98,14 @@
 //!   the holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
+//! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`] and
+//!   [`Semaphore::with_cancel`] give the same handle, whose blocking calls a [`Cancel`]
+//!   token ends from another thread with [`Error::Cancelled`];
+//!   [`LockClient::close`] ends every wait of the client so and refuses new calls.
+//! - **Explained waits.** A wait that finds a holder without expiry logs a warning naming
+//!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).
+//! - **Watching a hold.** [`LockGuard::watch`] and [`Permit::watch`] give a [`HoldWatch`]
+//!   that another thread can poll or block on until the hold is found lost.
 //! - **fork().** A client used in a forked child refuses every call with
 //!   [`Error::Forked`].
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
@@ -137,6 +169,7 @@ pub use base::cause::Cause;
 pub use base::config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
 pub use base::error::{Error, NodeError, Result};
 pub use base::health::{Health, HealthChange};
+pub use base::held_by::HeldBy;
 pub use base::lost::LockLost;
 pub use base::stats::Stats;
 #[doc(hidden)]
@@ -153,8 +186,10 @@ pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
+pub use lock::hold_watch::HoldWatch;
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};
+pub use notify::cancel::Cancel;
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}

@@ -169,7 +169,15 @@ fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
     });
     semaphore.add_permits(2).unwrap();
     assert_eq!(semaphore.available_permits().unwrap(), 3);
+    let permit = semaphore.acquire().unwrap();
+    permit.extend(Duration::from_secs(5)).unwrap();
+    assert_eq!(semaphore.set_permits(4).unwrap(), 2);
+    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1);
+    permit.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 4);
     assert_eq!(holder.stats().locks_lost, 0);
+    assert!(semaphore.delete().unwrap());
+    assert!(!server.exists("myapp:pool"));
 }
 
 #[test]

@@ -400,3 +400,22 @@ fn holders_are_shown_with_their_client_names() {
     let (_, shown) = tool(&url, &["show", "invoices", "--json"]);
     assert_eq!(json(&shown)["holders"][0]["client"], "billing-7");
 }
+
+/// Refused credentials: the tool says how to give them from a shell.
+#[test]
+fn an_auth_failure_says_how_to_give_credentials() {
+    let server = Server::start();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("secret")
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://127.0.0.1:{}/", server.port());
+    let (code, _, said) = tool_with(&url, &["locks"], &[]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("--url redis://USER:PASSWORD@HOST:PORT/"),
+        "{said}"
+    );
+}

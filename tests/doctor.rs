@@ -118,7 +118,11 @@ fn redlock_without_persistence_fails_and_its_clocks_are_compared() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let report = LockClient::redlock(&urls).unwrap().doctor().unwrap();
+    let report = LockClient::redlock(&urls)
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
     let persistence: Vec<&Finding> = (report.findings.iter())
         .filter(|f| f.check == "persistence")
         .collect();
@@ -167,7 +171,11 @@ fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
     let skewed = support::ClockSkew::start(servers[2].port(), Duration::from_secs(5));
     let urls = [servers[0].url(), servers[1].url(), skewed.url()];
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let report = LockClient::redlock(&urls).unwrap().doctor().unwrap();
+    let report = LockClient::redlock(&urls)
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
     let clock = |url: &str| {
         let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
         (report.findings.iter())

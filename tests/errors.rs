@@ -21,7 +21,7 @@ fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
     let three: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = three.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let redlock = LockClient::redlock(&urls).unwrap();
+    let redlock = LockClient::redlock(&urls).build().unwrap();
     vec![("one node", vec![one], single), ("redlock", three, redlock)]
 }
 
@@ -136,7 +136,7 @@ fn a_closed_port_names_the_refusal_once_on_every_topology() {
         .map(|port| format!("redis://127.0.0.1:{port}/"))
         .collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let err = LockClient::redlock(&urls).unwrap_err();
+    let err = LockClient::redlock(&urls).build().unwrap_err();
     assert!(err.is_no_quorum() && err.is_connection(), "{err}");
     let report = printed_once(&err);
     assert_eq!(format!("{err:#}"), report);
@@ -341,4 +341,19 @@ fn a_bad_url_says_what_is_wrong_and_never_the_password() {
     }
     let err = LockClient::open("http://127.0.0.1/").unwrap_err();
     assert!(err.to_string().contains("redis://"), "{err}");
+}
+
+/// A name over the limit is refused saying the limit.
+#[test]
+fn a_name_over_the_limit_says_the_limit() {
+    let server = Server::start();
+    let name = "n".repeat(redmutex::MAX_NAME_LEN + 1);
+    let err = server
+        .client()
+        .lock(&name)
+        .try_lock()
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("1024"), "{err}");
 }

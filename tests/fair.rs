@@ -232,7 +232,7 @@ fn a_fair_lock_on_redlock_is_unsupported() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let client = LockClient::redlock(&urls).unwrap();
+    let client = LockClient::redlock(&urls).build().unwrap();
     let err = client.fair_lock(NAME).try_lock().unwrap_err();
     assert!(err.is_unsupported(), "{err}");
     assert!(servers.iter().all(|server| !server.exists(QUEUE)));

@@ -204,11 +204,12 @@ fn deadlines_kept_when_nodes_are_frozen_refuse_or_are_slow_to_connect() {
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let _held = LockClient::redlock(&urls)
+        .build()
         .unwrap()
         .lock("l")
         .lock()
         .unwrap();
-    let redlock = LockClient::redlock_builder(&urls)
+    let redlock = LockClient::redlock(&urls)
         .connect_timeout(CONNECT_TIMEOUT)
         .response_timeout(Duration::from_millis(200))
         .build()

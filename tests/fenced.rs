@@ -94,7 +94,7 @@ fn redlock_refuses_a_fenced_lock() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let client = LockClient::redlock(&urls).unwrap();
+    let client = LockClient::redlock(&urls).build().unwrap();
     let lock = client.fenced_lock("fenced");
     let err = lock.try_lock().map(drop).unwrap_err();
     assert!(err.is_unsupported(), "{err}");

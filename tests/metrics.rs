@@ -97,6 +97,46 @@ fn counters_and_histograms_move_with_the_locks() {
         1
     );
 
+    // A try_lock and a try_acquire that find it taken are busy, not timed out.
+    let held = other.lock("b").lock().unwrap();
+    assert!(client.lock("b").try_lock().unwrap().is_none());
+    drop(held);
+    let semaphore = client.semaphore("s");
+    semaphore.try_set_permits(1).unwrap();
+    let permit = semaphore.acquire().unwrap();
+    assert!(semaphore.try_acquire().unwrap().is_none());
+    permit.release().unwrap();
+    seen.take(&snapshotter);
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=reentrant,outcome=busy"),
+        1
+    );
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=semaphore,outcome=busy"),
+        1
+    );
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=reentrant,outcome=timeout"),
+        0
+    );
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=semaphore,outcome=timeout"),
+        0
+    );
+
+    // A cancelled call is counted as cancelled, and not as an error.
+    let errors = seen.counter("redmutex_errors_total,class=other");
+    let stop = redmutex::Cancel::new();
+    stop.cancel();
+    let err = client.lock("c").with_cancel(&stop).lock().unwrap_err();
+    assert!(err.is_cancelled());
+    seen.take(&snapshotter);
+    assert_eq!(
+        seen.counter("redmutex_acquisitions_total,kind=reentrant,outcome=cancelled"),
+        1
+    );
+    assert_eq!(seen.counter("redmutex_errors_total,class=other"), errors);
+
     // Renewed; a renewal that fails; then the hold found gone.
     let guard = client.lock("renewed").lock().unwrap();
     assert!(eventually(PATIENCE, || client.stats().renewals >= 1));

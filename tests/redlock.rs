@@ -31,7 +31,7 @@ impl Five {
     fn builder(&self) -> LockClientBuilder {
         let urls = self.urls();
         let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-        LockClient::redlock_builder(&urls)
+        LockClient::redlock(&urls)
             .connect_timeout(Duration::from_millis(300))
             .response_timeout(Duration::from_millis(300))
     }
@@ -113,7 +113,7 @@ fn exclusion_across_four_threads_and_two_processes() {
 fn worker_process() {
     let urls = std::env::var(URLS_VAR).expect("started by the parent test");
     let urls: Vec<&str> = urls.split(',').collect();
-    let client = LockClient::redlock(&urls).unwrap();
+    let client = LockClient::redlock(&urls).build().unwrap();
     let lock = client.lock("counted");
     let mut redis = redis::Client::open(urls[0])
         .unwrap()
@@ -356,7 +356,7 @@ fn a_waiter_wakes_on_the_unlock_and_valid_until_tracks_the_lease() {
 fn bad_node_lists_are_typed_errors() {
     let five = Five::start();
     let url = five.servers[0].url();
-    let err = LockClient::redlock(&[]).unwrap_err();
+    let err = LockClient::redlock(&[]).build().unwrap_err();
     assert!(
         matches!(
             err,
@@ -367,7 +367,7 @@ fn bad_node_lists_are_typed_errors() {
         ),
         "{err}"
     );
-    let err = LockClient::redlock(&[&url, &url]).unwrap_err();
+    let err = LockClient::redlock(&[&url, &url]).build().unwrap_err();
     assert!(
         matches!(
             err,
@@ -378,7 +378,9 @@ fn bad_node_lists_are_typed_errors() {
         ),
         "{err}"
     );
-    let err = LockClient::redlock(&[&url, "not a url"]).unwrap_err();
+    let err = LockClient::redlock(&[&url, "not a url"])
+        .build()
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidUrl { .. }), "{err}");
     let err = five
         .builder()
@@ -481,7 +483,7 @@ fn a_renewal_never_puts_back_what_a_release_deleted() {
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     // Renewals every 3 ms, so that many of them meet a release on the way.
-    let client = LockClient::redlock_builder(&urls)
+    let client = LockClient::redlock(&urls)
         .lease(Duration::from_secs(5))
         .renew_interval(Duration::from_millis(3))
         .response_timeout(Duration::from_millis(2))
@@ -619,7 +621,7 @@ fn a_token_acquire_whose_replies_were_lost_takes_the_lock() {
         .collect();
     let urls: Vec<String> = proxies.iter().map(support::Proxy::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let client = LockClient::redlock(&urls).unwrap();
+    let client = LockClient::redlock(&urls).build().unwrap();
     let lock = client.token_lock("t");
     // Every node runs the SET and loses its reply; each retry finds the key taken.
     for proxy in &proxies {

@@ -234,7 +234,7 @@ fn a_semaphore_on_redlock_is_unsupported() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let client = LockClient::redlock(&urls).unwrap();
+    let client = LockClient::redlock(&urls).build().unwrap();
     let err = client.semaphore(NAME).try_acquire().unwrap_err();
     assert!(err.is_unsupported(), "{err}");
 }
@@ -276,4 +276,185 @@ fn a_lease_ending_a_millisecond_later_never_yields_a_permit_that_is_not_held() {
             permit.release().unwrap();
         }
     }
+}
+
+/// The permit id as stored in the sorted set of held permits: 16 bytes.
+fn stored_id(id: &str) -> Vec<u8> {
+    (0..16)
+        .map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn set_permits_sets_what_is_available_whatever_it_was_and_wakes_waiters() {
+    let server = Server::start();
+    let client = server.client();
+    let semaphore = client.semaphore(NAME);
+    assert_eq!(semaphore.set_permits(3).unwrap(), 0, "none before");
+    let held = semaphore.acquire().unwrap();
+    assert_eq!(semaphore.set_permits(5).unwrap(), 2);
+    assert_eq!(semaphore.available_permits().unwrap(), 5);
+    held.release().unwrap();
+    assert_eq!(
+        semaphore.available_permits().unwrap(),
+        6,
+        "a held permit comes back on top"
+    );
+
+    // A waiter on a semaphore without permits is woken by the message, not its pause.
+    let other = server.client().semaphore("empty");
+    let waiters = server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let waiter = waiters.semaphore("empty");
+    let thread = std::thread::spawn(move || waiter.try_acquire_for(4 * NO_HANG).unwrap());
+    assert!(eventually(NO_HANG, || server
+        .subscribers("redisson_sc:{empty}")
+        > 0));
+    other.set_permits(1).unwrap();
+    let (sent, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sent.send(thread.join().unwrap().is_some()));
+    assert_eq!(
+        got.recv_timeout(NO_HANG),
+        Ok(true),
+        "the waiter was not woken"
+    );
+}
+
+#[test]
+fn reduce_permits_takes_what_is_available_and_never_goes_below_zero() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    assert_eq!(semaphore.reduce_permits(2).unwrap(), 0);
+    assert!(
+        !server.exists(NAME),
+        "a semaphore without permits is left alone"
+    );
+    semaphore.try_set_permits(3).unwrap();
+    let held = semaphore.acquire().unwrap();
+    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1);
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+    assert_eq!(
+        semaphore.reduce_permits(5).unwrap(),
+        1,
+        "only what was available"
+    );
+    assert_eq!(semaphore.available_permits().unwrap(), 0);
+    assert!(semaphore.try_acquire().unwrap().is_none());
+    assert!(!held.is_lost(), "a held permit is left alone");
+    held.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+
+    // A held permit whose lease ran out comes back first, and is taken away with the rest.
+    let expired = semaphore
+        .acquire_with_lease(Duration::from_secs(60))
+        .unwrap();
+    let () = redis::cmd("ZADD")
+        .arg(HELD)
+        .arg("XX")
+        .arg(1)
+        .arg(stored_id(&expired.id()))
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(semaphore.reduce_permits(5).unwrap(), 1);
+    assert_eq!(semaphore.available_permits().unwrap(), 0);
+}
+
+#[test]
+fn delete_removes_the_semaphore_and_its_held_permits_fail_to_release() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    semaphore.try_set_permits(2).unwrap();
+    let by_guard = semaphore.acquire().unwrap();
+    let by_id = semaphore
+        .acquire_with_lease(Duration::from_secs(60))
+        .unwrap();
+    assert!(semaphore.delete().unwrap());
+    assert!(!server.exists(NAME) && !server.exists(HELD));
+    assert!(!semaphore.delete().unwrap(), "nothing left to delete");
+    assert!(by_guard.release().unwrap_err().is_lost());
+    assert!(semaphore.release(&by_id.id()).unwrap_err().is_not_held());
+    assert!(by_id.extend(Duration::from_secs(5)).unwrap_err().is_lost());
+
+    let _lock = server.client().lock(NAME).lock().unwrap();
+    assert!(semaphore.delete().unwrap_err().is_wrong_kind());
+    assert!(server.exists(NAME), "another kind's key is left alone");
+}
+
+#[test]
+fn extend_moves_a_held_permits_lease_and_a_run_out_one_is_lost() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    semaphore.try_set_permits(1).unwrap();
+    let permit = semaphore
+        .acquire_with_lease(Duration::from_secs(2))
+        .unwrap();
+    let before = permit.valid_until();
+    permit.extend(Duration::from_secs(60)).unwrap();
+    assert!(permit.valid_until() > before + Duration::from_secs(30));
+    let ends: f64 = redis::cmd("ZSCORE")
+        .arg(HELD)
+        .arg(stored_id(&permit.id()))
+        .query(&mut server.conn())
+        .unwrap();
+    let now: (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    assert!(
+        ends > (now.0 * 1000) as f64 + 30_000.0,
+        "the stored lease moved"
+    );
+    assert!(
+        permit
+            .extend(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_input()
+    );
+
+    // Its lease ran out: someone else may have it by now.
+    let () = redis::cmd("ZADD")
+        .arg(HELD)
+        .arg("XX")
+        .arg(1)
+        .arg(stored_id(&permit.id()))
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        permit
+            .extend(Duration::from_secs(60))
+            .unwrap_err()
+            .is_lost()
+    );
+    assert!(permit.is_lost());
+}
+
+#[test]
+fn operator_calls_refuse_bad_input_and_missing_rights_writing_nothing() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    for bad in [0, (1 << 40) + 1] {
+        assert!(semaphore.set_permits(bad).unwrap_err().is_invalid_input());
+        assert!(
+            semaphore
+                .reduce_permits(bad)
+                .unwrap_err()
+                .is_invalid_input()
+        );
+    }
+    assert!(!server.exists(NAME), "bad input wrote something");
+
+    semaphore.try_set_permits(2).unwrap();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "narrow", "on", ">pw", "~*", "&*", "+@all"][..])
+        .arg(&["-zremrangebyscore", "-decrby"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let narrow = LockClient::builder(&format!("redis://narrow:pw@127.0.0.1:{}/", server.port()))
+        .build()
+        .unwrap()
+        .semaphore(NAME);
+    assert!(narrow.set_permits(5).unwrap_err().is_permission());
+    assert!(narrow.reduce_permits(1).unwrap_err().is_permission());
+    assert_eq!(semaphore.available_permits().unwrap(), 2, "a refusal wrote");
 }

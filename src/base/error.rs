@@ -64,6 +64,9 @@ pub enum Error {
         lock: String,
         /// How long the call waited before giving up.
         waited: Duration,
+        /// What held the lock when the wait gave up, when Redis could tell in time (boxed,
+        /// to keep the error small).
+        held_by: Option<Box<crate::base::held_by::HeldBy>>,
     },
     /// This thread holds no hold of the lock it tried to release. Nothing was changed on the
     /// server.
@@ -205,6 +208,16 @@ pub enum Error {
         /// The sentinels asked, as `host:port`, and why each did not answer.
         failed: Vec<NodeError>,
     },
+    /// The wait was cancelled: by the [`Cancel`](crate::Cancel) token of the handle, or
+    /// (`closed`) by [`LockClient::close`](crate::LockClient::close), after which every call
+    /// that would start something new fails so at once. Nothing is held for the call, and
+    /// a fair lock's waiter has left the queue.
+    Cancelled {
+        /// The lock concerned.
+        lock: String,
+        /// Whether the client was closed, rather than the handle's token cancelled.
+        closed: bool,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock concerned.
@@ -230,6 +243,17 @@ impl Error {
     /// The caller's deadline passed while the lock was busy.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })
+    }
+
+    /// The wait was cancelled, by a [`Cancel`](crate::Cancel) token or by closing the
+    /// client ([`is_closed`](Self::is_closed)).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
+    }
+
+    /// The client was closed ([`LockClient::close`](crate::LockClient::close)).
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Cancelled { closed: true, .. })
     }
 
     /// A release of a hold this thread does not have.
@@ -373,6 +397,7 @@ impl Error {
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
+            | Error::Cancelled { lock, .. }
             | Error::Watchdog { lock, .. } => Some(lock),
             _ => None,
         }
@@ -502,8 +527,16 @@ impl Error {
             Error::Redis { lock, node, .. } | Error::Pool { lock, node, .. } => {
                 write!(f, "redis {node}{}: {}", about(lock), self.what())
             }
-            Error::Timeout { lock, waited } => {
-                write!(f, "lock {lock:?} still busy after waiting {waited:?}")
+            Error::Timeout {
+                lock,
+                waited,
+                held_by,
+            } => {
+                write!(f, "lock {lock:?} still busy after waiting {waited:?}")?;
+                match held_by {
+                    Some(held_by) => write!(f, ": {held_by}"),
+                    None => Ok(()),
+                }
             }
             Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
             Error::Lost { lock } => write!(
@@ -588,6 +621,15 @@ impl Error {
                 "no sentinel named the primary of {master:?}; asked: {}",
                 causes(failed)
             ),
+            Error::Cancelled {
+                lock,
+                closed: false,
+            } => {
+                write!(f, "waiting for lock {lock:?} was cancelled")
+            }
+            Error::Cancelled { lock, closed: true } => {
+                write!(f, "lock {lock:?}: the client is closed")
+            }
             Error::Watchdog { lock, .. } => {
                 write!(f, "could not start the watchdog thread for lock {lock:?}")
             }

@@ -4,7 +4,7 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `redmutex_acquisitions_total` | counter | `kind`, `outcome`: `acquired`, `timeout`, `error` |
+//! | `redmutex_acquisitions_total` | counter | `kind`, `outcome`: `acquired`, `busy` (a `try_lock` that found it taken), `timeout`, `cancelled`, `error` |
 //! | `redmutex_wait_seconds` | histogram | `kind`: from the call to the hold, for acquisitions |
 //! | `redmutex_handoff_seconds` | histogram | `kind`: from an unlock message to the hold it let in |
 //! | `redmutex_hold_seconds` | histogram | `kind`: from the hold to its release |
@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use crate::base::error::Error;
 
-/// An acquisition call ended: `acquired` after `waited`, a `timeout`, or an `error`.
+/// An acquisition call ended: `acquired` after `waited`, `busy` (not to wait, and found
+/// taken), a `timeout`, `cancelled` (by its token or by closing the client), or an `error`.
 pub(crate) fn acquisition(kind: &'static str, outcome: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
     {

@@ -6,6 +6,7 @@ pub(crate) mod cause;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod health;
+pub(crate) mod held_by;
 pub(crate) mod lost;
 pub(crate) mod metrics;
 pub(crate) mod retry;

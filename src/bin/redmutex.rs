@@ -75,6 +75,13 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("redmutex: {err:#}");
+            if err.is_auth() {
+                eprintln!(
+                    "redmutex: give the user and password in the URL: \
+                     --url redis://USER:PASSWORD@HOST:PORT/ (or REDIS_URL); with --sentinel, \
+                     the sentinels' go in their URLs"
+                );
+            }
             ExitCode::from(1)
         }
     }
@@ -86,7 +93,7 @@ fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
         (Some(master), _, _) => LockClient::sentinel(&urls, master),
         (None, true, _) => LockClient::cluster(&urls),
         (None, false, 1) => LockClient::builder(urls[0]),
-        (None, false, _) => LockClient::redlock_builder(&urls),
+        (None, false, _) => LockClient::redlock(&urls),
     };
     builder.key_prefix(prefix).build()
 }

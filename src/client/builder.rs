@@ -12,24 +12,23 @@ use crate::base::lost::LockLost;
 use crate::client::lock_client::LockClient;
 
 impl LockClient {
-    /// Connects to one Redis with every default setting (see [`LockClientBuilder`]).
+    /// Connects to one Redis with every default setting: the one shortcut, the same as
+    /// `LockClient::builder(url).build()`.
     pub fn open(url: &str) -> Result<LockClient> {
         Self::builder(url).build()
     }
 
-    /// Starts a builder for one Redis with tuned settings.
+    /// Starts a builder for one Redis. Each topology has a builder of its own, with the
+    /// same settings: [`builder`](Self::builder) for one server,
+    /// [`redlock`](Self::redlock) for independent masters, [`sentinel`](Self::sentinel)
+    /// for a Sentinel-managed primary, [`cluster`](Self::cluster) for a Redis Cluster.
     pub fn builder(url: &str) -> LockClientBuilder {
         LockClientBuilder::new(&[url])
     }
 
-    /// Connects to N independent Redis masters for Redlock, with every default setting.
-    /// Fails unless a quorum (N/2 + 1) of them answers; the others are tried again as needed.
-    pub fn redlock(urls: &[&str]) -> Result<LockClient> {
-        Self::redlock_builder(urls).build()
-    }
-
-    /// Starts a builder for N independent Redis masters (Redlock) with tuned settings.
-    pub fn redlock_builder(urls: &[&str]) -> LockClientBuilder {
+    /// Starts a builder for N independent Redis masters (Redlock). Its `build()` fails
+    /// unless a quorum (N/2 + 1) of them answers; the others are tried again as needed.
+    pub fn redlock(urls: &[&str]) -> LockClientBuilder {
         LockClientBuilder::new(urls)
     }
 

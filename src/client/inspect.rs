@@ -121,7 +121,7 @@ impl LockClient {
     /// [`inspect`](Self::inspect) without the holders' client names.
     fn inspect_unnamed(&self, name: &[u8]) -> Result<LockInfo> {
         let target = self.target(name);
-        let key = target.begin()?;
+        let key = target.open()?;
         let names = [
             key.to_vec(),
             names::channel(key),

@@ -46,7 +46,7 @@ const MAX_NODES: usize = 64;
 ///     "redis://10.0.0.1:6379/",
 ///     "redis://10.0.0.2:6379/",
 ///     "redis://10.0.0.3:6379/",
-/// ])?;
+/// ]).build()?;
 /// let guard = client.lock("orders:42").lock()?; // held on at least 2 of the 3
 /// # Ok::<(), redmutex::Error>(())
 /// ```
@@ -131,6 +131,31 @@ impl LockClient {
     pub fn nodes(&self) -> Vec<&str> {
         let list = self.shared.nodes().list();
         list.iter().map(|node| node.name.as_str()).collect()
+    }
+
+    /// Closes the client: every wait of its locks and semaphores, in any thread, ends with
+    /// [`Error::Cancelled`] ([`is_closed`](Error::is_closed)) within one round trip, and
+    /// every later call that would start something (an acquisition, a change of permits, a
+    /// forced unlock, a question about a lock) fails so at once, on every clone of the
+    /// client. What is held stays held: guards and permits taken before still renew, extend
+    /// and release, and a fair lock's waiters still leave the queue. Closing twice does
+    /// nothing more.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.lock("orders:42");
+    /// let waiter = std::thread::spawn(move || lock.lock().map(drop));
+    /// client.close(); // on shutdown: the waiter returns Err(e) with e.is_closed()
+    /// # let _ = waiter.join();
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.shared.closing().cancel();
+    }
+
+    /// Whether [`close`](Self::close) was called on this client or a clone of it.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closing().is_cancelled()
     }
 
     /// What this client's watchdogs have done so far.

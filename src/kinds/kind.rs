@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use redis::Cmd;
 
 use crate::base::error::{Error, NodeError, Result};
+use crate::base::held_by::HeldBy;
 use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
@@ -41,6 +42,9 @@ pub enum Attempt<H> {
     Acquired(Hold<H>),
     /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
+    /// Free, but others are ahead of this waiter (a fair lock's queue): waited for as a
+    /// busy lock without a known expiry, and no holder to explain.
+    Queued,
     /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
     /// not confirmed on a quorum); retried after a pause within the deadline, and returned
     /// as the error when the deadline has passed.
@@ -123,6 +127,27 @@ pub(crate) mod sealed {
         /// lease: a fair-lock waiter comes back before its place in the queue runs out.
         fn longest_wait(_: &Target) -> Option<Duration> {
             None
+        }
+
+        /// What holds the lock, by one look at Redis within `limit`, for a waiter that
+        /// explains its wait: by default the lock key's type, expiry and (for a hash) its
+        /// first owner field. `None` when nothing answered or the key is gone.
+        fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+            let key = target.key().ok()?;
+            let nodes = target.shared.nodes();
+            let results =
+                nodes.run_all::<(String, i64, Option<String>)>(&scripts::busy(key), limit);
+            let (kind, ttl, holder) = results.into_iter().find_map(|result| {
+                result
+                    .map_err(|err| log::debug!("asking what holds {:?}: {err:#}", target.name()))
+                    .ok()
+            })?;
+            (kind != "none").then(|| HeldBy {
+                key: String::from_utf8_lossy(key).into_owned(),
+                found: crate::layout::names::kind_of(&kind).to_owned(),
+                holder,
+                ttl: u64::try_from(ttl).ok().map(Duration::from_millis),
+            })
         }
 
         /// Run when an acquisition ends without the lock (deadline, busy on a `try_lock`,

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Cmd;
 
+use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
 use crate::lease::holding::Holding;
@@ -19,7 +21,7 @@ use crate::lease::target::Target;
 use crate::lease::watchdog::{self, Renewal};
 use crate::lease::workers::Ticket;
 use crate::topology::quorum::validity_end;
-use crate::transport::scripts;
+use crate::transport::scripts::{self, Renewed};
 
 /// The permits of a [`Semaphore`](crate::Semaphore): the kind behind its
 /// [`Permit`](crate::Permit)s. A busy attempt waits at most until the first held lease
@@ -113,6 +115,34 @@ impl Machinery for Permits {
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
     }
+
+    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        let (key, timeouts, _) = keys(target).ok()?;
+        let [node] = target.shared.nodes().list() else {
+            return None;
+        };
+        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let cmd = scripts::semaphore_busy(&key, &timeouts);
+        let (kind, available, held, ends): (String, i64, u64, i64) = node
+            .run(&cmd, end)
+            .map_err(|err| log::debug!("asking about semaphore {:?}: {err:#}", target.name()))
+            .ok()?;
+        let found = match (kind.as_str(), available, held) {
+            (_, -1, _) => format!("a {kind} that is no number of permits"),
+            ("none", _, 0) => {
+                "no permits: they were never set (try_set_permits or set_permits sets them)"
+                    .to_owned()
+            }
+            (_, _, 0) => format!("{available} permits available and none held"),
+            _ => format!("{available} permits available and {held} held"),
+        };
+        Some(HeldBy {
+            key: String::from_utf8_lossy(&key).into_owned(),
+            found,
+            holder: None,
+            ttl: u64::try_from(ends).ok().map(Duration::from_millis),
+        })
+    }
 }
 
 /// Gives the permit `id` back; `holding`, if known, is reported lost when the permit was
@@ -138,6 +168,31 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
             Some(holding) => target.found_lost(holding),
             None => target.not_held(),
         }),
+    }
+}
+
+/// Sets the remaining lease of the held permit `hold` to `lease`: [`Error::Lost`] when the
+/// permit is gone or its lease had run out.
+pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) -> Result<()> {
+    check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
+    target.begin()?;
+    if hold.holding.is_lost() {
+        return Err(target.lost());
+    }
+    let [node] = target.shared.nodes().list() else {
+        return Err(target.lost());
+    };
+    let timeouts = names::semaphore_timeouts(&target.shared_key());
+    let cmd = scripts::semaphore_renew(&timeouts, &hold.held.id.to_be_bytes(), lease);
+    let end = Instant::now() + target.shared.config().response_timeout;
+    let renewed = hold.holding.lease_round(lease, || {
+        let renewed = node.run::<Renewed>(&cmd, end);
+        let kept = matches!(renewed, Ok(Renewed::Kept));
+        (renewed, kept)
+    });
+    match renewed.map_err(|err| err.with_lock(target.name()))? {
+        Renewed::Kept => Ok(()),
+        _ => Err(target.found_lost(&hold.holding)),
     }
 }
 

@@ -136,7 +136,7 @@ pub enum Grant {
 
 /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
 pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
-    let key = target.begin()?;
+    let key = target.open()?;
     let mut cmd = redis::cmd("HGET");
     cmd.arg(key).arg(K::field(target));
     let nodes = target.shared.nodes();
@@ -235,18 +235,23 @@ pub(crate) fn take<K: Hashed>(
         return unmet;
     }
     // Busy: the lock may free up when the earliest of the holder's leases runs out.
-    Ok(Attempt::Busy(
-        answers
-            .iter()
-            .filter_map(|reply| match *reply {
-                Grant::Busy(ttl) if ttl >= 0 => {
-                    Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
-                }
-                _ => None,
-            })
-            .min(),
-    ))
+    let ttl = answers
+        .iter()
+        .filter_map(|reply| match *reply {
+            Grant::Busy(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
+            _ => None,
+        })
+        .min();
+    // A fair lock's "free, but others are ahead" (-2) is no holder at all.
+    let queued = |reply: &Grant| matches!(reply, Grant::Busy(QUEUED));
+    if ttl.is_none() && !answers.is_empty() && answers.iter().all(queued) {
+        return Ok(Attempt::Queued);
+    }
+    Ok(Attempt::Busy(ttl))
 }
+
+/// The busy reply of a fair lock that is free while others are ahead in its queue.
+const QUEUED: i64 = -2;
 
 /// Records a granted hold, starting the watchdog for the first watched one.
 fn acquired<K: Hashed>(

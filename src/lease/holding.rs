@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::base::health::Health;
 use crate::topology::quorum::validity_end;
@@ -20,6 +20,9 @@ pub(crate) struct Holding {
     /// Held by the watchdog for a renewal round and by a release while it runs, so that a
     /// late renewal cannot put back a hold that the release just deleted.
     round: Mutex<()>,
+    /// Notified, under `lost_wait`, when the holding is marked lost.
+    lost_cond: Condvar,
+    lost_wait: Mutex<()>,
 }
 
 impl Holding {
@@ -29,6 +32,8 @@ impl Holding {
             uncertain: AtomicBool::new(false),
             valid_until: Mutex::new(valid_until),
             round: Mutex::new(()),
+            lost_cond: Condvar::new(),
+            lost_wait: Mutex::new(()),
         }
     }
 
@@ -57,9 +62,37 @@ impl Holding {
         (before != after).then_some(before)
     }
 
-    /// Marks the holding lost; true the first time.
+    /// Marks the holding lost, waking [`wait_lost`](Self::wait_lost); true the first time.
     pub fn mark_lost(&self) -> bool {
-        !self.lost.swap(true, Ordering::AcqRel)
+        let first = !self.lost.swap(true, Ordering::AcqRel);
+        // Under the lock, so that a waiter between its check and its wait is not missed.
+        let _wait = self.lost_wait.lock();
+        self.lost_cond.notify_all();
+        first
+    }
+
+    /// Waits until the holding is marked lost or `done` (checked again on every
+    /// [`wake_watchers`](Self::wake_watchers)), at most `timeout`; whether it was lost.
+    pub fn wait_lost(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut wait = self.lost_wait.lock();
+        while !self.is_lost() && !done() {
+            match deadline {
+                Some(deadline) => {
+                    if self.lost_cond.wait_until(&mut wait, deadline).timed_out() {
+                        break;
+                    }
+                }
+                None => self.lost_cond.wait(&mut wait),
+            }
+        }
+        self.is_lost()
+    }
+
+    /// Wakes the waits of [`wait_lost`](Self::wait_lost) to check their `done` again.
+    pub fn wake_watchers(&self) {
+        let _wait = self.lost_wait.lock();
+        self.lost_cond.notify_all();
     }
 
     /// Until when the lock is surely held, as of the last acquisition or renewal.
@@ -99,7 +132,24 @@ impl Holding {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+
+    #[test]
+    fn wait_lost_is_woken_by_the_loss_and_times_out_without_one() {
+        let holding = Arc::new(Holding::new(Instant::now() + Duration::from_secs(100)));
+        assert!(
+            !holding.wait_lost(Duration::from_millis(1), || false),
+            "not lost yet"
+        );
+        let marker = holding.clone();
+        let thread = std::thread::spawn(move || marker.mark_lost());
+        // A bound far beyond any scheduling delay: only the loss ends this wait in time.
+        assert!(holding.wait_lost(Duration::from_secs(3600), || false));
+        assert!(thread.join().unwrap());
+        assert!(holding.wait_lost(Duration::ZERO, || false), "stays lost");
+    }
 
     #[test]
     fn a_lease_round_moves_the_validity_only_when_the_lease_was_taken() {

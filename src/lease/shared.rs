@@ -12,6 +12,7 @@ use crate::base::stats::Counters;
 use crate::lease::hold_table::HoldTable;
 use crate::lease::holding::Holding;
 use crate::lease::workers::Workers;
+use crate::notify::cancel::Cancel;
 use crate::transport::node::Nodes;
 
 /// The state behind a client and its locks.
@@ -25,6 +26,8 @@ pub(crate) struct Shared {
     counters: Counters,
     /// The process the client was built in; a forked child must not act as its owner.
     pid: u32,
+    /// Cancelled when the client is closed: ends every wait of the client.
+    closing: Cancel,
 }
 
 impl Shared {
@@ -37,6 +40,7 @@ impl Shared {
             holds: HoldTable::default(),
             counters: Counters::default(),
             pid: std::process::id(),
+            closing: Cancel::new(),
         }
     }
 
@@ -74,6 +78,22 @@ impl Shared {
         match self.forked() {
             false => Ok(()),
             true => Err(Error::Forked { parent: self.pid }),
+        }
+    }
+
+    /// The token that closing the client cancels.
+    pub fn closing(&self) -> &Cancel {
+        &self.closing
+    }
+
+    /// Refuses to start anything new on a closed client.
+    pub fn check_open(&self, lock: &str) -> Result<()> {
+        match self.closing.is_cancelled() {
+            false => Ok(()),
+            true => Err(Error::Cancelled {
+                lock: lock.to_owned(),
+                closed: true,
+            }),
         }
     }
 

@@ -29,12 +29,16 @@ struct Name {
     invalid: Option<&'static str>,
 }
 
+/// Why a name longer than [`MAX_NAME_LEN`] is refused, with the number.
+const TOO_LONG: &str = "longer than 1024 bytes (MAX_NAME_LEN)";
+const _: () = assert!(MAX_NAME_LEN == 1024, "TOO_LONG names the limit");
+
 impl Target {
     pub(crate) fn new(shared: Arc<Shared>, name: &[u8]) -> Self {
         let invalid = if name.is_empty() {
             Some("empty")
         } else if name.len() > MAX_NAME_LEN {
-            Some("longer than MAX_NAME_LEN bytes")
+            Some(TOO_LONG)
         } else {
             None
         };
@@ -95,6 +99,15 @@ impl Target {
     pub(crate) fn begin(&self) -> Result<&[u8]> {
         let key = self.key()?;
         self.shared.check_process()?;
+        Ok(key)
+    }
+
+    /// [`begin`](Self::begin) for a call that starts something new (an acquisition, a
+    /// change of a semaphore's permits, a forced unlock, a question): refused on a closed
+    /// client. Releases, give-ups and renewals of what is held use `begin`.
+    pub(crate) fn open(&self) -> Result<&[u8]> {
+        let key = self.begin()?;
+        self.shared.check_open(self.name())?;
         Ok(key)
     }
 

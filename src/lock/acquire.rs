@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
 use crate::base::metrics;
 use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
 use crate::notify::notifier::Subscription;
 
@@ -75,10 +77,11 @@ impl<K: Kind> Lock<K> {
         let started = Instant::now();
         let max_wait = self.target.shared.config().max_wait;
         let deadline = max_wait.map(|wait| started + wait);
-        self.acquire(lease, deadline)?
-            .ok_or_else(|| Error::Timeout {
+        self.acquire_explained(lease, deadline, true)?
+            .map_err(|held_by| Error::Timeout {
                 lock: self.name().to_owned(),
                 waited: started.elapsed(),
+                held_by: held_by.map(Box::new),
             })
     }
 
@@ -102,6 +105,18 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard<K>>> {
+        Ok(self.acquire_explained(lease, deadline, false)?.ok())
+    }
+
+    /// [`acquire`](Self::acquire), with what held the lock when a wait gave up: asked of
+    /// Redis (within the deadline's response timeout) when `explain`, or when it is logged
+    /// at debug level. A call that was not to wait asks nothing.
+    fn acquire_explained(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+        explain: bool,
+    ) -> Result<Result<LockGuard<K>, Option<HeldBy>>> {
         let mut queued = false;
         let started = Instant::now();
         let result = self.wait_for(lease, deadline, &mut queued);
@@ -114,6 +129,9 @@ impl<K: Kind> Lock<K> {
         }
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
+            Err(err) if err.is_cancelled() => "cancelled",
+            // A call that was not to wait (`try_lock`, a deadline already past) found it busy.
+            Ok(None) if deadline.is_some_and(|deadline| deadline <= started) => "busy",
             Ok(None) => "timeout",
             Err(err) => {
                 metrics::error(err);
@@ -121,7 +139,37 @@ impl<K: Kind> Lock<K> {
             }
         };
         metrics::acquisition(K::LABEL, outcome, started.elapsed());
-        result
+        if let Some(guard) = result? {
+            return Ok(Ok(guard));
+        }
+        if deadline.is_none_or(|deadline| deadline <= started) {
+            return Ok(Err(None));
+        }
+        let debug = log::log_enabled!(log::Level::Debug);
+        let held_by = (explain || debug)
+            .then(|| {
+                let limit = deadline.and_then(|d| d.checked_add(self.config().response_timeout));
+                limit
+                    .is_some_and(|limit| limit > Instant::now())
+                    .then(|| K::describe(&self.target, limit))
+                    .flatten()
+            })
+            .flatten();
+        if debug {
+            let why = held_by
+                .as_ref()
+                .map_or("what held it is not known".into(), ToString::to_string);
+            log::debug!(
+                "gave up waiting for lock {:?} after {:?}: {why}",
+                self.name(),
+                started.elapsed()
+            );
+        }
+        Ok(Err(held_by))
+    }
+
+    fn config(&self) -> &crate::base::config::Config {
+        self.target.shared.config()
     }
 
     /// The loop of [`acquire`](Self::acquire); `queued` is set once an attempt may have
@@ -138,18 +186,25 @@ impl<K: Kind> Lock<K> {
         if let Some(lease) = lease {
             check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
         }
-        target.begin()?;
+        target.open()?;
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
         let mut waiting = Waiting::new();
+        // A cancel, or closing the client, raises the signal this waiter sleeps on.
+        let _closing = target.shared.closing().register(&waiting.signal);
+        let _cancel = self.cancel.as_ref().map(|c| c.register(&waiting.signal));
         // When an unlock message last woke this waiter, for the hand-off it lets in.
         let mut woken_at = None;
         // Waiters poll at least every retry cap, notifications or not, where a lock can be
         // freed without a message: by a library that publishes none, or on Redlock, where
         // a failed attempt gives back what it took without waking anyone.
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
+        // Whether this wait has looked at a holder without expiry yet (once per wait).
+        let mut explained = false;
+        let mut held_for_ever;
         loop {
+            self.check_cancelled()?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
@@ -172,7 +227,14 @@ impl<K: Kind> Lock<K> {
                     // Someone holds it; their release will wake a waiter again.
                     waiting.woken = false;
                     woken_at = None;
+                    held_for_ever = ttl.is_none();
                     ttl
+                }
+                Attempt::Queued => {
+                    waiting.woken = false;
+                    woken_at = None;
+                    held_for_ever = false;
+                    None
                 }
                 Attempt::Retry(err) => {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -181,7 +243,9 @@ impl<K: Kind> Lock<K> {
                     }
                     let pause = backoff.next_delay(left);
                     log::debug!("{err:#}; retrying in {pause:?}");
-                    std::thread::sleep(pause);
+                    // On the signal, so that a cancel ends the pause; an unlock that
+                    // raises it meanwhile is used by the next attempt.
+                    waiting.woken |= waiting.signal.wait(pause);
                     continue;
                 }
             };
@@ -189,6 +253,12 @@ impl<K: Kind> Lock<K> {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
+            // A waiter (not a call that was not to wait) that finds a holder without expiry.
+            if held_for_ever && !explained {
+                explained = true;
+                self.warn_if_held_for_ever(limit);
+            }
+            self.check_cancelled()?;
             if waiting.needs_subscription() {
                 waiting.subscribe(target, &K::wait_channel(target), deadline);
                 if waiting.notifications {
@@ -208,6 +278,30 @@ impl<K: Kind> Lock<K> {
                 woken_at = Some(Instant::now());
             }
         }
+    }
+
+    /// Logs a warning when what holds the lock has no expiry: nothing frees it by itself,
+    /// so without it every waiter would wait for ever in silence.
+    fn warn_if_held_for_ever(&self, limit: Option<Instant>) {
+        if let Some(held_by) = K::describe(&self.target, limit).filter(|h| h.ttl.is_none()) {
+            log::warn!(
+                "waiting for lock {:?}, which nothing frees by itself: {held_by}; waiters wait \
+                 until it is deleted or changed",
+                self.name()
+            );
+        }
+    }
+
+    /// [`Error::Cancelled`] once the client is closed or the handle's token cancelled.
+    fn check_cancelled(&self) -> Result<()> {
+        let closed = self.target.shared.closing().is_cancelled();
+        if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return Err(Error::Cancelled {
+                lock: self.name().to_owned(),
+                closed,
+            });
+        }
+        Ok(())
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
@@ -11,6 +13,7 @@ use crate::kinds::kind::{Hold, Kind};
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::token::{self, Token};
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
 
 /// One hold of a [`Lock`]; dropping it gives the hold back.
 ///
@@ -18,8 +21,13 @@ use crate::lock::handle::Lock;
 /// [`unlock`](Self::unlock) releases and reports the result. When the last hold goes, the
 /// key is deleted and waiters are told.
 ///
-/// A guard of a reentrant or fenced lock cannot leave its thread: the hold belongs to the
-/// thread that took it, and a release from another thread would name the wrong owner.
+/// Which guards may move between threads:
+///
+/// | kind | guard | why |
+/// |---|---|---|
+/// | [`Reentrant`], [`Fenced`], [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) | not `Send` | the hold belongs to the thread that took it: a release from another thread would name the wrong owner |
+/// | [`Token`] | `Send` | the hold belongs to its token |
+/// | a semaphore's [`Permit`](crate::Permit) | `Send` | the permit belongs to its id |
 ///
 /// ```compile_fail
 /// fn hand_over(lock: redmutex::Lock) -> redmutex::Result<()> {
@@ -36,6 +44,8 @@ pub struct LockGuard<K: Kind = Reentrant> {
     released: bool,
     /// When the hold was taken, for the hold time.
     taken: Instant,
+    /// Set at release for the watches of this guard; made by the first watch.
+    watched_release: OnceLock<Arc<AtomicBool>>,
     _affinity: PhantomData<K::Affinity>,
 }
 
@@ -46,6 +56,7 @@ impl<K: Kind> LockGuard<K> {
             hold,
             released: false,
             taken: Instant::now(),
+            watched_release: OnceLock::new(),
             _affinity: PhantomData,
         }
     }
@@ -60,10 +71,14 @@ impl<K: Kind> LockGuard<K> {
         self.release()
     }
 
-    /// Gives the hold back, recording the hold time and any error.
+    /// Gives the hold back, recording the hold time and any error, and tells the watches.
     fn release(&self) -> Result<()> {
         metrics::released(K::LABEL, self.taken.elapsed());
         let result = K::release(&self.lock.target, &self.hold);
+        if let Some(released) = self.watched_release.get() {
+            released.store(true, Ordering::Release);
+            self.hold.holding.wake_watchers();
+        }
         if let Err(err) = &result {
             metrics::error(err);
         }
@@ -97,6 +112,14 @@ impl<K: Kind> LockGuard<K> {
     /// lock may have expired and been taken by someone else.
     pub fn valid_until(&self) -> Instant {
         self.hold.holding.valid_until()
+    }
+
+    /// A watch on this hold that other threads may keep and wait on: `Send + Sync +
+    /// Clone`, with [`is_lost`](HoldWatch::is_lost), [`health`](HoldWatch::health),
+    /// [`valid_until`](HoldWatch::valid_until) and [`wait_lost`](HoldWatch::wait_lost).
+    pub fn watch(&self) -> HoldWatch {
+        let released = self.watched_release.get_or_init(Arc::default).clone();
+        HoldWatch::new(self.hold.holding.clone(), released, self.lock.name())
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).

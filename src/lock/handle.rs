@@ -11,6 +11,7 @@ use crate::kinds::kind::Kind;
 use crate::kinds::reentrant::{self, Hashed, Reentrant};
 use crate::layout::names;
 use crate::lease::target::Target;
+use crate::notify::cancel::Cancel;
 
 /// A lock on one Redis key, shared by every thread and process that names it. `K` is its
 /// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
@@ -22,12 +23,17 @@ use crate::lease::target::Target;
 /// also with an explicit lease (`*_with_lease`), which gets no watchdog: the hold simply
 /// expires after the lease. Without one, a watchdog thread renews the lease while it is held.
 ///
+/// [`with_cancel`](Self::with_cancel) gives the same handle with its waits cancellable from
+/// another thread by a [`Cancel`] token.
+///
 /// On a client over several nodes (Redlock) every call goes to all of them: acquisitions
 /// fail at once with [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes answer, and a quorum that grants
 /// too slowly is retried within the deadline and reported as [`Error::ValidityExhausted`](crate::Error::ValidityExhausted)
 /// when time runs out; introspection reports what a quorum agrees on.
 pub struct Lock<K: Kind = Reentrant> {
     pub(crate) target: Target,
+    /// The token whose cancel ends this handle's waits.
+    pub(crate) cancel: Option<Cancel>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -35,7 +41,34 @@ impl<K: Kind> Lock<K> {
     pub(crate) fn new(target: Target) -> Self {
         Lock {
             target,
+            cancel: None,
             kind: PhantomData,
+        }
+    }
+
+    /// This handle, with its blocking acquisitions cancellable by `cancel`: once it is
+    /// cancelled, a wait in progress and every later one end with
+    /// [`Error::Cancelled`](crate::Error::Cancelled) within one round trip with Redis. The
+    /// acquisition calls are the same as the original's; guards are unchanged. An attempt
+    /// already on its way to Redis when the token is cancelled finishes: if it took the
+    /// lock, the call returns the guard (drop it to give the lock back), otherwise the
+    /// cancellation. A fair lock's waiter leaves the queue.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let stop = redmutex::Cancel::new();
+    /// let lock = client.lock("orders:42").with_cancel(&stop);
+    /// match lock.lock() {
+    ///     Ok(guard) => drop(guard),
+    ///     Err(err) if err.is_cancelled() => println!("stopped waiting"),
+    ///     Err(err) => return Err(err),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn with_cancel(&self, cancel: &Cancel) -> Self {
+        Lock {
+            cancel: Some(cancel.clone()),
+            ..self.clone()
         }
     }
 
@@ -68,7 +101,7 @@ impl<K: Kind> Lock<K> {
     /// the first attempt did, and never deletes a lock someone took in between.
     pub fn force_unlock(&self) -> Result<bool> {
         let target = &self.target;
-        let key = target.begin()?;
+        let key = target.open()?;
         let latch = names::unlock_latch(key, &names::random_id());
         let latch_ttl = target.shared.config().latch_ttl();
         let cmd = K::force_unlock_cmd(target, key, &latch, latch_ttl);
@@ -81,7 +114,7 @@ impl<K: Kind> Lock<K> {
 
     /// `cmd` on every node, and the answer a quorum agrees on at least.
     fn agreed<T: redis::FromRedisValue + Ord + Copy>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.target.shared.check_process()?;
+        self.target.open()?;
         let nodes = self.target.shared.nodes();
         nodes
             .agreed(nodes.run_all(cmd, None))
@@ -105,6 +138,7 @@ impl<K: Kind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Lock {
             target: self.target.clone(),
+            cancel: self.cancel.clone(),
             kind: PhantomData,
         }
     }

@@ -5,5 +5,6 @@
 pub(crate) mod acquire;
 pub(crate) mod guard;
 pub(crate) mod handle;
+pub(crate) mod hold_watch;
 pub(crate) mod read_write_lock;
 pub(crate) mod semaphore;

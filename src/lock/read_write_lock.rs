@@ -3,6 +3,7 @@
 use crate::kinds::read_write::{Read, Write};
 use crate::lease::target::Target;
 use crate::lock::handle::Lock;
+use crate::notify::cancel::Cancel;
 
 /// A read-write lock: [`read`](Self::read) and [`write`](Self::write) give its two sides,
 /// each a [`Lock`] with the whole acquisition quartet. Made by
@@ -36,6 +37,15 @@ impl ReadWriteLock {
         ReadWriteLock {
             read: Lock::new(target.clone()),
             write: Lock::new(target),
+        }
+    }
+
+    /// This lock, with both sides' blocking acquisitions cancellable by `cancel` (see
+    /// [`Lock::with_cancel`]).
+    pub fn with_cancel(&self, cancel: &Cancel) -> Self {
+        ReadWriteLock {
+            read: self.read.with_cancel(cancel),
+            write: self.write.with_cancel(cancel),
         }
     }
 

@@ -10,6 +10,8 @@ use crate::layout::names;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
+use crate::notify::cancel::Cancel;
 use crate::transport::scripts;
 
 /// Most permits a semaphore may be given at once.
@@ -60,6 +62,17 @@ impl Semaphore {
         self.permits.name()
     }
 
+    /// This semaphore, with its blocking acquisitions cancellable by `cancel`: once it is
+    /// cancelled, a wait in progress and every later one end with
+    /// [`Error::Cancelled`](crate::Error::Cancelled) within one round trip with Redis (see
+    /// [`Lock::with_cancel`]; an attempt that took a permit as the token was cancelled
+    /// returns it).
+    pub fn with_cancel(&self, cancel: &Cancel) -> Self {
+        Semaphore {
+            permits: self.permits.with_cancel(cancel),
+        }
+    }
+
     fn target(&self) -> &Target {
         &self.permits.target
     }
@@ -75,13 +88,74 @@ impl Semaphore {
         self.change(false, permits).map(drop)
     }
 
+    /// Sets the number of permits available now to `permits` (1 to 2^40), whatever it
+    /// was, waking as many waiters; returns the number available before (0 when it had
+    /// none). Held permits stay held and come back on top of `permits` when released;
+    /// held permits whose leases had run out are dropped. For an operator who resizes the
+    /// pool; [`try_set_permits`](Self::try_set_permits) is the one for start-up.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let pool = client.semaphore("db-connections");
+    /// pool.set_permits(10)?; // 10 available now, whatever there were
+    /// let taken = pool.reduce_permits(4)?; // up to 4 fewer, never below zero
+    /// println!("took {taken}; {} left", pool.available_permits()?);
+    /// pool.delete()?; // gone: held permits fail to release
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn set_permits(&self, permits: u64) -> Result<u64> {
+        let target = self.target();
+        check_permits(target, permits)?;
+        let key = target.open()?;
+        let timeouts = names::semaphore_timeouts(key);
+        let cmd = scripts::semaphore_set(key, &timeouts, &names::semaphore_channel(key), permits);
+        self.run(&cmd)
+            .map(|before| u64::try_from(before).unwrap_or_default())
+    }
+
+    /// Takes up to `permits` (1 to 2^40) away from the permits available, never below
+    /// zero, and returns how many it took: fewer than asked when fewer were available.
+    /// Held permits are left alone: each comes back when released, so to shrink a pool
+    /// whose permits are held, reduce what is available and let the holders release.
+    /// Held permits whose leases had run out come back first and count as available. A
+    /// semaphore without permits is left as it is (0).
+    pub fn reduce_permits(&self, permits: u64) -> Result<u64> {
+        let target = self.target();
+        check_permits(target, permits)?;
+        let key = target.open()?;
+        let timeouts = names::semaphore_timeouts(key);
+        let cmd =
+            scripts::semaphore_reduce(key, &timeouts, &names::semaphore_channel(key), permits);
+        self.run(&cmd)
+            .map(|taken| u64::try_from(taken).unwrap_or_default())
+    }
+
+    /// Deletes the semaphore: its permits and its record of held permits. Returns whether
+    /// there was anything to delete. Permits held when it was deleted are not held any
+    /// more: their release fails with [`Error::Lost`](crate::Error::Lost) (by
+    /// [`Permit`]; [`Error::NotHeld`](crate::Error::NotHeld) by id), their watchdog marks
+    /// them lost at its next renewal, and waiters wait for permits to be set again. A key
+    /// of another kind is [`Error::WrongKind`](crate::Error::WrongKind), left as it is.
+    pub fn delete(&self) -> Result<bool> {
+        let target = self.target();
+        let key = target.open()?;
+        let cmd = scripts::semaphore_delete(key, &names::semaphore_timeouts(key));
+        self.run(&cmd).map(|deleted| deleted == 1)
+    }
+
+    /// `cmd` on every node, and the answer a quorum agrees on at least.
+    fn run(&self, cmd: &redis::Cmd) -> Result<i64> {
+        let target = self.target();
+        let nodes = target.shared.nodes();
+        nodes
+            .agreed(nodes.run_all::<i64>(cmd, None))
+            .map_err(|err| target.wrong_kind(err))
+    }
+
     fn change(&self, set: bool, permits: u64) -> Result<i64> {
         let target = self.target();
-        if !(1..=MAX_PERMITS).contains(&permits) {
-            let reason = format!("must be 1..={MAX_PERMITS}");
-            return Err(target.invalid_argument("permits", reason));
-        }
-        let key = target.begin()?;
+        check_permits(target, permits)?;
+        let key = target.open()?;
         let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
         let nodes = target.shared.nodes();
         nodes
@@ -93,7 +167,7 @@ impl Semaphore {
     /// at the next acquisition). Reads only.
     pub fn available_permits(&self) -> Result<u64> {
         let target = self.target();
-        let key = target.begin()?;
+        let key = target.open()?;
         let cmd = scripts::semaphore_available(key, &names::semaphore_timeouts(key));
         let nodes = target.shared.nodes();
         let count: i64 = nodes
@@ -170,6 +244,15 @@ impl Semaphore {
     }
 }
 
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `permits` is 1 to 2^40.
+fn check_permits(target: &Target, permits: u64) -> Result<()> {
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        let reason = format!("must be 1..={MAX_PERMITS}");
+        return Err(target.invalid_argument("permits", reason));
+    }
+    Ok(())
+}
+
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
@@ -194,6 +277,24 @@ impl Permit {
         self.guard.unlock()
     }
 
+    /// Sets the permit's remaining lease to `lease` ([`MIN_LEASE`](crate::MIN_LEASE) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE)), from now. [`Error::Lost`](crate::Error::Lost) when
+    /// the permit is no longer held (its lease had run out, it was released by id, or the
+    /// semaphore was deleted). On a permit the watchdog renews, the next renewal sets the
+    /// client's lease again.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let pool = client.semaphore("db-connections");
+    /// let permit = pool.acquire_with_lease(Duration::from_secs(10))?;
+    /// permit.extend(Duration::from_secs(60))?; // the job runs longer than planned
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        permits::extend(&self.guard.lock().target, &self.guard.hold, lease)
+    }
+
     /// Whether the watchdog, or a release, found the permit gone.
     pub fn is_lost(&self) -> bool {
         self.guard.is_lost()
@@ -202,6 +303,12 @@ impl Permit {
     /// Where the permit stands (see [`LockGuard::health`]).
     pub fn health(&self) -> crate::Health {
         self.guard.health()
+    }
+
+    /// A watch on this permit that other threads may keep and wait on (see
+    /// [`LockGuard::watch`]).
+    pub fn watch(&self) -> HoldWatch {
+        self.guard.watch()
     }
 
     /// Until when the permit is surely held (see [`LockGuard::valid_until`]).

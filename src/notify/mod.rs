@@ -1,7 +1,8 @@
 //! Unlock notifications: one subscriber connection and thread per node of a client, the
-//! shared table of channels and waiting signals, and the waiter's side of subscribing. Uses
-//! `layout`, `topology` and `base`.
+//! shared table of channels and waiting signals, the waiter's side of subscribing, and the
+//! tokens that cancel waits. Uses `layout`, `topology` and `base`.
 
+pub(crate) mod cancel;
 pub(crate) mod hub;
 pub(crate) mod notifier;
 pub(crate) mod subscriber;

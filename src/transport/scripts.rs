@@ -55,6 +55,11 @@ scripts! {
     TOKEN_PROBE => "token_probe.lua",
     TOKEN_RELEASE => "token_release.lua",
     TOKEN_RENEW => "token_renew.lua",
+    BUSY => "busy.lua",
+    SEMAPHORE_BUSY => "semaphore_busy.lua",
+    SEMAPHORE_SET => "semaphore_set.lua",
+    SEMAPHORE_REDUCE => "semaphore_reduce.lua",
+    SEMAPHORE_DELETE => "semaphore_delete.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
@@ -410,6 +415,38 @@ pub(crate) fn semaphore_renew(timeouts: &[u8], id: &[u8], lease: Duration) -> Cm
 /// Replies the number.
 pub(crate) fn semaphore_available(key: &[u8], timeouts: &[u8]) -> Cmd {
     evalsha(&SEMAPHORE_AVAILABLE, &[key, timeouts])
+}
+
+/// What holds the lock `key`. Replies `{type, pttl, holder or false}`.
+pub(crate) fn busy(key: &[u8]) -> Cmd {
+    evalsha(&BUSY, &[key])
+}
+
+/// Where the semaphore's permits stand. Replies `{type, available, held, ms to the first
+/// lease's end}`.
+pub(crate) fn semaphore_busy(key: &[u8], timeouts: &[u8]) -> Cmd {
+    evalsha(&SEMAPHORE_BUSY, &[key, timeouts])
+}
+
+/// Set the permits available to `n`, whatever they were, announcing `n` on `channel`.
+/// Replies the number available before.
+pub(crate) fn semaphore_set(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_SET, &[key, timeouts, channel]);
+    cmd.arg(n);
+    cmd
+}
+
+/// Take `n` permits away from those available, not below zero. Replies how many were
+/// taken away.
+pub(crate) fn semaphore_reduce(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64) -> Cmd {
+    let mut cmd = evalsha(&SEMAPHORE_REDUCE, &[key, timeouts, channel]);
+    cmd.arg(n);
+    cmd
+}
+
+/// Delete the semaphore's keys. Replies 1 when one existed.
+pub(crate) fn semaphore_delete(key: &[u8], timeouts: &[u8]) -> Cmd {
+    evalsha(&SEMAPHORE_DELETE, &[key, timeouts])
 }
 
 /// Set the semaphore's permits to `n` if it has none yet (`set`), or add `n`, announcing

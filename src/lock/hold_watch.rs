@@ -1,0 +1,96 @@
+//! A view of one hold that other threads may keep: whether it was lost, its health and
+//! validity, and a wait for its loss.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::base::health::Health;
+use crate::lease::holding::Holding;
+
+/// A watch on one hold of a guard or permit, made by [`LockGuard::watch`](crate::LockGuard::watch)
+/// or [`Permit::watch`](crate::Permit::watch): `Send + Sync + Clone`, so a helper thread can
+/// check the hold (a guard of a reentrant lock cannot leave its thread) or block until it
+/// is lost, where [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) hears every
+/// lock of the client.
+///
+/// It sees what the guard sees: the loss is found by the watchdog, a release or a re-entry,
+/// so a hold with an explicit lease (not watched) is found lost only by its release;
+/// [`valid_until`](Self::valid_until) says when such a hold surely ends. A watch kept after
+/// the guard is released reports what was last known, and [`is_released`](Self::is_released).
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+/// let guard = client.lock("orders:42").lock()?;
+/// let watch = guard.watch();
+/// let stop_work = std::thread::spawn(move || {
+///     if watch.wait_lost(Duration::from_secs(60)) {
+///         // the lock is gone: stop the work it protects
+///     }
+/// });
+/// # drop(guard);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct HoldWatch {
+    holding: Arc<Holding>,
+    /// Set when the guard or permit watched is released or dropped.
+    released: Arc<AtomicBool>,
+    name: Arc<str>,
+}
+
+impl HoldWatch {
+    pub(crate) fn new(holding: Arc<Holding>, released: Arc<AtomicBool>, name: &str) -> Self {
+        HoldWatch {
+            holding,
+            released,
+            name: name.into(),
+        }
+    }
+
+    /// Whether the guard or permit watched was released or dropped.
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+
+    /// The name of the lock or semaphore held.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the hold is known to be gone (as [`LockGuard::is_lost`](crate::LockGuard::is_lost)).
+    pub fn is_lost(&self) -> bool {
+        self.holding.is_lost()
+    }
+
+    /// Where the hold stands (as [`LockGuard::health`](crate::LockGuard::health)).
+    pub fn health(&self) -> Health {
+        self.holding.health()
+    }
+
+    /// Until when the hold is surely held (as
+    /// [`LockGuard::valid_until`](crate::LockGuard::valid_until)).
+    pub fn valid_until(&self) -> Instant {
+        self.holding.valid_until()
+    }
+
+    /// Blocks until the hold is found lost, at most `timeout`, and returns whether it was.
+    /// Woken by whatever finds the loss (the watchdog, a release, a re-entry), not by
+    /// polling; returns at once if it is lost already. It also returns, `false`, once the
+    /// guard or permit watched is released or dropped ([`is_released`](Self::is_released)),
+    /// so a helper thread waiting on it ends with the hold.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        self.holding.wait_lost(timeout, || self.is_released())
+    }
+}
+
+impl fmt::Debug for HoldWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HoldWatch")
+            .field("lock", &self.name())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
