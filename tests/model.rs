@@ -83,25 +83,39 @@ const SLEEPY: usize = 2;
 
 impl Clients {
     fn new(server: &Server) -> Clients {
-        let shared = server
-            .builder_with_lease(WATCHDOG_LEASE)
-            // Waiters come back often: a waiter that misses a wake-up is not stuck for long.
-            .retry_cap(Duration::from_millis(50))
-            .build()
-            .unwrap();
-        let own = server
-            .builder_with_lease(WATCHDOG_LEASE)
-            .retry_base(Duration::from_secs(30))
-            .retry_cap(Duration::from_secs(60))
-            // A fair waiter comes back at least every third of this.
-            .fair_queue_wait(Duration::from_secs(180))
-            .build()
-            .unwrap();
+        let shared = build(|| {
+            server
+                .builder_with_lease(WATCHDOG_LEASE)
+                // Waiters come back often: one that misses a wake-up is not stuck for long.
+                .retry_cap(Duration::from_millis(50))
+        });
+        let own = build(|| {
+            server
+                .builder_with_lease(WATCHDOG_LEASE)
+                .retry_base(Duration::from_secs(30))
+                .retry_cap(Duration::from_secs(60))
+                // A fair waiter comes back at least every third of this.
+                .fair_queue_wait(Duration::from_secs(180))
+        });
         Clients { shared, own }
     }
 
     fn of(&self, owner: usize) -> &LockClient {
         if owner < 2 { &self.shared } else { &self.own }
+    }
+}
+
+/// A client from `builder`: building asks the server for its settings within the short
+/// response timeout a 300 ms lease allows, which a busy machine can miss; the test is not
+/// about that, so it asks again.
+fn build(builder: impl Fn() -> redmutex::LockClientBuilder) -> LockClient {
+    let mut tries = 0;
+    loop {
+        match builder().build() {
+            Ok(client) => return client,
+            Err(err) if err.is_connection() && tries < 10 => tries += 1,
+            Err(err) => panic!("no client: {err}"),
+        }
     }
 }
 

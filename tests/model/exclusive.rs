@@ -570,9 +570,14 @@ impl<K: Subject> Case<'_, K> {
             Op::Force => {
                 let lock = K::make(self.h.clients.of(0), &self.name);
                 let at = Instant::now();
-                self.messaged = lock
-                    .force_unlock()
-                    .map_err(|err| format!("force_unlock: {err}"))?;
+                // A reply that did not come in time: it may or may not have deleted the
+                // lock, so the holds count no more, and may still be there.
+                let (deleted, known) = match lock.force_unlock() {
+                    Ok(deleted) => (deleted, true),
+                    Err(err) if err.is_connection() => (false, false),
+                    Err(err) => return Err(format!("force_unlock: {err}")),
+                };
+                self.messaged = deleted;
                 for (i, party) in self.parties.iter_mut().enumerate() {
                     // A waiting owner's thread is busy, and it holds nothing yet.
                     let views = match party.waiting {
@@ -588,14 +593,18 @@ impl<K: Subject> Case<'_, K> {
                         hold.revoked = true;
                     }
                     // Gone from Redis; a running renewal cannot put a single node's key back.
-                    party.held = None;
+                    if known {
+                        party.held = None;
+                    }
                     if let Some(waiting) = &mut party.waiting {
                         waiting.forced = true;
                     }
                 }
-                self.java.count = 0;
                 self.java.sure_until = None;
-                self.java.bound = None;
+                if known {
+                    self.java.count = 0;
+                    self.java.bound = None;
+                }
                 Ok(())
             }
             Op::JavaTake { lease, wait } => self.java_take(lease, wait),

@@ -127,6 +127,8 @@ struct Hold {
     taken: Instant,
     lease: Lease,
     revoked: bool,
+    /// Found gone by a re-entry: no longer in the client's hold table.
+    stale: bool,
 }
 
 #[derive(Default)]
@@ -400,7 +402,18 @@ impl Case<'_> {
                     Side::Read => lock.read().force_unlock(),
                     Side::Write => lock.write().force_unlock(),
                 }
-                .map_err(|err| format!("force_unlock: {err}"))?;
+                .or_else(|err| match err.is_connection() {
+                    // A reply that did not come in time: taken as not deleted, and since it
+                    // may have been, nothing below may count on the holds any more.
+                    true => {
+                        for hold in self.parties.iter_mut().flat_map(|p| p.holds.iter_mut()) {
+                            hold.revoked = true;
+                        }
+                        self.java.holds.iter_mut().for_each(|hold| hold.1 = at);
+                        Ok(false)
+                    }
+                    false => Err(format!("force_unlock: {err}")),
+                })?;
                 self.log.push(format!("  deleted: {deleted}"));
                 self.messaged = deleted;
                 if deleted {
@@ -462,7 +475,9 @@ impl Case<'_> {
         };
         let reading = (mine.holds.iter().zip(&views))
             .any(|(h, view)| h.side == Side::Read && !h.revoked && live(view));
-        let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.revoked);
+        // Any write hold may still be in the hold table (a forced unlock's are until found
+        // out): then a write acquisition is a re-entry, not an upgrade.
+        let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.stale);
         let free = free_of_others && mine.holds.is_empty();
         // A forced unlock leaves the client's hold table as it was until a renewal or
         // release finds out: its read holds may still count.
@@ -507,6 +522,7 @@ impl Case<'_> {
                     taken: returned,
                     lease,
                     revoked: false,
+                    stale: false,
                 });
                 party.wrote |= side == Side::Write;
                 if let Some(lease) = lease.explicit() {
@@ -538,6 +554,7 @@ impl Case<'_> {
                     // Every guard of that side's holding is stale now.
                     for hold in party.holds.iter_mut().filter(|h| h.side == side) {
                         hold.revoked = true;
+                        hold.stale = true;
                     }
                 }
                 let ghost = party.ghost.unwrap_or(Bound::Gone);
