@@ -394,8 +394,8 @@ fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
     Ok(percentile(&mut samples, 50))
 }
 
-/// One hand-off at each call: from `unlock()` returning in this thread to `lock()`
-/// returning in a thread that waits for it.
+/// One hand-off at each call: from `unlock()` called in this thread (the release sent) to
+/// `lock()` returning in a thread that waits for it.
 fn handoff_thread<K: Kind>(lock: Lock<K>) -> Sampler {
     let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
     let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
@@ -411,8 +411,8 @@ fn handoff_thread<K: Kind>(lock: Lock<K>) -> Sampler {
         let guard = lock.lock()?;
         go_tx.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(3)); // let the waiter block
-        guard.unlock()?;
         let released = Instant::now();
+        guard.unlock()?;
         let acquired = got_rx.recv().unwrap();
         Ok(acquired.saturating_duration_since(released))
     })
@@ -476,8 +476,8 @@ fn handoff_process(url: &str, client: &LockClient) -> Sampler {
         let guard = lock.lock()?;
         waiter.go();
         std::thread::sleep(Duration::from_millis(3));
-        guard.unlock()?;
         let released = wall_nanos();
+        guard.unlock()?;
         let acquired = waiter.acquired();
         Ok(Duration::from_nanos(
             acquired.saturating_sub(released) as u64
@@ -672,10 +672,12 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
                 .key("bench:fair-raw")
                 .key("redisson_lock_queue:{bench:fair-raw}")
                 .key("redisson_lock_timeout:{bench:fair-raw}")
+                .key("redisson_lock_timeout:{bench:fair-raw}:redmutex_alive")
                 .arg(30_000)
                 .arg(owner)
                 .arg(0)
                 .arg(5_000)
+                .arg(300_000)
                 .invoke(&mut raw)
                 .expect("fair acquire");
             assert_eq!(taken, None);
@@ -685,6 +687,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
                 .key(latch("bench:fair-raw"))
                 .key("redisson_lock_queue:{bench:fair-raw}")
                 .key("redisson_lock_timeout:{bench:fair-raw}")
+                .key("redisson_lock_timeout:{bench:fair-raw}:redmutex_alive")
                 .arg(0)
                 .arg(30_000)
                 .arg(owner)
