@@ -62,10 +62,25 @@ pub fn now_nanos() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// `at` on the monotonic clock, in nanoseconds (both read the same clock; the two readings
-/// taken to convert lie a few nanoseconds apart, far below any hand-off).
-pub fn nanos(at: Instant) -> u64 {
-    let (clock, now) = (now_nanos(), Instant::now());
+/// `at` on the monotonic clock, in nanoseconds, never earlier than it was: for a window's
+/// start. Both clocks are the same one, read one after the other; reading `Instant` first
+/// means that a thread paused between the two readings moves the result later.
+pub fn nanos_at_least(at: Instant) -> u64 {
+    let now = Instant::now();
+    shift(now_nanos(), now, at)
+}
+
+/// `at` on the monotonic clock, in nanoseconds, never later than it was: for a window's
+/// end. Reading the clock first means that a pause between the two readings moves the
+/// result earlier. So a window is never longer than the hold, and a pause cannot make two
+/// windows overlap.
+pub fn nanos_at_most(at: Instant) -> u64 {
+    let clock = now_nanos();
+    shift(clock, Instant::now(), at)
+}
+
+/// `clock`, read at about `now`, moved to `at`.
+fn shift(clock: u64, now: Instant, at: Instant) -> u64 {
     if at >= now {
         clock + (at - now).as_nanos() as u64
     } else {
@@ -83,8 +98,8 @@ pub fn send(
 ) {
     let window = Window {
         holder: holder.to_owned(),
-        from: nanos(taken),
-        to: nanos(released.min(valid_until)),
+        from: nanos_at_least(taken),
+        to: nanos_at_most(released.min(valid_until)),
     };
     let _: () = redis::cmd("RPUSH")
         .arg(list)
@@ -122,8 +137,8 @@ impl History {
     pub fn record(&self, holder: &str, taken: Instant, released: Instant, valid_until: Instant) {
         let window = Window {
             holder: holder.to_owned(),
-            from: nanos(taken),
-            to: nanos(released.min(valid_until)),
+            from: nanos_at_least(taken),
+            to: nanos_at_most(released.min(valid_until)),
         };
         self.add(window);
     }
