@@ -548,3 +548,23 @@ fn a_refused_script_leaves_the_read_write_lock_as_it_was() {
     );
     drop(read);
 }
+
+/// A read re-entry that finds its holds gone (broken by a forced unlock) and takes the lock
+/// afresh gives back all it wrote, its read lease keys included: none is left to expire.
+#[test]
+fn a_reentry_that_finds_its_read_holds_gone_leaves_no_lease_key() {
+    let server = Server::start();
+    let client = server.client();
+    let lock = client.read_write_lock(NAME);
+    let first = lock.read().lock().unwrap();
+    assert!(lock.read().force_unlock().unwrap());
+    let err = lock.read().lock().map(drop).unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*rwlock_timeout*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "lease keys left behind: {keys:?}");
+    assert!(!server.exists(NAME));
+    assert!(first.unlock().unwrap_err().is_lost());
+}

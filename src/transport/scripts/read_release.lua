@@ -57,6 +57,12 @@ for i = 1, #fields, 2 do
 end
 local free = not left or (mode == 'read' and longest <= 0)
 local timeout = KEYS[4] .. ':' .. held
+-- The owner's last hold takes every lease key of its field with it: the field may count
+-- more than the owner believed (an attempt that found its holds gone, given back whole).
+local last = held
+if held <= 1 then
+    last = math.max(held, tonumber(redis.call('hget', KEYS[1], ARGV[2])) or held)
+end
 local check = redis.acl_check_cmd
 if check then
     local counted = held > 1 and check('hset', KEYS[1], ARGV[2], held - 1)
@@ -80,7 +86,9 @@ if held > 1 then
 else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
-redis.call('del', timeout)
+for n = held, last do
+    redis.call('del', KEYS[4] .. ':' .. n)
+end
 if free then
     redis.call('rename', KEYS[1], KEYS[3])
     redis.call('pexpire', KEYS[3], ARGV[4])
