@@ -3,15 +3,12 @@
 //!
 //! Uses the Redis at `REDIS_URL` when set; otherwise starts a throwaway `redis-server`.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redmutex::LockClient;
 
 fn main() -> redmutex::Result<()> {
-    let (url, throwaway) = support::redis_url();
+    let (url, throwaway) = redis_url();
     if throwaway.is_some() {
         println!("started a throwaway redis-server at {url}");
     }
@@ -67,4 +64,43 @@ fn main() -> redmutex::Result<()> {
     waiter.join().expect("second thread")?;
     say(&format!("done; locked now: {}", lock.is_locked()?));
     Ok(())
+}
+
+/// Your Redis at `REDIS_URL`, or else a throwaway `redis-server` on a free port of this
+/// machine, which ends with the returned handle or with this process. (Each example stands
+/// alone, so that it can be copied as it is.)
+fn redis_url() -> (String, Option<Throwaway>) {
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        return (url, None);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    // The shell kills the server once this process closes its stdin, even if it crashes.
+    let script =
+        "redis-server --port \"$0\" --save '' --appendonly no >/dev/null & read _; kill $!; wait";
+    let child = std::process::Command::new("sh")
+        .args(["-c", script, &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh and redis-server on the PATH, or REDIS_URL set");
+    let server = Throwaway(child);
+    for _ in 0..500 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (format!("redis://127.0.0.1:{port}/"), Some(server));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("redis-server did not start on port {port}");
+}
+
+/// A throwaway `redis-server`, stopped when dropped.
+struct Throwaway(std::process::Child);
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
 }
