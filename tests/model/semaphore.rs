@@ -307,6 +307,8 @@ impl Case<'_> {
         let timeouts = self.timeouts();
         for ours in live {
             let id = hex(&ours.permit.id());
+            // The guard's view first: a renewal after it can only move the score later.
+            let until = ours.permit.valid_until();
             let (score, server_now): (Option<i64>, i64) = redis::Script::new(
                 "local t = redis.call('time') \
                  return {redis.call('zscore', KEYS[1], ARGV[1]), \
@@ -318,7 +320,6 @@ impl Case<'_> {
             .map(|(score, now): (Option<String>, i64)| (score.and_then(|s| s.parse().ok()), now))
             .unwrap();
             let read = Instant::now();
-            let until = ours.permit.valid_until();
             let Some(score) = score else {
                 if until > Instant::now() {
                     return Err(format!(
