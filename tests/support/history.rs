@@ -127,6 +127,8 @@ pub fn received(redis: &mut redis::Connection, list: &str) -> History {
 #[derive(Default)]
 pub struct History {
     windows: Mutex<Vec<Window>>,
+    /// Every hold recorded, with or without a window left after the conversion.
+    holds: std::sync::atomic::AtomicUsize,
 }
 
 impl History {
@@ -145,6 +147,8 @@ impl History {
 
     /// Records a window already on the monotonic clock, such as one a worker process sent.
     pub fn add(&self, window: Window) {
+        self.holds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if window.to > window.from {
             self.windows.lock().push(window);
         }
@@ -155,9 +159,10 @@ impl History {
         self.windows.lock().clone()
     }
 
-    /// How many windows were recorded.
+    /// How many holds were recorded. A hold shorter than the clock conversion's margin (a
+    /// thread paused between its two clock readings) leaves no window, and is counted.
     pub fn len(&self) -> usize {
-        self.windows.lock().len()
+        self.holds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether none was.
@@ -197,5 +202,6 @@ impl History {
     /// Forgets every window (for reuse between cases on fresh lock names).
     pub fn clear(&self) {
         self.windows.lock().clear();
+        self.holds.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }
