@@ -316,6 +316,32 @@ fn read_write_lock_follows_its_model() {
     }
 }
 
+/// Found by the property: a release that finds the write holding lost forgets all of it,
+/// and the owner's next write acquisition, with an expired read guard left, is refused as
+/// an upgrade.
+#[test]
+fn read_write_lock_after_a_lost_write_release_follows_its_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::*};
+    let mut harness = read_write::Harness::new();
+    let take = |side, ms| Take {
+        owner: 2,
+        side,
+        lease: Ms(ms),
+    };
+    let ops = [
+        take(Write, 10),
+        take(Write, 10),
+        take(Read, 10),
+        Pass { ms: 10 },
+        Release { owner: 2, which: 0 },
+        take(Write, 14),
+    ];
+    if let Err(err) = harness.run(&ops) {
+        panic!("read-write: {err}");
+    }
+}
+
 #[test]
 fn semaphore_follows_its_model() {
     let harness = std::cell::RefCell::new(semaphore::Harness::new());

@@ -380,6 +380,15 @@ impl Case<'_> {
                                 valid_until - started
                             ));
                         }
+                        if err.is_lost() {
+                            // The client forgot the whole holding: every guard of that
+                            // side is stale, as after an acquisition that found it lost.
+                            let party = &mut self.parties[owner];
+                            for other in party.holds.iter_mut().filter(|h| h.side == hold.side) {
+                                other.revoked = true;
+                                other.stale = true;
+                            }
+                        }
                     }
                     // A reply that did not come in time: the hold stays until its lease
                     // ends (counted below).
