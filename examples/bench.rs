@@ -6,7 +6,8 @@
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
 //! Cluster rows.
 
-#[path = "../tests/support/mod.rs"]
+#[allow(unused_imports)]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader, Write};

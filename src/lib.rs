@@ -135,7 +135,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// The layers, each a folder using only the folders below it, top first (`tests/layers.rs`
+// The layers, each a folder using only the folders below it, top first (`tests/it/layers.rs`
 // checks; a blank line between them keeps rustfmt from sorting them).
 
 /// Entry points, builder, client.

@@ -1,0 +1,246 @@
+//! The whole life of every kind of lock as a Redis user with exactly the rights the README
+//! lists: the rules are read from the README itself.
+
+use crate::support;
+
+use std::time::Duration;
+
+use redmutex::LockClient;
+use support::{MakeLock, SHORT_LEASE, Server, channel, eventually, response_timeout_for};
+
+/// The `ACL SETUSER` command of the README, continuation lines joined, split into words.
+fn readme_rules() -> Vec<String> {
+    rules("ACL SETUSER locker on")
+}
+
+/// The README's `ACL SETUSER` command that begins with `start`, continuation lines joined,
+/// split into words.
+fn rules(start: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let start = readme
+        .find(start)
+        .expect("the README lists the ACL of a lock user");
+    let mut command = String::new();
+    for line in readme[start..].lines() {
+        match line.trim_end().strip_suffix('\\') {
+            Some(continued) => command.push_str(continued),
+            None => {
+                command.push_str(line);
+                break;
+            }
+        }
+    }
+    command.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Creates the README's user on `server` and returns its URL.
+fn readme_user(server: &Server) -> String {
+    let words = readme_rules();
+    assert_eq!(words[..3], ["ACL", "SETUSER", "locker"], "{words:?}");
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg("locker").arg("reset");
+    for word in &words[3..] {
+        cmd.arg(if word == ">password" { ">secret" } else { word });
+    }
+    let () = cmd.query(&mut server.conn()).unwrap();
+    format!("redis://locker:secret@127.0.0.1:{}/", server.port())
+}
+
+fn client(url: &str, retry_cap: Duration) -> LockClient {
+    LockClient::builder(url)
+        .key_prefix("myapp:")
+        .lease(SHORT_LEASE)
+        .response_timeout(response_timeout_for(SHORT_LEASE))
+        .connect_timeout(Duration::from_secs(5))
+        .retry_cap(retry_cap)
+        .build()
+        .unwrap()
+}
+
+fn whole_life<K: MakeLock>(server: &Server, url: &str) {
+    let name = format!("life-{}", K::NAME);
+    let holder = client(url, Duration::from_millis(200));
+    // A retry cap far beyond the test: only an unlock message wakes this waiter in time.
+    let waiter = client(url, Duration::from_secs(600));
+    let lock = K::make(&holder, &name);
+
+    let guard = lock.lock().unwrap();
+    assert!(lock.is_locked().unwrap());
+    assert!(lock.remaining_lease().unwrap().is_some());
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            K::make(&waiter, &name)
+                .try_lock_for(Duration::from_secs(120))
+                .unwrap()
+                .expect("woken")
+                .unlock()
+                .unwrap();
+        });
+        // A fair-lock waiter waits on a channel of its own, beside the lock's.
+        let own = format!("{}:*", channel(&format!("myapp:{name}")));
+        let rwlock = format!("redisson_rwlock:{{myapp:{name}}}");
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers(&channel(&format!("myapp:{name}"))) > 0
+                || server.channels(&own) > 0
+                || server.subscribers(&rwlock) > 0
+        }));
+        assert!(
+            eventually(Duration::from_secs(30), || holder.stats().renewals
+                >= renewals + 2),
+            "{}: not renewed: {:?}",
+            K::NAME,
+            holder.stats()
+        );
+        assert!(!guard.is_lost());
+        guard.unlock().unwrap();
+        waiting.join().unwrap();
+    });
+    assert_eq!(holder.stats().locks_lost, 0);
+
+    let _held = K::make(&waiter, &name).lock().unwrap();
+    assert!(lock.force_unlock().unwrap(), "{}: force_unlock", K::NAME);
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn every_kind_lives_its_whole_life_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    whole_life::<redmutex::Reentrant>(&server, &url);
+    whole_life::<redmutex::Fenced>(&server, &url);
+    whole_life::<redmutex::Token>(&server, &url);
+    whole_life::<redmutex::Fair>(&server, &url);
+    whole_life::<redmutex::Write>(&server, &url);
+}
+
+#[test]
+fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    let lock = holder.read_write_lock("shared");
+    let reads = (lock.read().lock().unwrap(), lock.read().lock().unwrap());
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            client(&url, Duration::from_secs(600))
+                .read_write_lock("shared")
+                .write()
+                .try_lock_for(Duration::from_secs(120))
+                .unwrap()
+                .expect("woken")
+                .unlock()
+                .unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers("redisson_rwlock:{myapp:shared}") > 0
+                && holder.stats().renewals >= renewals + 2
+        }));
+        drop(reads);
+        writer.join().unwrap();
+    });
+    assert_eq!(holder.stats().locks_lost, 0);
+    assert!(!server.exists("myapp:shared"));
+}
+
+#[test]
+fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    let semaphore = holder.semaphore("pool");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let waiter = client(&url, Duration::from_secs(600));
+            let semaphore = waiter.semaphore("pool");
+            let permit = semaphore.try_acquire_for(Duration::from_secs(120)).unwrap();
+            permit.expect("woken").release().unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers("redisson_sc:{myapp:pool}") > 0
+                && holder.stats().renewals >= renewals + 2
+        }));
+        permit.release().unwrap();
+        waiter.join().unwrap();
+    });
+    semaphore.add_permits(2).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 3);
+    let permit = semaphore.acquire().unwrap();
+    permit.extend(Duration::from_secs(5)).unwrap();
+    assert_eq!(semaphore.set_permits(4).unwrap(), 2);
+    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1);
+    permit.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 4);
+    assert_eq!(holder.stats().locks_lost, 0);
+    assert!(semaphore.delete().unwrap());
+    assert!(!server.exists("myapp:pool"));
+}
+
+#[test]
+fn the_readme_user_may_touch_nothing_outside_its_prefix() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let outside = LockClient::builder(&url)
+        .key_prefix("otherapp:")
+        .build()
+        .unwrap_err();
+    assert!(outside.is_permission(), "{outside}");
+}
+
+/// On a cluster, every kind's waiter is woken by the release as the README's user with the
+/// README's cluster rights added, on every node.
+#[test]
+fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
+    let cluster = support::Cluster::start();
+    let extra = rules("ACL SETUSER locker +cluster");
+    let mut url = String::new();
+    for server in &cluster.servers {
+        url = readme_user(server);
+        let mut cmd = redis::cmd("ACL");
+        for word in &extra[1..] {
+            cmd.arg(word);
+        }
+        let () = cmd.query(&mut server.conn()).unwrap();
+    }
+    let build = |retry_cap: Duration| {
+        LockClient::cluster(&[&url])
+            .key_prefix("myapp:")
+            .retry_cap(retry_cap)
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (
+        build(Duration::from_millis(200)),
+        build(Duration::from_secs(600)),
+    );
+    for name in ["one", "two", "three", "four"] {
+        let lock = holder.lock(name);
+        let guard = lock.lock().unwrap();
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                // A retry cap far beyond the test: only an unlock message wakes it in time.
+                let lock = waiter.lock(name);
+                let guard = lock.try_lock_for(Duration::from_secs(120)).unwrap();
+                guard.expect("woken").unlock().unwrap();
+            });
+            let owner = cluster.owner_of(&format!("myapp:{name}"));
+            let channel = channel(&format!("myapp:{name}"));
+            assert!(eventually(Duration::from_secs(30), || {
+                let subscribed: Vec<(String, usize)> = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(&channel)
+                    .query(&mut owner.conn())
+                    .unwrap();
+                subscribed[0].1 > 0
+            }));
+            guard.unlock().unwrap();
+            waiting.join().unwrap();
+        });
+        let _held = waiter.lock(name).lock().unwrap();
+        assert!(lock.force_unlock().unwrap());
+    }
+}

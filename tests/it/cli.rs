@@ -1,0 +1,421 @@
+//! The `redmutex` tool, run as a subprocess against real servers: `locks` and `show` list
+//! every kind while held, waited for and released; `--json` parses; `unlock --force` frees
+//! a lock and wakes its waiter; `doctor` rates eviction policies and says "unknown" where
+//! CONFIG is denied; bad usage exits with 2.
+#![cfg(feature = "cli")]
+
+use crate::support;
+
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use redmutex::LockClient;
+use support::{Server, eventually};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs the tool against `url` with `args`; returns its exit code and standard output.
+fn tool(url: &str, args: &[&str]) -> (i32, String) {
+    let (code, stdout, _) = tool_with(url, args, &[]);
+    (code, stdout)
+}
+
+/// The same with environment variables `env`; returns standard error too.
+fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    cmd.envs(env.iter().copied());
+    cmd.arg("--url").arg(url).args(args);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let code = output.status.code().unwrap_or(-1);
+    (code, text(&output.stdout), text(&output.stderr))
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|err| panic!("{err}: {text}"))
+}
+
+#[test]
+fn locks_and_show_list_every_kind_held_waited_for_and_released() {
+    let server = Server::start();
+    let url = server.url();
+    let (ours, theirs) = (server.client(), server.client());
+    let reentrant = ours.lock("orders:42").lock().unwrap();
+    let token = ours.token_lock("jobs:7").lock().unwrap();
+    let fenced = ours.fenced_lock("ledger").lock().unwrap();
+    let rw = ours.read_write_lock("config");
+    let read = rw.read().lock().unwrap();
+    let semaphore = ours.semaphore("pool");
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let fair = ours.fair_lock("queue").lock().unwrap();
+    let rival = theirs.fair_lock("queue");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(PATIENCE).unwrap().is_some());
+    assert!(eventually(PATIENCE, || ours
+        .inspect("queue")
+        .unwrap()
+        .queue
+        .len()
+        == 1));
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0, "{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{table}");
+    let permit_id = permit.id();
+    for (name, kind, holder) in [
+        ("orders:42", "reentrant", ours.id()),
+        ("jobs:7", "token", token.token()),
+        ("ledger", "fenced", ours.id()),
+        ("config", "read-write", ours.id()),
+        ("pool", "semaphore", permit_id.as_str()),
+        ("queue", "fair", ours.id()),
+    ] {
+        let line = (lines.iter())
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{table}"));
+        assert!(line.contains(kind), "{line}");
+        assert!(line.contains(holder), "{line}: the holder is named");
+    }
+    let (_, listed) = tool(&url, &["locks", "--json"]);
+    let listed = json(&listed);
+    assert_eq!(listed.as_array().unwrap().len(), 6);
+    let queue = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == "queue")
+        .unwrap();
+    assert_eq!(queue["queue"].as_array().unwrap().len(), 1, "{queue}");
+    assert!(queue["waiters"].as_u64().unwrap() >= 1);
+
+    let (code, shown) = tool(&url, &["show", "ledger"]);
+    assert_eq!(code, 0);
+    assert!(
+        shown.contains(&format!("fence:      {}", fenced.token())),
+        "{shown}"
+    );
+    assert!(shown.contains("redisson_lock_token:{ledger}"), "{shown}");
+    let (_, shown) = tool(&url, &["show", "jobs:7", "--json"]);
+    assert_eq!(json(&shown)["holders"][0]["id"], token.token());
+
+    drop((reentrant, token, fenced, read, fair));
+    assert!(waiter.join().unwrap());
+    permit.release().unwrap();
+    let (_, table) = tool(&url, &["locks"]);
+    assert_eq!(table.lines().count(), 1, "no lock stays:\n{table}");
+    // The semaphore's count stays, with no permit held: a number, listed only with --all.
+    let (_, table) = tool(&url, &["locks", "--all"]);
+    let lines: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(lines.len(), 1, "{table}");
+    assert!(
+        lines[0].starts_with("pool") && lines[0].contains("no lock"),
+        "{table}"
+    );
+    let (code, shown) = tool(&url, &["show", "orders:42"]);
+    assert_eq!(code, 0);
+    assert!(shown.contains("kind:       free"), "{shown}");
+}
+
+#[test]
+fn unlock_force_frees_a_lock_and_wakes_its_waiter() {
+    let server = Server::start();
+    let url = server.url();
+    let holder = server.client();
+    let guard = holder.lock("stuck").lock().unwrap();
+    // A retry cap far beyond the test: only the unlock message wakes it in time.
+    let waiting = server
+        .builder()
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let rival = waiting.lock("stuck");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(PATIENCE).unwrap().is_some());
+    assert!(eventually(PATIENCE, || holder
+        .inspect("stuck")
+        .unwrap()
+        .waiters
+        == Some(1)));
+
+    let (code, _) = tool(&url, &["unlock", "stuck"]);
+    assert_eq!(code, 2, "without --force");
+    let (code, _) = tool(&url, &["unlock", "stuck", "--force"]);
+    assert_eq!(code, 2, "no terminal to ask on, and no --yes");
+    assert!(holder.lock("stuck").is_locked().unwrap());
+
+    let (code, said) = tool(&url, &["unlock", "stuck", "--force", "--yes"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("removed stuck"), "{said}");
+    assert!(said.contains(holder.id()), "{said}");
+    assert!(waiter.join().unwrap(), "the waiter was woken and took it");
+    assert!(guard.unlock().unwrap_err().is_lost());
+    let (code, _) = tool(&url, &["unlock", "nothing", "--force", "--yes"]);
+    assert_eq!(code, 1, "nothing to unlock");
+}
+
+#[test]
+fn doctor_rates_eviction_and_says_unknown_without_config_rights() {
+    let server = Server::start();
+    let url = server.url();
+    let (code, said) = tool(&url, &["doctor"]);
+    // The test servers run without persistence: a warning, which fails only with --strict.
+    assert!(said.contains("warn    persistence"), "{said}");
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("ok      eviction"), "{said}");
+    let (code, said) = tool(&url, &["doctor", "--strict"]);
+    assert_eq!(code, 1, "{said}");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .arg("maxmemory")
+        .arg("100mb")
+        .query(&mut server.conn())
+        .unwrap();
+    let (code, said) = tool(&url, &["doctor"]);
+    assert_eq!(code, 1);
+    assert!(said.contains("fail    eviction"), "{said}");
+    let (_, said) = tool(&url, &["doctor", "--json"]);
+    let report = json(&said);
+    assert_eq!(report["worst"], "fail");
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("reader")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-config"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let narrow = format!("redis://reader:secret@127.0.0.1:{}/", server.port());
+    let (_, said) = tool(&narrow, &["doctor"]);
+    assert!(said.contains("unknown eviction"), "{said}");
+}
+
+#[test]
+fn doctor_warns_of_a_redlock_node_whose_clock_is_skewed() {
+    let servers = [Server::start(), Server::start(), Server::start()];
+    let skewed = support::ClockSkew::start(servers[2].port(), Duration::from_secs(5));
+    let urls = format!("{},{},{}", servers[0].url(), servers[1].url(), skewed.url());
+    let (code, said) = tool(&urls, &["doctor", "--strict"]);
+    assert_eq!(code, 1, "{said}");
+    let port = skewed
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let line = (said.lines())
+        .find(|line| line.contains("clock") && line.contains(&format!(":{port} ")))
+        .unwrap_or_else(|| panic!("no clock line for the skewed node:\n{said}"));
+    assert!(line.starts_with("warn"), "{line}");
+    let others = said
+        .lines()
+        .filter(|l| l.starts_with("ok      clock"))
+        .count();
+    assert_eq!(others, 2, "{said}");
+}
+
+#[test]
+fn locks_show_and_unlock_route_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    let client = cluster.client();
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let guards: Vec<_> = names
+        .iter()
+        .map(|n| client.lock(n).lock().unwrap())
+        .collect();
+    let seed = &cluster.seeds()[0];
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env("REDIS_URL", seed)
+        .args(["--cluster", "locks", "--json"]);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let listed = json(&String::from_utf8_lossy(&output.stdout));
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), names.len(), "{listed:?}");
+    for lock in listed {
+        let name = lock["name"].as_str().unwrap();
+        let owner = cluster.owner_of(name).port();
+        assert!(
+            lock["server"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(":{owner}")),
+            "{lock}: read from the primary serving it"
+        );
+    }
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env("REDIS_URL", seed)
+        .args(["--cluster", "unlock", "c", "--force", "--yes"]);
+    assert!(cmd.timeout(PATIENCE).output().unwrap().status.success());
+    assert!(!client.lock("c").is_locked().unwrap());
+    drop(guards);
+}
+
+#[test]
+fn show_finds_the_primary_through_sentinel() {
+    let d = support::Deployment::start(support::Options {
+        replicas: 0,
+        sentinels: 1,
+        quorum: 1,
+        ..Default::default()
+    });
+    let client = LockClient::sentinel(&[&d.sentinels[0].url()], support::MASTER)
+        .build()
+        .unwrap();
+    let _guard = client.lock("through-sentinel").lock().unwrap();
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL")
+        .args([
+            "--url",
+            &d.sentinels[0].url(),
+            "--sentinel",
+            support::MASTER,
+        ])
+        .args(["show", "through-sentinel"]);
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("kind:       reentrant"), "{shown}");
+    assert!(shown.contains(client.id()), "{shown}");
+}
+
+#[test]
+fn bad_usage_exits_with_2_and_errors_with_1() {
+    let server = Server::start();
+    assert_eq!(tool(&server.url(), &["frobnicate"]).0, 2);
+    assert_eq!(tool(&server.url(), &["show"]).0, 2);
+    assert_eq!(tool("redis://127.0.0.1:1/", &["locks"]).0, 1, "unreachable");
+    assert_eq!(tool("not a url", &["locks"]).0, 1);
+    let _ = LockClient::open(&server.url()).unwrap();
+}
+
+/// Application data where the tool looks for locks: a cache entry, a session hash, a
+/// counter, a list, a hash whose field looks like a name and a number. `locks` leaves them
+/// out (`--all` lists them as no locks), and `unlock --force --yes` refuses every one,
+/// leaving it byte for byte as it was; a lock beside them is still broken.
+#[test]
+fn the_tool_never_lists_nor_deletes_what_is_not_a_lock() {
+    let server = Server::start();
+    let url = server.url();
+    let mut redis = server.conn();
+    let data = ["cache:user:1", "session:1", "hits", "jobs", "user:7"];
+    let _: () = redis::pipe()
+        .cmd("SET")
+        .arg(data[0])
+        .arg(r#"{"name":"bob"}"#)
+        .cmd("HSET")
+        .arg(data[1])
+        .arg("a")
+        .arg("1")
+        .cmd("SET")
+        .arg(data[2])
+        .arg(42)
+        .cmd("RPUSH")
+        .arg(data[3])
+        .arg("x")
+        .cmd("HSET")
+        .arg(data[4])
+        .arg("user:1")
+        .arg("3")
+        .query(&mut redis)
+        .unwrap();
+    let dump = |redis: &mut redis::Connection| -> Vec<Vec<u8>> {
+        (data.iter())
+            .map(|key| redis::cmd("DUMP").arg(key).query(redis).unwrap())
+            .collect()
+    };
+    let before = dump(&mut redis);
+    let holder = server.client();
+    let _held = holder.lock("orders:42").lock().unwrap();
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0);
+    let listed: Vec<&str> = (table.lines().skip(1))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(listed, ["orders:42"], "{table}");
+    let (_, table) = tool(&url, &["locks", "--all"]);
+    for key in data {
+        let line = (table.lines())
+            .find(|line| line.starts_with(key))
+            .unwrap_or_else(|| panic!("{key} not listed with --all:\n{table}"));
+        assert!(line.contains("no lock"), "{line}");
+    }
+
+    for key in data {
+        let (code, _, said) = tool_with(&url, &["unlock", key, "--force", "--yes"], &[]);
+        assert_eq!(code, 1, "{key}: {said}");
+        assert!(said.contains("is no lock"), "{key}: {said}");
+        let (_, shown) = tool(&url, &["show", key]);
+        assert!(shown.contains("no lock"), "{shown}");
+        assert!(!shown.contains("bob"), "data shown as a holder: {shown}");
+    }
+    assert_eq!(dump(&mut redis), before, "the data changed");
+    let (code, said) = tool(&url, &["unlock", "orders:42", "--force", "--yes"]);
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(dump(&mut redis), before, "the data changed");
+}
+
+/// A lock under a prefix the tool was not given: `show` says where it is; the prefix may
+/// come from `REDMUTEX_PREFIX`; a prefix without a separator is warned about.
+#[test]
+fn show_points_to_the_prefix_a_lock_is_under() {
+    let server = Server::start();
+    let url = server.url();
+    let client = server.builder().key_prefix("myapp:").build().unwrap();
+    let _held = client.lock("orders:42").lock().unwrap();
+
+    let (code, shown, said) = tool_with(&url, &["show", "orders:42"], &[]);
+    assert_eq!(code, 0);
+    assert!(shown.contains("kind:       free"), "{shown}");
+    assert!(said.contains("did you mean --prefix myapp:?"), "{said}");
+
+    let prefixed = [("REDMUTEX_PREFIX", "myapp:")];
+    let (_, shown, said) = tool_with(&url, &["show", "orders:42"], &prefixed);
+    assert!(shown.contains("kind:       reentrant"), "{shown}");
+    assert!(said.is_empty(), "{said}");
+
+    let (_, _, said) = tool_with(&url, &["--prefix", "myapp", "show", "orders:42"], &[]);
+    assert!(said.contains("ends without a separator"), "{said}");
+}
+
+/// Holders are named by their clients' names: the tool shows each beside the owner id.
+#[test]
+fn holders_are_shown_with_their_client_names() {
+    let server = Server::start();
+    let url = server.url();
+    let billing = server.builder().client_name("billing-7").build().unwrap();
+    let _held = billing.lock("invoices").lock().unwrap();
+    let unnamed = server.client();
+    let _also = unnamed.lock("orders").lock().unwrap();
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0);
+    let line = (table.lines().find(|l| l.starts_with("invoices"))).unwrap();
+    assert!(line.contains(&format!("{}:", billing.id())), "{line}");
+    assert!(line.contains("[billing-7]"), "{line}");
+    // The default name: host name and process id.
+    let line = (table.lines().find(|l| l.starts_with("orders"))).unwrap();
+    assert!(
+        line.contains(&format!("/{}]", std::process::id())),
+        "{line}"
+    );
+    let (_, shown) = tool(&url, &["show", "invoices", "--json"]);
+    assert_eq!(json(&shown)["holders"][0]["client"], "billing-7");
+}
+
+/// Refused credentials: the tool says how to give them from a shell.
+#[test]
+fn an_auth_failure_says_how_to_give_credentials() {
+    let server = Server::start();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("secret")
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://127.0.0.1:{}/", server.port());
+    let (code, _, said) = tool_with(&url, &["locks"], &[]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("--url redis://USER:PASSWORD@HOST:PORT/"),
+        "{said}"
+    );
+}

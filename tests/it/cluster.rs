@@ -1,0 +1,438 @@
+//! Redis Cluster: three primaries with a replica each, started by the tests. Every kind takes,
+//! waits, wakes and releases there; a counter under 200 locks spread over the slots stays
+//! exact through a live resharding of a slot with held locks and a `CLUSTER FAILOVER`; a
+//! SIGKILLed shard's locks are renewed on its promoted replica or reported lost while the
+//! other shards' locks stay as they were; names whose keys would cross slots are refused.
+
+use crate::support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redmutex::{Fair, Fenced, LockClient, Read, Reentrant, Token, Write};
+use support::history::History;
+use support::{Cluster, MakeLock, eventually};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// The number of the lock's channels (of any kind) subscribed on `server`, sharded (as on
+/// Redis 7) or not.
+fn subscribed(server: &support::Server, name: &str) -> usize {
+    let pattern = format!("*{{{name}}}*");
+    server.channels(&pattern) + shard_channels(server, &pattern)
+}
+
+fn shard_channels(server: &support::Server, pattern: &str) -> usize {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .arg(pattern)
+        .query(&mut server.conn())
+        .unwrap();
+    channels.len()
+}
+
+/// Takes, waits, wakes and releases one kind on the cluster: the waiter subscribes on the
+/// primary serving the lock, and the holder's release wakes it there.
+fn takes_waits_wakes_and_releases<K: MakeLock>(cluster: &Cluster, ours: &LockClient) {
+    let theirs = cluster.client();
+    let kind = K::NAME;
+    // Names on each of the three shards.
+    let mut shards_seen = std::collections::HashSet::new();
+    for i in 0.. {
+        let name = format!("{kind}:{i}");
+        let owner = cluster.owner_of(&name).port();
+        if !shards_seen.insert(owner) {
+            continue;
+        }
+        let lock = K::make(ours, &name);
+        let rival = K::make(&theirs, &name);
+        let guard = lock.lock().unwrap();
+        assert!(lock.is_locked().unwrap(), "{kind} {name}");
+        assert!(rival.try_lock().unwrap().is_none(), "{kind} {name}");
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = std::thread::spawn(move || {
+            let guard = rival.try_lock_until(Instant::now() + LONG).unwrap();
+            tx.send(()).unwrap();
+            guard.map(|g| g.unlock().unwrap()).is_some()
+        });
+        let owner = cluster.owner_of(&name);
+        assert!(
+            eventually(LONG, || subscribed(owner, &name) >= 1),
+            "{kind} {name}: the waiter subscribes on the primary serving the lock"
+        );
+        assert!(rx.try_recv().is_err(), "{kind} {name}: waits");
+        // Every node is Redis 7: the subscription is sharded, and no classic one is made.
+        assert_eq!(owner.channels(&format!("*{{{name}}}*")), 0, "{kind} {name}");
+        guard.unlock().unwrap();
+        assert!(waiter.join().unwrap(), "{kind} {name}: woken and taken");
+        assert!(!lock.is_locked().unwrap(), "{kind} {name}");
+        if shards_seen.len() == 3 {
+            break;
+        }
+    }
+}
+
+#[test]
+fn every_kind_takes_waits_wakes_and_releases_on_every_shard() {
+    let cluster = Cluster::start();
+    let client = cluster.client();
+    takes_waits_wakes_and_releases::<Reentrant>(&cluster, &client);
+    takes_waits_wakes_and_releases::<Fenced>(&cluster, &client);
+    takes_waits_wakes_and_releases::<Token>(&cluster, &client);
+    takes_waits_wakes_and_releases::<Fair>(&cluster, &client);
+    takes_waits_wakes_and_releases::<Write>(&cluster, &client);
+
+    // Fencing tokens still grow, reentrancy still counts.
+    let fenced = client.fenced_lock("fenced:tokens");
+    let first = fenced.lock().unwrap().token();
+    let second = fenced.lock().unwrap().token();
+    assert!(second > first);
+    let lock = client.lock("reentrant:twice");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    drop(inner);
+    drop(outer);
+    assert!(!lock.is_locked().unwrap());
+
+    // Readers share, a writer waits for them, a reader waits for a writer.
+    let rw = client.read_write_lock("rw:shared");
+    let other = cluster.client().read_write_lock("rw:shared");
+    let read = rw.read().lock().unwrap();
+    let also = other.read().try_lock().unwrap().expect("readers share");
+    let writer = cluster.client().read_write_lock("rw:shared");
+    assert!(writer.write().try_lock().unwrap().is_none());
+    drop((read, also));
+    let write = other.write().try_lock().unwrap().expect("readers gone");
+    let reader: redmutex::Lock<Read> = rw.read().clone();
+    let waiter = std::thread::spawn(move || reader.try_lock_for(LONG).unwrap().is_some());
+    let owner = cluster.owner_of("rw:shared");
+    assert!(eventually(LONG, || subscribed(owner, "rw:shared") >= 1));
+    write.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+
+    // A semaphore's release wakes a waiter on the shard serving it.
+    let semaphore = client.semaphore("permits");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let rival = cluster.client().semaphore("permits");
+    let waiter = std::thread::spawn(move || rival.try_acquire_for(LONG).unwrap().is_some());
+    let owner = cluster.owner_of("permits");
+    assert!(eventually(LONG, || subscribed(owner, "permits") >= 1));
+    permit.release().unwrap();
+    assert!(waiter.join().unwrap());
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+
+    // Force unlock and introspection route like the rest.
+    let held = client.lock("forced");
+    let guard = held.lock().unwrap();
+    assert!(cluster.client().lock("forced").force_unlock().unwrap());
+    assert!(!held.is_locked().unwrap());
+    assert!(guard.unlock().unwrap_err().is_lost());
+    assert_eq!(client.stats().locks_lost, 1);
+}
+
+#[test]
+fn a_name_whose_keys_would_cross_slots_is_refused_before_anything_is_sent() {
+    let cluster = Cluster::start();
+    let client = cluster.client();
+    let before: Vec<u64> = cluster.servers.iter().map(|s| s.calls("evalsha")).collect();
+    for name in ["a{}b", "a{b", "a}b", "{"] {
+        let err = client.lock(name).try_lock().map(drop).unwrap_err();
+        assert!(err.is_invalid_input(), "{name}: {err}");
+        let err = client.semaphore(name).try_acquire().map(drop).unwrap_err();
+        assert!(err.is_invalid_input(), "{name}: {err}");
+    }
+    let after: Vec<u64> = cluster.servers.iter().map(|s| s.calls("evalsha")).collect();
+    assert_eq!(before, after, "nothing was sent");
+    // Hash tags that keep a lock's keys together are taken; two locks with one tag share a
+    // slot and so a primary.
+    let a = client.lock("{user:7}:profile").lock().unwrap();
+    let b = client.lock("{user:7}:cart").lock().unwrap();
+    assert_eq!(
+        cluster.owner_of("{user:7}:profile").port(),
+        cluster.owner_of("{user:7}:cart").port()
+    );
+    drop((a, b));
+    // The same names are fine where keys are not placed by slot.
+    let single = support::Server::start();
+    assert!(single.client().lock("a{}b").try_lock().unwrap().is_some());
+}
+
+/// 200 names over all the slots, ten of them in one slot ("{hot}") that is migrated to
+/// another primary while its locks are held and waited for; then a replica of another shard
+/// is promoted. Counters incremented without atomicity under the locks come out exact, no
+/// two holders' windows of a name overlap, no bounded wait overruns its bound, and no
+/// thread panics.
+#[test]
+fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
+    let cluster = Cluster::start();
+    let names: Vec<String> = (0..190)
+        .map(|i| format!("counter:{i}"))
+        .chain((0..10).map(|i| format!("{{hot}}:{i}")))
+        .collect();
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
+    let taken: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
+    let histories: Arc<Vec<History>> = Arc::new(names.iter().map(|_| History::default()).collect());
+    let names = Arc::new(names);
+    let stop = Arc::new(AtomicBool::new(false));
+    let bound = Duration::from_secs(10);
+    let response_timeout = Duration::from_secs(2);
+    let clients: Vec<LockClient> = (0..3)
+        .map(|_| {
+            cluster
+                .builder()
+                .response_timeout(response_timeout)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    // One hot lock held by the test throughout the migration.
+    let held_client = cluster.client();
+    let held = held_client.lock("{hot}:held");
+    let held_guard = held.lock().unwrap();
+
+    let workers: Vec<_> = (0..12)
+        .map(|t| {
+            let client = clients[t % clients.len()].clone();
+            let (names, counters, taken, stop) =
+                (names.clone(), counters.clone(), taken.clone(), stop.clone());
+            let histories = histories.clone();
+            std::thread::spawn(move || {
+                let mut overruns = Vec::new();
+                let mut i = t * 17;
+                while !stop.load(Ordering::Relaxed) {
+                    // Every third pick is a hot name, so that the migrated slot is busy.
+                    let at = match i % 3 {
+                        0 => 190 + i % 10,
+                        _ => i % 190,
+                    };
+                    i += 1;
+                    let started = Instant::now();
+                    let guard = match client.lock(&names[at]).try_lock_for(bound) {
+                        Ok(Some(guard)) => guard,
+                        Ok(None) => continue,
+                        Err(err) => {
+                            // Give up only within the bound: routing retries inside it.
+                            if started.elapsed() > bound + response_timeout * 3 {
+                                overruns.push(format!("{}: {err}", names[at]));
+                            }
+                            continue;
+                        }
+                    };
+                    let got = Instant::now();
+                    let waited = started.elapsed();
+                    if waited > bound + response_timeout * 3 {
+                        overruns.push(format!("{} waited {waited:?}", names[at]));
+                    }
+                    let value = counters[at].load(Ordering::SeqCst);
+                    std::thread::yield_now();
+                    counters[at].store(value + 1, Ordering::SeqCst);
+                    taken[at].fetch_add(1, Ordering::SeqCst);
+                    let holder = format!("thread-{t}");
+                    histories[at].record(&holder, got, Instant::now(), guard.valid_until());
+                    // An error here may only be a lost hold, which would show in the counts.
+                    let _ = guard.unlock();
+                }
+                overruns
+            })
+        })
+        .collect();
+
+    let progress = |n: u64| {
+        let total = || taken.iter().map(|t| t.load(Ordering::SeqCst)).sum::<u64>();
+        let start = total();
+        assert!(
+            eventually(LONG, || total() >= start + n),
+            "the workers made no progress"
+        );
+    };
+    progress(500);
+    // Reshard the hot slot to another primary while its locks are held and contended.
+    let hot = cluster.slot("{hot}:0");
+    let from = cluster.owner(hot).port();
+    let to = cluster
+        .primaries()
+        .into_iter()
+        .find(|s| s.port() != from)
+        .unwrap();
+    cluster.migrate(hot, to);
+    assert_eq!(cluster.owner(hot).port(), to.port());
+    progress(500);
+    // Promote the replica of a shard that does not serve the hot slot.
+    let other = cluster
+        .primaries()
+        .into_iter()
+        .find(|s| s.port() != to.port())
+        .unwrap();
+    cluster.failover(other);
+    progress(500);
+    stop.store(true, Ordering::Relaxed);
+    let mut overruns = Vec::new();
+    for worker in workers {
+        overruns.extend(worker.join().expect("no worker panicked"));
+    }
+    assert!(overruns.is_empty(), "waits past their bound: {overruns:?}");
+    for (at, name) in names.iter().enumerate() {
+        assert_eq!(
+            counters[at].load(Ordering::SeqCst),
+            taken[at].load(Ordering::SeqCst),
+            "lost update under {name}"
+        );
+        histories[at].assert_exclusive();
+    }
+    // The lock held through the migration is still held, and was never reported lost.
+    assert!(!held_guard.is_lost());
+    assert!(cluster.owner_of("{hot}:held").exists("{hot}:held"));
+    held_guard.unlock().unwrap();
+    for client in clients.iter().chain([&held_client]) {
+        assert_eq!(client.stats().locks_lost, 0);
+    }
+}
+
+/// Locks on all three shards, each acknowledged by a replica; one primary is SIGKILLed and
+/// its replica promoted. Its locks are renewed on the promoted replica (or reported lost, if
+/// the promotion outlasted their lease); the other shards' locks are never touched.
+#[test]
+fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
+    let mut cluster = Cluster::start();
+    let lease = Duration::from_secs(6);
+    let client = cluster
+        .builder()
+        .lease(lease)
+        .min_replica_acks(1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let names: Vec<String> = (0..30).map(|i| format!("kill:{i}")).collect();
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(name).lock().unwrap())
+        .collect();
+    let owners: Vec<u16> = names.iter().map(|n| cluster.owner_of(n).port()).collect();
+    let victim = owners[0];
+    assert!(
+        owners
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            == 3,
+        "the names cover every shard"
+    );
+    // A waiter on one of the killed shard's locks.
+    let waited = owners.iter().position(|&o| o == victim).unwrap();
+    let rival = cluster.client().lock(&names[waited]);
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    assert!(eventually(LONG, || subscribed(
+        cluster.by_port(victim),
+        &names[waited]
+    ) == 1));
+    let promoted = cluster.kill(victim);
+    let renewals = client.stats().renewals;
+    let live = |i: usize| !guards[i].is_lost();
+    // Every hold of the killed shard is renewed on the promoted replica or reported lost;
+    // the renewals after the promotion cover every hold still live.
+    assert!(
+        eventually(LONG, || {
+            let live_now = (0..names.len()).filter(|&i| live(i)).count() as u64;
+            client.stats().renewals >= renewals + live_now
+        }),
+        "the holds were not renewed after the promotion: {:?} before, now {:?}, {} live",
+        renewals,
+        client.stats(),
+        (0..names.len()).filter(|&i| live(i)).count()
+    );
+    let mut moved = 0;
+    for (i, name) in names.iter().enumerate() {
+        let owner = cluster.owner_of(name);
+        if owners[i] == victim {
+            assert_eq!(owner.port(), promoted, "{name}");
+            if live(i) {
+                assert!(owner.exists(name), "{name} is held on the promoted replica");
+                moved += 1;
+            }
+        } else {
+            assert!(live(i), "{name} on an untouched shard was lost");
+            assert_eq!(owner.port(), owners[i], "{name} did not move");
+            assert!(owner.exists(name), "{name}");
+        }
+    }
+    if live(waited) {
+        assert!(
+            eventually(LONG, || subscribed(
+                cluster.by_port(promoted),
+                &names[waited]
+            ) == 1),
+            "the waiter subscribed again on the promoted replica"
+        );
+    }
+    let lost = names.len() - (0..names.len()).filter(|&i| live(i)).count();
+    assert_eq!(
+        client.stats().locks_lost as usize,
+        lost,
+        "only the killed shard's"
+    );
+    assert_eq!(
+        moved + lost,
+        owners.iter().filter(|&&o| o == victim).count()
+    );
+    for guard in guards {
+        let lost = guard.is_lost();
+        match guard.unlock() {
+            Ok(()) => assert!(!lost),
+            Err(err) => assert!(lost && err.is_lost(), "{err}"),
+        }
+    }
+    assert!(waiter.join().unwrap(), "the waiter got the lock");
+}
+
+/// A waiter's sharded subscription follows its lock's slot: when the slot migrates, the old
+/// primary drops the subscription, the waiter subscribes on the new one, and the release
+/// there wakes it.
+#[test]
+fn a_waiter_follows_its_lock_s_slot_to_another_primary() {
+    let cluster = Cluster::start();
+    let holder = cluster.client();
+    let guard = holder.lock("moving").lock().unwrap();
+    let rival = cluster.client().lock("moving");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    let from = cluster.owner_of("moving").port();
+    assert!(eventually(LONG, || subscribed(
+        cluster.by_port(from),
+        "moving"
+    ) == 1));
+    let to = cluster
+        .primaries()
+        .into_iter()
+        .find(|s| s.port() != from)
+        .unwrap();
+    cluster.migrate(cluster.slot("moving"), to);
+    assert!(
+        eventually(LONG, || subscribed(to, "moving") == 1),
+        "the waiter subscribed where the slot is now"
+    );
+    assert_eq!(subscribed(cluster.by_port(from), "moving"), 0);
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+}
+
+/// Redlock stays a quorum over independent deployments, one of which is a cluster: the lock
+/// is taken on all three, a rival waits, and the release frees it everywhere.
+#[test]
+fn redlock_takes_a_cluster_as_one_of_its_nodes() {
+    let cluster = Cluster::start();
+    let (a, b) = (support::Server::start(), support::Server::start());
+    let clients = [cluster.client(), a.client(), b.client()];
+    let ours = LockClient::redlock_from(&clients).unwrap();
+    let theirs = LockClient::redlock_from(&[cluster.client(), a.client(), b.client()]).unwrap();
+    let name = "redlocked";
+    let guard = ours.lock(name).lock().unwrap();
+    assert!(cluster.owner_of(name).exists(name) && a.exists(name) && b.exists(name));
+    let rival = theirs.lock(name);
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+    assert!(!ours.lock(name).is_locked().unwrap());
+    let err = ours.lock("a{}b").try_lock().map(drop).unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+}

@@ -1,0 +1,164 @@
+//! Defaults that work together: every lease the builder accepts builds and holds with every
+//! other setting left at its default, and a setting the user chose is still checked as given.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use redmutex::{Error, LockClient};
+use support::Server;
+
+/// Each lease is taken with no other setting, held past three leases (so only renewals can
+/// have kept it) while a rival with every default finds it busy, then released.
+#[test]
+fn every_lease_builds_and_holds_with_the_other_settings_left_alone() {
+    let server = Server::start();
+    let leases = [50, 300, 1_000, 2_000, 5_000, 30_000].map(Duration::from_millis);
+    std::thread::scope(|scope| {
+        for lease in leases {
+            let server = &server;
+            scope.spawn(move || hold_past_three_leases(server, lease));
+        }
+    });
+}
+
+fn hold_past_three_leases(server: &Server, lease: Duration) {
+    let name = format!("defaults:{}", lease.as_millis());
+    let client = LockClient::builder(&server.url())
+        .lease(lease)
+        .build()
+        .unwrap_or_else(|err| panic!("lease {lease:?} alone does not build: {err}"));
+    let rival = LockClient::open(&server.url()).unwrap().lock(&name);
+    let lock = client.lock(&name);
+    let guard = lock.lock().unwrap();
+    let taken = Instant::now();
+    // Three renewals to a lease: nine of them, and three leases gone by, leave nothing of
+    // the acquisition's own lease.
+    while taken.elapsed() <= 3 * lease || client.stats().renewals < 9 {
+        assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
+        assert!(
+            rival.try_lock().unwrap().is_none(),
+            "lease {lease:?}: a rival got the lock while it was held"
+        );
+        std::thread::sleep(lease / 10);
+    }
+    assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
+    guard
+        .unlock()
+        .unwrap_or_else(|err| panic!("lease {lease:?}: release failed: {err}"));
+    assert!(!server.exists(&name), "lease {lease:?}: key left behind");
+    assert_eq!(client.stats().locks_lost, 0, "lease {lease:?}");
+}
+
+#[test]
+fn a_renew_interval_alone_builds_across_its_range() {
+    let server = Server::start();
+    for millis in [1, 10, 300, 2_000, 9_999, 29_999] {
+        let interval = Duration::from_millis(millis);
+        LockClient::builder(&server.url())
+            .renew_interval(interval)
+            .build()
+            .unwrap_or_else(|err| panic!("renew interval {interval:?} alone: {err}"));
+    }
+}
+
+#[test]
+fn a_response_timeout_set_by_the_user_is_checked_as_given() {
+    let server = Server::start();
+    let err = LockClient::builder(&server.url())
+        .lease(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "response_timeout",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    LockClient::builder(&server.url())
+        .lease(Duration::from_secs(5))
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+}
+
+#[test]
+fn a_fair_queue_wait_alone_works_across_its_range() {
+    let server = Server::start();
+    let holder = LockClient::open(&server.url()).unwrap().fair_lock("queued");
+    for wait in [
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        redmutex::MAX_LEASE,
+    ] {
+        let client = LockClient::builder(&server.url())
+            .fair_queue_wait(wait)
+            .build()
+            .unwrap_or_else(|err| panic!("fair queue wait {wait:?} alone: {err}"));
+        let lock = client.fair_lock("queued");
+        let guard = holder.lock().unwrap();
+        // Queued behind the holder, then gone from the queue when it gives up.
+        let waited = lock.try_lock_for(Duration::from_millis(300)).unwrap();
+        assert!(waited.is_none(), "{wait:?}: taken while held");
+        let queued: usize = redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{queued}")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(queued, 0, "{wait:?}: left its place behind");
+        drop(guard);
+        let taken = lock.try_lock().unwrap();
+        assert!(taken.is_some(), "{wait:?}: not taken once free");
+    }
+}
+
+/// A client name alone, across what is accepted: one character to 64, any printable ASCII
+/// without spaces; the rest is refused before anything is sent, naming the setting.
+#[test]
+fn a_client_name_alone_works_across_its_range() {
+    let server = Server::start();
+    let longest = "n".repeat(64);
+    for name in [
+        "a",
+        "billing-7",
+        "web-3/41722",
+        "~!#$%^&*()[]{}<>|\\:;'\",.?`",
+        &longest,
+    ] {
+        let client = LockClient::builder(&server.url())
+            .client_name(name)
+            .build()
+            .unwrap_or_else(|err| panic!("client name {name:?} alone: {err}"));
+        let _held = client.lock("named").lock().unwrap();
+        let info = client.inspect("named").unwrap();
+        assert_eq!(info.holders[0].client.as_deref(), Some(name));
+    }
+    let too_long = "n".repeat(65);
+    for name in [
+        "",
+        "two words",
+        "tab\there",
+        "line\nbreak",
+        "naïve",
+        &too_long,
+    ] {
+        let err = LockClient::builder(&server.url())
+            .client_name(name)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidConfig {
+                    setting: "client_name",
+                    ..
+                }
+            ),
+            "{name:?}: {err}"
+        );
+    }
+}

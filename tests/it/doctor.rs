@@ -1,0 +1,169 @@
+//! The diagnostics: eviction policies that can evict a held lock, persistence under Redlock,
+//! checks a user without CONFIG rights cannot make, and the warning `build()` logs.
+
+use crate::support;
+
+use std::time::Duration;
+
+use redmutex::{Finding, Level, LockClient, Report};
+use support::{Server, logs};
+
+/// The warnings the library logged about the server on `port`.
+fn warnings_about(port: u16) -> Vec<String> {
+    logs::capture();
+    logs::messages(log::Level::Warn, &format!(":{port}"))
+}
+
+fn finding<'a>(report: &'a Report, check: &str) -> &'a Finding {
+    (report.findings.iter())
+        .find(|f| f.check == check)
+        .unwrap_or_else(|| panic!("no {check} finding in\n{report}"))
+}
+
+fn config_set(server: &Server, name: &str, value: &str) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+#[test]
+fn an_eviction_policy_that_can_evict_a_held_lock_fails_and_is_logged_at_build() {
+    warnings_about(0);
+    let server = Server::start();
+    let report = server.client().doctor().unwrap();
+    assert_eq!(finding(&report, "eviction").level, Level::Ok, "{report}");
+    assert!(warnings_about(server.port()).is_empty());
+
+    config_set(&server, "maxmemory-policy", "allkeys-lru");
+    let report = server.client().doctor().unwrap();
+    let eviction = finding(&report, "eviction");
+    assert_eq!(eviction.level, Level::Warn, "no maxmemory yet: {report}");
+    config_set(&server, "maxmemory", "100mb");
+    let client = server.client();
+    let report = client.doctor().unwrap();
+    let eviction = finding(&report, "eviction");
+    assert_eq!(eviction.level, Level::Fail, "{report}");
+    assert!(
+        eviction.reason.contains("allkeys-lru"),
+        "{}",
+        eviction.reason
+    );
+    assert!(eviction.fix.as_deref().unwrap().contains("noeviction"));
+    assert_eq!(report.worst(), Level::Fail);
+    let logged = warnings_about(server.port());
+    assert_eq!(
+        logged.iter().filter(|w| w.contains("allkeys-lru")).count(),
+        2,
+        "one warning per client built with the policy set: {logged:?}"
+    );
+}
+
+#[test]
+fn every_check_reports_on_a_plain_server() {
+    let server = Server::start();
+    let report = server.client().doctor().unwrap();
+    let checks: Vec<&str> = report.findings.iter().map(|f| f.check).collect();
+    for check in [
+        "rights",
+        "eviction",
+        "persistence",
+        "replicas",
+        "version",
+        "idle timeout",
+        "round trip",
+    ] {
+        assert!(checks.contains(&check), "{check} missing from\n{report}");
+    }
+    // The test servers run without persistence: a restart forgets every lock.
+    assert_eq!(finding(&report, "persistence").level, Level::Warn);
+    assert_eq!(finding(&report, "idle timeout").level, Level::Ok);
+    config_set(&server, "timeout", "30");
+    let report = server.client().doctor().unwrap();
+    assert_eq!(finding(&report, "idle timeout").level, Level::Warn);
+    let text = report.to_string();
+    assert_eq!(text.lines().count(), report.findings.len(), "{text}");
+}
+
+#[test]
+fn redlock_without_persistence_fails_and_its_clocks_are_compared() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let report = LockClient::redlock(&urls)
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
+    let persistence: Vec<&Finding> = (report.findings.iter())
+        .filter(|f| f.check == "persistence")
+        .collect();
+    assert_eq!(persistence.len(), 3);
+    assert!(
+        persistence.iter().all(|f| f.level == Level::Fail),
+        "{report}"
+    );
+    let clocks: Vec<&Finding> = (report.findings.iter())
+        .filter(|f| f.check == "clock")
+        .collect();
+    assert_eq!(clocks.len(), 3, "{report}");
+    // One machine, one clock.
+    assert!(clocks.iter().all(|f| f.level == Level::Ok), "{report}");
+}
+
+#[test]
+fn a_user_without_config_rights_gets_unknown_not_a_failure() {
+    let server = Server::start();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-config")
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://locker:secret@127.0.0.1:{}/", server.port());
+    let report = LockClient::open(&url).unwrap().doctor().unwrap();
+    for check in ["eviction", "persistence", "idle timeout", "replicas"] {
+        let found = finding(&report, check);
+        assert_eq!(found.level, Level::Unknown, "{check}: {report}");
+    }
+    assert_eq!(finding(&report, "rights").level, Level::Ok, "{report}");
+    assert_eq!(finding(&report, "version").level, Level::Ok, "{report}");
+}
+
+/// A Redlock node whose clock runs 5 s ahead of the others' (a stub in front of a server
+/// that answers TIME itself) is a warning; the others are fine.
+#[test]
+fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
+    let servers = [Server::start(), Server::start(), Server::start()];
+    let skewed = support::ClockSkew::start(servers[2].port(), Duration::from_secs(5));
+    let urls = [servers[0].url(), servers[1].url(), skewed.url()];
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let report = LockClient::redlock(&urls)
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
+    let clock = |url: &str| {
+        let port = url.trim_end_matches('/').rsplit(':').next().unwrap();
+        (report.findings.iter())
+            .find(|f| f.check == "clock" && f.server.ends_with(&format!(":{port}")))
+            .unwrap_or_else(|| panic!("no clock finding for {url}:\n{report}"))
+    };
+    assert_eq!(clock(urls[0]).level, Level::Ok, "{report}");
+    assert_eq!(clock(urls[1]).level, Level::Ok, "{report}");
+    let skewed = clock(urls[2]);
+    assert_eq!(skewed.level, Level::Warn, "{report}");
+    assert!(
+        skewed.reason.starts_with("+4") || skewed.reason.starts_with("+5"),
+        "{}",
+        skewed.reason
+    );
+    assert!(report.worst() >= Level::Warn);
+}

@@ -1,0 +1,323 @@
+//! Errors classify the same on one node and on Redlock, an error reporter that walks the
+//! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
+//! server, a server that never answers, a bad URL) says so.
+
+use crate::support;
+
+use std::error::Error as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redmutex::{Error, LockClient};
+use support::{Server, eventually, logs};
+
+/// One node, and three for Redlock, each with a client.
+fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
+    let one = Server::start();
+    let single = LockClient::open(&one.url()).unwrap();
+    let three: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = three.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let redlock = LockClient::redlock(&urls).build().unwrap();
+    vec![("one node", vec![one], single), ("redlock", three, redlock)]
+}
+
+/// The whole chain, as `anyhow`'s `{:#}` prints it (each message, then each `source()`'s,
+/// joined by ": "), after checking that no message repeats the one below it.
+fn printed_once(err: &Error) -> String {
+    let mut report = err.to_string();
+    let mut parent = report.clone();
+    let mut next = err.source();
+    while let Some(source) = next {
+        let message = source.to_string();
+        assert!(
+            !parent.contains(&message),
+            "printed twice: {message:?} in {parent:?}"
+        );
+        report = format!("{report}: {message}");
+        parent = message;
+        next = source.source();
+    }
+    report
+}
+
+/// How often `what` occurs in `report`, in any case.
+fn count(report: &str, what: &str) -> usize {
+    report.to_lowercase().matches(&what.to_lowercase()).count()
+}
+
+/// A port on which nothing listens (bound, then closed again).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_key_of_another_kind_is_wrong_kind_on_every_topology() {
+    for (topology, servers, client) in topologies() {
+        for server in &servers {
+            let _: () = redis::cmd("RPUSH")
+                .arg("listed")
+                .arg("x")
+                .query(&mut server.conn())
+                .unwrap();
+        }
+        let err = client.lock("listed").try_lock().unwrap_err();
+        assert!(err.is_wrong_kind(), "{topology}: {err}");
+        assert!(!err.is_connection(), "{topology}: {err}");
+        printed_once(&err);
+    }
+}
+
+#[test]
+fn a_refused_command_is_permission_not_connection_on_every_topology() {
+    for (topology, servers, client) in topologies() {
+        for server in &servers {
+            let _: () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("default")
+                .arg("-evalsha")
+                .query(&mut server.conn())
+                .unwrap();
+        }
+        let err = client.lock("refused").try_lock().unwrap_err();
+        assert!(err.is_permission(), "{topology}: {err}");
+        assert!(!err.is_connection(), "{topology}: {err}");
+        let report = printed_once(&err);
+        // Once per node: one node, or each of Redlock's in its list.
+        let nodes = servers.len();
+        assert_eq!(
+            count(&report, "no permissions"),
+            nodes,
+            "{topology}: {report}"
+        );
+        assert!(count(&report, "NOPERM") <= nodes, "{topology}: {report}");
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_connection_on_every_topology() {
+    for (topology, mut servers, client) in topologies() {
+        for server in &mut servers {
+            server.stop();
+        }
+        let err = client.lock("gone").try_lock().unwrap_err();
+        assert!(err.is_connection(), "{topology}: {err}");
+        assert!(
+            !err.is_wrong_kind() && !err.is_permission(),
+            "{topology}: {err}"
+        );
+        printed_once(&err);
+    }
+}
+
+#[test]
+fn a_closed_port_names_the_refusal_once_on_every_topology() {
+    let port = closed_port();
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .build()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(count(&report, "connection refused"), 1, "{report}");
+    assert_eq!(count(&report, &port.to_string()), 1, "{report}");
+    // The alternate form, for a log line, is the whole chain.
+    assert_eq!(format!("{err:#}"), report);
+
+    let ports: Vec<u16> = (0..3).map(|_| closed_port()).collect();
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|port| format!("redis://127.0.0.1:{port}/"))
+        .collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let err = LockClient::redlock(&urls).build().unwrap_err();
+    assert!(err.is_no_quorum() && err.is_connection(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(format!("{err:#}"), report);
+    assert_eq!(count(&report, "connection refused"), 3, "{report}");
+    for port in ports {
+        assert_eq!(count(&report, &port.to_string()), 1, "{report}");
+    }
+}
+
+#[test]
+fn a_refusal_names_its_server_code_once() {
+    let server = Server::start();
+    let client = server.client();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-evalsha")
+        .query(&mut server.conn())
+        .unwrap();
+    let err = client.lock("refused").try_lock().unwrap_err();
+    assert_eq!(err.server_code(), Some("NOPERM"), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(count(&report, "NOPERM"), 1, "{report}");
+    assert_eq!(count(&report, "\"refused\""), 1, "{report}");
+}
+
+/// A listener on a free port whose every connection gets `answer` (when given) once it has
+/// sent something, and is then kept open until the test process ends.
+fn listener(answer: Option<&'static [u8]>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let mut open: Vec<TcpStream> = Vec::new();
+        for mut conn in listener.incoming().flatten() {
+            if let Some(answer) = answer {
+                let mut request = [0; 1024];
+                let _ = conn.read(&mut request);
+                let _ = conn.write_all(answer);
+            }
+            open.push(conn);
+        }
+    });
+    port
+}
+
+const HTTP_ANSWER: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nBad Request";
+
+#[test]
+fn a_server_that_is_not_redis_is_a_connection_problem() {
+    let port = listener(Some(HTTP_ANSWER));
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(!err.is_auth() && !err.is_permission(), "{err}");
+    let report = printed_once(&err);
+    assert_eq!(
+        count(&report, "did not answer as a Redis server"),
+        1,
+        "{report}"
+    );
+}
+
+/// A listener on a free port that accepts every connection and never answers, and what
+/// each connection sent it.
+fn silent_listener() -> (u16, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sent = received.clone();
+    thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let sent = sent.clone();
+            thread::spawn(move || {
+                let at = {
+                    let mut sent = sent.lock().unwrap();
+                    sent.push(Vec::new());
+                    sent.len() - 1
+                };
+                let mut buffer = [0; 4096];
+                while let Ok(n @ 1..) = conn.read(&mut buffer) {
+                    sent.lock().unwrap()[at].extend_from_slice(&buffer[..n]);
+                }
+            });
+        }
+    });
+    (port, received)
+}
+
+#[test]
+fn build_against_a_server_that_never_answers_ends_within_its_timeouts() {
+    let (port, received) = silent_listener();
+    let timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let err = LockClient::builder(&format!("redis://127.0.0.1:{port}/"))
+        .connect_timeout(timeout)
+        .response_timeout(timeout)
+        .build()
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_connection(), "{err}");
+    printed_once(&err);
+    // Promised: the connect timeout plus one response timeout. Five times that proves the
+    // bound on a busy machine without timing the promise itself.
+    assert!(took < 5 * (timeout + timeout), "took {took:?}: {err}");
+    // What the promise rests on: a connection waits for one reply at most before it gives
+    // up (each command sent is one more timeout waited).
+    for sent in received.lock().unwrap().iter() {
+        let commands = sent
+            .split(|b| *b == b'\n')
+            .filter(|line| line.starts_with(b"*"));
+        let shown = String::from_utf8_lossy(sent);
+        assert!(
+            commands.count() <= 1,
+            "more than one command waited on: {shown:?}"
+        );
+    }
+}
+
+#[test]
+fn failed_connects_of_the_pool_are_logged_at_debug_level_only() {
+    logs::capture();
+    let mut server = Server::start();
+    let client = server.client();
+    let port = server.port().to_string();
+    server.stop();
+    let err = client.lock("gone").try_lock().unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    // The pool's own connects fail in the background too; each is reported once, by the
+    // crate, at debug level.
+    let reported = eventually(Duration::from_secs(10), || {
+        !logs::records(|r| {
+            r.level == log::Level::Debug
+                && r.target.starts_with("redmutex")
+                && r.message.contains(&port)
+        })
+        .is_empty()
+    });
+    assert!(reported, "no debug record of the failed connects");
+    let pool = logs::records(|r| r.target.starts_with("r2d2"));
+    assert!(pool.is_empty(), "the pool logged on its own: {pool:?}");
+}
+
+#[test]
+fn a_bad_url_says_what_is_wrong_and_never_the_password() {
+    for (url, says) in [
+        ("", "empty"),
+        ("127.0.0.1:6379", "no scheme"),
+        ("user:secret@127.0.0.1:6379", "no scheme"),
+        ("http://:secret@127.0.0.1/", "unknown scheme \"http\""),
+        (
+            "redis://:secret@127.0.0.1:notaport/",
+            "bad port \"notaport\"",
+        ),
+        ("redis://:secret@/", "no host"),
+        ("redis://:secret@127.0.0.1:1/x", "bad database"),
+    ] {
+        let err = LockClient::open(url).unwrap_err();
+        assert!(err.is_invalid_input(), "{url:?}: {err}");
+        let report = printed_once(&err);
+        assert!(report.contains(says), "{url:?}: {report}");
+        assert!(!report.contains("secret"), "password repeated: {report}");
+    }
+    let err = LockClient::open("http://127.0.0.1/").unwrap_err();
+    assert!(err.to_string().contains("redis://"), "{err}");
+}
+
+/// A name over the limit is refused saying the limit.
+#[test]
+fn a_name_over_the_limit_says_the_limit() {
+    let server = Server::start();
+    let name = "n".repeat(redmutex::MAX_NAME_LEN + 1);
+    let err = server
+        .client()
+        .lock(&name)
+        .try_lock()
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("1024"), "{err}");
+}

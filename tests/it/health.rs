@@ -1,0 +1,87 @@
+//! A hold's health: uncertain while its renewals fail and it is still valid, held again when
+//! one gets through, lost when it is found gone; the callback hears each change once.
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redmutex::{Health, LockClient};
+use support::{Proxy, SHORT_LEASE, Server, eventually, response_timeout_for};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+type Changes = Arc<Mutex<Vec<(Health, Health)>>>;
+
+fn client_at(url: &str, lease: Duration, changes: &Changes) -> LockClient {
+    let changes = changes.clone();
+    LockClient::builder(url)
+        .lease(lease)
+        .response_timeout(response_timeout_for(lease))
+        .on_health_change(move |change| changes.lock().unwrap().push((change.from, change.to)))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_hold_is_uncertain_while_renewals_fail_and_held_again_when_one_gets_through() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let changes = Changes::default();
+    // Long enough that the validity outlasts a failed renewal and the retry after it.
+    let client = client_at(&proxy.url(), Duration::from_secs(9), &changes);
+    let guard = client.lock("health").lock().unwrap();
+    assert_eq!(guard.health(), Health::Held);
+    proxy.pause();
+    assert!(
+        eventually(PATIENCE, || guard.health() == Health::Uncertain),
+        "a renewal that times out makes the hold uncertain"
+    );
+    proxy.resume();
+    assert!(
+        eventually(PATIENCE, || guard.health() != Health::Uncertain),
+        "the next renewal decides"
+    );
+    assert_eq!(
+        guard.health(),
+        Health::Held,
+        "{:?}",
+        changes.lock().unwrap()
+    );
+    assert_eq!(
+        *changes.lock().unwrap(),
+        [
+            (Health::Held, Health::Uncertain),
+            (Health::Uncertain, Health::Held)
+        ]
+    );
+    guard.unlock().unwrap();
+    assert_eq!(client.stats().locks_lost, 0);
+}
+
+#[test]
+fn a_hold_found_gone_is_lost_and_an_unrenewed_lease_past_its_validity_is_uncertain() {
+    let server = Server::start();
+    let changes = Changes::default();
+    let client = client_at(&server.url(), SHORT_LEASE, &changes);
+    let guard = client.lock("gone").lock().unwrap();
+    let () = redis::cmd("DEL")
+        .arg("gone")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(eventually(PATIENCE, || guard.health() == Health::Lost));
+    assert_eq!(*changes.lock().unwrap(), [(Health::Held, Health::Lost)]);
+    assert!(guard.unlock().unwrap_err().is_lost());
+
+    // An explicit lease is not renewed: past its validity nobody knows.
+    let leased = client
+        .lock("leased")
+        .lock_with_lease(Duration::from_millis(100))
+        .unwrap();
+    assert!(eventually(PATIENCE, || leased.health() == Health::Uncertain));
+    assert_eq!(
+        changes.lock().unwrap().len(),
+        1,
+        "unwatched holds tell nothing"
+    );
+}

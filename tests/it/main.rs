@@ -1,0 +1,45 @@
+//! The integration tests, one binary so that the crate links once and tests of every area
+//! run in parallel: a module per area, each test with its own throwaway servers
+//! (`support`). `cargo test --all-features` runs them all; `cargo test --all-features --test
+//! it model::` runs one area.
+
+mod support;
+
+mod acl;
+mod cancel;
+mod cli;
+mod cluster;
+mod defaults;
+mod doctor;
+mod errors;
+mod exclusion;
+mod explain;
+mod failures;
+mod fair;
+mod faults;
+mod fenced;
+mod fork;
+mod health;
+mod inspect;
+mod interop;
+mod kinds;
+mod layers;
+mod lost;
+mod metrics;
+mod model;
+mod notify;
+mod peers;
+mod proxy;
+mod read_write;
+mod redisson_family;
+mod redlock;
+mod reentrancy;
+mod replicas;
+mod scripts;
+mod semaphore;
+mod sentinel;
+mod tls;
+mod token_interop;
+mod waiting;
+mod watch;
+mod watchdog;

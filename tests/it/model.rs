@@ -1,0 +1,630 @@
+//! Model-based tests of every kind's scripts: a small reference model of each layout in
+//! plain Rust, and a real redis-server, receive the same random sequence of operations from
+//! several owners (ours, and for Redisson's layouts a Java owner played by Lua written here
+//! from `../shared/LAYOUTS.md`); after every step the server's state, the guards' views and
+//! the model must agree on the invariants. Short leases (tens of milliseconds) make expiry
+//! edges frequent. `proptest` shrinks a failing sequence; each one found is kept below as a
+//! plain test replaying it.
+//!
+//! Where timing decides (a lease ending during a step), the model accepts either outcome:
+//! it predicts only what must happen (a lock nobody can still hold is granted) and checks
+//! only what must never happen (two exclusive holders, a guard valid past its key's real
+//! expiry, a permit missing from the set, a live fair waiter overtaken).
+//!
+//! Each owner of a thread-bound kind is a thread of its own, driven through a channel: two
+//! of them share a client (so its hold table and watchdog serve both), the third has its
+//! own client (another UUID), which retries only after half a minute, so its waiters get a
+//! lock in time only when a message wakes them.
+//!
+//! `MODEL_CASES=n` runs n cases per property instead of 40; `MODEL_LOG=1` prints the steps
+//! of every case of the exclusive kinds.
+
+use crate::support;
+
+mod exclusive;
+mod java;
+mod read_write;
+mod semaphore;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use redmutex::LockClient;
+use support::Server;
+
+/// Slack for Redis's whole milliseconds and expiry checks, in the safe direction.
+const SLACK: Duration = Duration::from_millis(3);
+
+/// The watchdog lease of the test clients: short, so that watched holds are renewed often
+/// during a case, long enough that renewals keep up with a busy machine most of the time
+/// (a renewal that does not is no failure: the guard then stops saying `Held`).
+const WATCHDOG_LEASE: Duration = Duration::from_millis(300);
+
+/// How many cases each kind's property runs, unless `MODEL_CASES` says otherwise.
+fn cases() -> u32 {
+    std::env::var("MODEL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(40)
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        max_shrink_time: 30_000,
+        max_shrink_iters: 400,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// A lock name nobody used before in this process.
+fn fresh_name(kind: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("model-{kind}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The clients of a test: owners 0 and 1 share the first, owner 2 has the second.
+struct Clients {
+    shared: LockClient,
+    own: LockClient,
+}
+
+/// The owner whose client comes back on its own only after a long while: its waiters get
+/// the lock in time only when a message wakes them (or the holder's lease ends).
+const SLEEPY: usize = 2;
+
+impl Clients {
+    fn new(server: &Server) -> Clients {
+        let shared = build(|| {
+            server
+                .builder_with_lease(WATCHDOG_LEASE)
+                // Waiters come back often: one that misses a wake-up is not stuck for long.
+                .retry_cap(Duration::from_millis(50))
+        });
+        let own = build(|| {
+            server
+                .builder_with_lease(WATCHDOG_LEASE)
+                .retry_base(Duration::from_secs(30))
+                .retry_cap(Duration::from_secs(60))
+                // A fair waiter comes back at least every third of this.
+                .fair_queue_wait(Duration::from_secs(180))
+        });
+        Clients { shared, own }
+    }
+
+    fn of(&self, owner: usize) -> &LockClient {
+        if owner < 2 { &self.shared } else { &self.own }
+    }
+}
+
+/// A client from `builder`: building asks the server for its settings within the short
+/// response timeout a 300 ms lease allows, which a busy machine can miss; the test is not
+/// about that, so it asks again.
+fn build(builder: impl Fn() -> redmutex::LockClientBuilder) -> LockClient {
+    let mut tries = 0;
+    loop {
+        match builder().build() {
+            Ok(client) => return client,
+            Err(err) if err.is_connection() && tries < 10 => tries += 1,
+            Err(err) => panic!("no client: {err}"),
+        }
+    }
+}
+
+/// The number of our owners in every model.
+const OWNERS: usize = 3;
+
+type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
+
+/// An owner: a thread of its own keeping its state (guards, which may not leave it),
+/// driven by jobs sent through a channel.
+struct Owner<S: 'static> {
+    jobs: Option<mpsc::Sender<Job<S>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<S: 'static> Owner<S> {
+    fn spawn(make: impl FnOnce() -> S + Send + 'static) -> Owner<S> {
+        let (jobs, queue) = mpsc::channel::<Job<S>>();
+        let thread = std::thread::spawn(move || {
+            let mut state = make();
+            for job in queue {
+                job(&mut state);
+            }
+        });
+        Owner {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts `job` on the owner's thread; its result comes through the receiver.
+    fn start<R: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> mpsc::Receiver<R> {
+        let (tx, rx) = mpsc::channel();
+        let job: Job<S> = Box::new(move |state| {
+            let _ = tx.send(job(state));
+        });
+        self.jobs.as_ref().unwrap().send(job).unwrap();
+        rx
+    }
+
+    /// Runs `job` on the owner's thread and returns its result.
+    fn run<R: Send + 'static>(&self, job: impl FnOnce(&mut S) -> R + Send + 'static) -> R {
+        self.start(job).recv().expect("the owner's thread panicked")
+    }
+}
+
+impl<S: 'static> Drop for Owner<S> {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Until when a party (an owner, the Java owner) may still have something in Redis: an
+/// upper bound, never a promise that it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Bound {
+    Gone,
+    Until(Instant),
+    /// Watched, or waiting: may take or keep the lock at any time.
+    Forever,
+}
+
+impl Bound {
+    fn extend(self, until: Instant) -> Bound {
+        self.max(Bound::Until(until + SLACK))
+    }
+
+    /// Whether nothing of the party can be left at `at`.
+    fn over_by(self, at: Instant) -> bool {
+        match self {
+            Bound::Gone => true,
+            Bound::Until(until) => until < at,
+            Bound::Forever => false,
+        }
+    }
+}
+
+/// Waits until `bound` has passed, when what failed or deleted holds left has expired;
+/// false, without waiting, when that is far away (a long lease): the case then skips its
+/// look for leftovers.
+fn await_bound(bound: Bound) -> bool {
+    match bound {
+        Bound::Gone => true,
+        Bound::Until(until) if until < Instant::now() + Duration::from_secs(1) => {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The keys of lock `name` on the server besides unlock latches that expire (a latch
+/// without an expiry is left over) and fencing counters (kept for ever, by design).
+fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{name}*"))
+        .query(conn)
+        .unwrap();
+    let tagged = format!("{{{name}}}");
+    keys.into_iter()
+        .filter(|key| key == name || key.contains(&tagged))
+        .filter(|key| {
+            if key.starts_with("redisson_unlock_latch:") {
+                return pttl(conn, key).0 == -1;
+            }
+            !key.starts_with("redisson_lock_token:")
+        })
+        .collect()
+}
+
+/// PTTL of `key`, and the latest instant at which its expiry can have been read: the key's
+/// real expiry is at most `read + pttl`.
+fn pttl(conn: &mut redis::Connection, key: &str) -> (i64, Instant) {
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap();
+    (ttl, Instant::now())
+}
+
+/// The latest the key can expire, by a PTTL read that ended at `read`; `None` when it has
+/// no expiry (a lock always has one) or is missing.
+fn expiry(ttl: i64, read: Instant) -> Option<Instant> {
+    u64::try_from(ttl)
+        .ok()
+        .map(|ms| read + Duration::from_millis(ms) + SLACK)
+}
+
+/// Epoch milliseconds now, as a Redisson client passes its clock.
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn the_history_check_finds_overlapping_windows() {
+    use support::history::History;
+    let history = History::default();
+    let t = Instant::now();
+    let ms = Duration::from_millis;
+    // A millisecond apart: the history converts instants to the monotonic clock's
+    // nanoseconds with two readings, a few nanoseconds apart.
+    history.record("a", t, t + ms(10), t + ms(20));
+    history.record("a", t + ms(5), t + ms(8), t + ms(30));
+    history.record("b", t + ms(11), t + ms(30), t + ms(15));
+    assert!(history.overlap().is_none(), "one holder after the other");
+    history.record("c", t + ms(14), t + ms(40), t + ms(50));
+    let (a, b) = history.overlap().expect("b and c overlap");
+    assert_eq!((a.holder.as_str(), b.holder.as_str()), ("b", "c"));
+}
+
+/// Runs the property of one kind on one server, with fresh lock names per case.
+fn exclusive_property<K: exclusive::Subject>(java: bool) {
+    let harness = std::cell::RefCell::new(exclusive::Harness::<K>::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&exclusive::ops(java), |ops| {
+        exclusive::check(&mut harness.borrow_mut(), &ops)
+    });
+    if let Err(err) = result {
+        panic!("{}: {err}", K::NAME);
+    }
+}
+
+#[test]
+fn reentrant_lock_follows_its_model() {
+    exclusive_property::<redmutex::Reentrant>(true);
+}
+
+#[test]
+fn fenced_lock_follows_its_model() {
+    exclusive_property::<redmutex::Fenced>(true);
+}
+
+#[test]
+fn fair_lock_follows_its_model() {
+    exclusive_property::<redmutex::Fair>(true);
+}
+
+#[test]
+fn token_lock_follows_its_model() {
+    exclusive_property::<redmutex::Token>(false);
+}
+
+#[test]
+fn read_write_lock_follows_its_model() {
+    let harness = std::cell::RefCell::new(read_write::Harness::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&read_write::ops(), |ops| {
+        read_write::check(&mut harness.borrow_mut(), &ops)
+    });
+    if let Err(err) = result {
+        panic!("read-write: {err}");
+    }
+}
+
+/// Found by the property: a release that finds the write holding lost forgets all of it,
+/// and the owner's next write acquisition, with an expired read guard left, is refused as
+/// an upgrade.
+#[test]
+fn read_write_lock_after_a_lost_write_release_follows_its_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::*};
+    let mut harness = read_write::Harness::new();
+    let take = |side, ms| Take {
+        owner: 2,
+        side,
+        lease: Ms(ms),
+    };
+    let ops = [
+        take(Write, 10),
+        take(Write, 10),
+        take(Read, 10),
+        Pass { ms: 10 },
+        Release { owner: 2, which: 0 },
+        take(Write, 14),
+    ];
+    if let Err(err) = harness.run(&ops) {
+        panic!("read-write: {err}");
+    }
+}
+
+#[test]
+fn semaphore_follows_its_model() {
+    let harness = std::cell::RefCell::new(semaphore::Harness::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&semaphore::case(), |(permits, ops)| {
+        semaphore::check(&mut harness.borrow_mut(), permits, &ops)
+    });
+    if let Err(err) = result {
+        panic!("semaphore: {err}");
+    }
+}
+
+// Sequences found by the properties above (or, where a timing edge kept proptest from
+// shrinking, the same steps with times that make the edge certain), replayed as plain tests.
+
+fn replay<K: exclusive::Subject>(ops: &[exclusive::Op]) {
+    if let Err(err) = exclusive::Harness::<K>::new().run(ops) {
+        panic!("{}: {err}", K::NAME);
+    }
+}
+
+fn replay_read_write(ops: &[read_write::Op]) {
+    if let Err(err) = read_write::Harness::new().run(ops) {
+        panic!("read-write: {err}");
+    }
+}
+
+fn replay_semaphore(permits: u64, ops: &[semaphore::Op]) {
+    if let Err(err) = semaphore::Harness::new().run(permits, ops) {
+        panic!("semaphore: {err}");
+    }
+}
+
+/// Found as [Wait { 0, 10 ms, wait 20 }, Pass 9, Take { 2, 71 ms }, Take { 0, 23 ms }]: the
+/// re-entry finds its hold expired and the lock taken, is queued as busy, and reports the
+/// loss without leaving the queue.
+#[test]
+fn fair_reentry_after_expiry_leaves_no_queue_entry() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 0,
+            lease: Ms(10),
+        },
+        Pass { ms: 30 },
+        Take {
+            owner: 2,
+            lease: Ms(71),
+        },
+        Take {
+            owner: 0,
+            lease: Ms(23),
+        },
+    ]);
+}
+
+/// Found in a longer sequence: the Java owner, waiting with Redisson's default wait
+/// (300000 ms), takes the lock from the head of the queue and lowers every place by that
+/// wait, so the place of our waiter behind it is in the past and swept, and a later owner
+/// takes the lock while ours still waits.
+#[test]
+fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 1,
+            lease: Ms(500),
+        },
+        JavaTake {
+            lease: 200,
+            wait: 100,
+        },
+        Release { owner: 1, which: 0 },
+        Wait {
+            owner: 2,
+            lease: Ms(50),
+            wait: 2000,
+        },
+        JavaTake {
+            lease: 200,
+            wait: 300_000,
+        },
+        JavaRelease,
+        Take {
+            owner: 0,
+            lease: Ms(100),
+        },
+        Join { owner: 2 },
+    ]);
+}
+
+/// Found as the first failure of the read-write property: two read holds of one owner
+/// with different leases; releasing one leaves the other's guard valid past the hash's
+/// expiry.
+#[test]
+fn read_release_keeps_the_other_read_guard_within_the_key() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::Read};
+    replay_read_write(&[
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(100),
+        },
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(150),
+        },
+        Release { owner: 2, which: 0 },
+    ]);
+}
+
+/// Found next, with watched holds: a release of one of two watched read holds.
+#[test]
+fn read_release_of_watched_holds_keeps_the_other_guard_within_the_key() {
+    use exclusive::Lease::Watched;
+    use read_write::{Op::*, Side::Read};
+    replay_read_write(&[
+        Take {
+            owner: 0,
+            side: Read,
+            lease: Watched,
+        },
+        Pass { ms: 10 },
+        Take {
+            owner: 0,
+            side: Read,
+            lease: Watched,
+        },
+        Release { owner: 0, which: 0 },
+    ]);
+}
+
+/// Found in a longer sequence: a permit taken exactly 1 ms before another's lease ends is
+/// not in the set. Here the Java owner holds the only permit and ours asks again and again
+/// as its lease ends, which makes the 1 ms edge come up.
+#[test]
+fn a_permit_taken_as_another_lease_ends_is_held() {
+    use exclusive::Lease::Ms;
+    use semaphore::Op::*;
+    let mut ops = Vec::new();
+    for _ in 0..10 {
+        ops.push(JavaTake { lease: 20 });
+        ops.extend((0..40).map(|_| Take {
+            client: 0,
+            lease: Ms(50),
+        }));
+        ops.push(Release { which: 0 });
+    }
+    replay_semaphore(1, &ops);
+}
+
+/// Found by the read-write property once defect 2's failures were set aside: a write
+/// re-entry sets the hash's expiry to its short lease, below the same owner's watched read
+/// hold.
+#[test]
+fn write_reentry_keeps_the_same_owners_read_guard_within_the_key() {
+    use exclusive::Lease::{Ms, Watched};
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    replay_read_write(&[
+        Take {
+            owner: 1,
+            side: Write,
+            lease: Ms(100),
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Watched,
+        },
+        Take {
+            owner: 1,
+            side: Write,
+            lease: Ms(100),
+        },
+    ]);
+}
+
+/// Written for defect 4 in the model's steps (the property did not reach it past defect
+/// 2): once the longer-leased reader releases, the other reader's lease has run out, and a
+/// writer must get the lock.
+#[test]
+fn a_read_release_leaves_no_hash_of_expired_readers() {
+    use exclusive::Lease::Ms;
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    replay_read_write(&[
+        Take {
+            owner: 0,
+            side: Read,
+            lease: Ms(300),
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Ms(20),
+        },
+        Pass { ms: 60 },
+        Release { owner: 0, which: 0 },
+        Take {
+            owner: 2,
+            side: Write,
+            lease: Ms(50),
+        },
+    ]);
+}
+
+/// A forced unlock of a lock held with a long lease, while the sleepy owner waits: only the
+/// forced unlock's message can wake it before its wait ends.
+fn forced_unlock_wakes_the_waiter<K: exclusive::Subject>() {
+    use exclusive::{LONG_LEASE, Lease::Ms, Op::*};
+    replay::<K>(&[
+        Take {
+            owner: 0,
+            lease: Ms(LONG_LEASE),
+        },
+        Wait {
+            owner: SLEEPY,
+            lease: Ms(50),
+            wait: 3000,
+        },
+        Force,
+        Join { owner: SLEEPY },
+    ]);
+}
+
+#[test]
+fn a_forced_unlock_wakes_a_waiter() {
+    forced_unlock_wakes_the_waiter::<redmutex::Reentrant>();
+    forced_unlock_wakes_the_waiter::<redmutex::Fenced>();
+    forced_unlock_wakes_the_waiter::<redmutex::Token>();
+}
+
+/// Written for defect 6 in the model's steps: the fair lock's forced unlock wakes nobody,
+/// so the waiter at the head of the queue sleeps on.
+#[test]
+fn a_forced_unlock_of_a_fair_lock_wakes_the_head_of_the_queue() {
+    forced_unlock_wakes_the_waiter::<redmutex::Fair>();
+}
+
+/// The sleepy owner waits for each side of a read-write lock held with a long lease; a
+/// release, or a forced unlock, must wake it.
+#[test]
+fn a_release_or_forced_unlock_wakes_a_read_write_waiter() {
+    use exclusive::{LONG_LEASE, Lease::Ms};
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    for side in [Read, Write] {
+        replay_read_write(&[
+            Take {
+                owner: 0,
+                side: Write,
+                lease: Ms(LONG_LEASE),
+            },
+            Wait {
+                owner: SLEEPY,
+                side,
+                lease: 50,
+                wait: 3000,
+            },
+            Release { owner: 0, which: 0 },
+            Join { owner: SLEEPY },
+            Release {
+                owner: SLEEPY,
+                which: 0,
+            },
+            Take {
+                owner: 1,
+                side: Read,
+                lease: Ms(LONG_LEASE),
+            },
+            Wait {
+                owner: SLEEPY,
+                side: Write,
+                lease: 50,
+                wait: 3000,
+            },
+            Force { side: Read },
+            Join { owner: SLEEPY },
+        ]);
+    }
+}

@@ -1,0 +1,1036 @@
+//! The exclusive kinds — reentrant, fenced, fair, token — against one model: parties
+//! (our owners, the Java owner) with their holds and how long each may still be in Redis.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use redmutex::{Fair, Fenced, Health, Lock, LockClient, LockGuard, Reentrant, Token};
+
+use super::java::{self, JAVA, arg};
+use super::{
+    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, epoch_ms, expiry, fresh_name,
+    leftovers, pttl,
+};
+use crate::support::history::History;
+use crate::support::{MakeLock, Server};
+
+/// A lease in a step: watched (the client's, renewed), or explicit in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub enum Lease {
+    Watched,
+    Ms(u64),
+}
+
+impl Lease {
+    pub fn explicit(self) -> Option<Duration> {
+        match self {
+            Lease::Watched => None,
+            Lease::Ms(ms) => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// The lease the server gets.
+    pub fn script(self) -> Duration {
+        self.explicit().unwrap_or(WATCHDOG_LEASE)
+    }
+}
+
+/// One step of a sequence.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// `try_lock` (with the lease, or watched).
+    Take { owner: usize, lease: Lease },
+    /// `try_lock_for(wait)` started on the owner's thread; the sequence goes on meanwhile.
+    Wait {
+        owner: usize,
+        lease: Lease,
+        wait: u64,
+    },
+    /// Waits for the owner's `Wait` to end.
+    Join { owner: usize },
+    /// Releases one of the owner's holds (by position).
+    Release { owner: usize, which: usize },
+    /// Time passes: leases run out.
+    Pass { ms: u64 },
+    /// `force_unlock()`, by owner 0's handle.
+    Force,
+    /// The Java owner acquires (Redisson's script for the kind), with `wait` for its place
+    /// in a fair queue (Redisson's default is 300000).
+    JavaTake { lease: u64, wait: u64 },
+    /// The Java owner releases one hold.
+    JavaRelease,
+    /// The Java owner leaves a fair queue.
+    JavaLeave,
+}
+
+/// A lease longer than any case.
+pub const LONG_LEASE: u64 = 10_000;
+
+/// How long a lock may stay free, with a lone waiter of the sleepy owner at the head of
+/// its queue, before that waiter must have been woken: far beyond a message's delivery,
+/// far below the sleepy client's own retries.
+pub const GRACE: Duration = Duration::from_millis(1500);
+
+pub fn lease() -> impl Strategy<Value = Lease> {
+    prop_oneof![
+        2 => Just(Lease::Watched),
+        8 => (10u64..80).prop_map(Lease::Ms),
+        // Outlasts the case unless released: only a message wakes its waiters in time.
+        1 => Just(Lease::Ms(LONG_LEASE)),
+    ]
+}
+
+/// Sequences of steps; with `java`, the Java owner's among them.
+pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
+    let owner = || 0..OWNERS;
+    let mut ops: Vec<(u32, BoxedStrategy<Op>)> = vec![
+        (
+            6,
+            (owner(), lease())
+                .prop_map(|(owner, lease)| Op::Take { owner, lease })
+                .boxed(),
+        ),
+        (
+            3,
+            (owner(), (10u64..60).prop_map(Lease::Ms), 20u64..400)
+                .prop_map(|(owner, lease, wait)| Op::Wait { owner, lease, wait })
+                .boxed(),
+        ),
+        // The sleepy owner, which only a message wakes before its wait ends.
+        (
+            1,
+            ((10u64..60).prop_map(Lease::Ms), 2500u64..3500)
+                .prop_map(|(lease, wait)| Op::Wait {
+                    owner: SLEEPY,
+                    lease,
+                    wait,
+                })
+                .boxed(),
+        ),
+        (2, owner().prop_map(|owner| Op::Join { owner }).boxed()),
+        (
+            5,
+            (owner(), 0..3usize)
+                .prop_map(|(owner, which)| Op::Release { owner, which })
+                .boxed(),
+        ),
+        (4, (1u64..60).prop_map(|ms| Op::Pass { ms }).boxed()),
+        // Long enough for the watchdog to renew.
+        (1, (80u64..200).prop_map(|ms| Op::Pass { ms }).boxed()),
+        (1, Just(Op::Force).boxed()),
+    ];
+    if java {
+        ops.extend([
+            (
+                3,
+                (10u64..80, prop_oneof![Just(100u64), Just(300_000u64)])
+                    .prop_map(|(lease, wait)| Op::JavaTake { lease, wait })
+                    .boxed(),
+            ),
+            (2, Just(Op::JavaRelease).boxed()),
+            (1, Just(Op::JavaLeave).boxed()),
+        ]);
+    }
+    proptest::collection::vec(proptest::strategy::Union::new_weighted(ops), 1..40)
+}
+
+/// What the Java owner's script is, for a kind.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Java {
+    None,
+    Lock,
+    Fenced,
+    Fair,
+}
+
+/// A kind under the exclusive model.
+pub trait Subject: MakeLock {
+    const JAVA: Java;
+    /// A fenced guard's token.
+    fn token(_: &LockGuard<Self>) -> Option<u64> {
+        None
+    }
+    /// A token lock guard's value of the key.
+    fn value(_: &LockGuard<Self>) -> Option<String> {
+        None
+    }
+}
+
+impl Subject for Reentrant {
+    const JAVA: Java = Java::Lock;
+}
+
+impl Subject for Fenced {
+    const JAVA: Java = Java::Fenced;
+    fn token(guard: &LockGuard<Self>) -> Option<u64> {
+        Some(guard.token())
+    }
+}
+
+impl Subject for Fair {
+    const JAVA: Java = Java::Fair;
+}
+
+impl Subject for Token {
+    const JAVA: Java = Java::None;
+    fn value(guard: &LockGuard<Self>) -> Option<String> {
+        Some(guard.token().to_owned())
+    }
+}
+
+/// What a guard says.
+#[derive(Clone, Debug)]
+struct View {
+    health: Health,
+    valid_until: Instant,
+    token: Option<u64>,
+    value: Option<String>,
+}
+
+impl View {
+    fn of<K: Subject>(guard: &LockGuard<K>) -> View {
+        View {
+            health: guard.health(),
+            valid_until: guard.valid_until(),
+            token: K::token(guard),
+            value: K::value(guard),
+        }
+    }
+
+    /// Held, with validity left after `at`.
+    fn live(&self, at: Instant) -> bool {
+        self.health == Health::Held && self.valid_until > at
+    }
+}
+
+/// An owner thread's state.
+struct Mine<K: Subject> {
+    lock: Option<Lock<K>>,
+    guards: Vec<LockGuard<K>>,
+}
+
+type Taken = (Instant, redmutex::Result<Option<View>>, Instant);
+
+fn take<K: Subject>(mine: &mut Mine<K>, lease: Lease, wait: Option<Duration>) -> Taken {
+    let lock = mine.lock.as_ref().unwrap();
+    let sent = Instant::now();
+    let result = match (lease.explicit(), wait) {
+        (None, None) => lock.try_lock(),
+        (Some(lease), None) => lock.try_lock_with_lease(lease),
+        (None, Some(wait)) => lock.try_lock_for(wait),
+        (Some(lease), Some(wait)) => lock.try_lock_with_lease_for(wait, lease),
+    };
+    let returned = Instant::now();
+    let result = result.map(|guard| {
+        guard.map(|guard| {
+            let view = View::of(&guard);
+            mine.guards.push(guard);
+            view
+        })
+    });
+    (sent, result, returned)
+}
+
+/// One hold in the model.
+#[derive(Clone, Debug)]
+struct HoldModel {
+    /// When the acquisition returned: the start of its window in the history.
+    taken: Instant,
+    lease: Lease,
+    /// Deleted by a forced unlock: its guard may go on saying `Held` until a renewal finds
+    /// out, and no invariant counts it.
+    revoked: bool,
+}
+
+struct Waiting {
+    result: mpsc::Receiver<Taken>,
+    started: Instant,
+    wait: Duration,
+    lease: Lease,
+    /// When the owner was seen in the fair queue, and its rank among those seen.
+    queued: Option<(Instant, u64)>,
+    /// A forced unlock ran meanwhile: what it took may have been deleted.
+    forced: bool,
+    /// Since when nobody else could hold the lock or be ahead of it in a queue.
+    free_since: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Party {
+    holds: Vec<HoldModel>,
+    /// How long its holds may last in Redis.
+    held: Option<Bound>,
+    /// How long what a failed call may have left may last.
+    ghost: Option<Bound>,
+    waiting: Option<Waiting>,
+    /// The longest lease among the holds taken since it last held nothing.
+    longest: Duration,
+}
+
+impl Party {
+    fn bound(&self) -> Bound {
+        let waiting = self.waiting.as_ref().map(|_| Bound::Forever);
+        [self.held, self.ghost, waiting]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(Bound::Gone)
+    }
+
+    /// After holds were added or released: how long the remaining ones may last, the key's
+    /// expiry set `now` to the longest lease among them.
+    fn rebound(&mut self, now: Instant) {
+        if self.holds.is_empty() {
+            self.longest = Duration::ZERO;
+        }
+        self.held = if self.holds.is_empty() {
+            None
+        } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
+            self.longest = self.longest.max(WATCHDOG_LEASE);
+            Some(Bound::Forever)
+        } else {
+            // A release sets what remains to the holding's lease, which may be that of a
+            // hold already released: the longest taken since it last held nothing.
+            let longest = self.holds.iter().map(|h| h.lease.script()).max().unwrap();
+            self.longest = self.longest.max(longest);
+            let longest = self.longest;
+            Some(self.held.unwrap_or(Bound::Gone).extend(now + longest))
+        };
+    }
+}
+
+/// The Java owner in the model.
+#[derive(Default)]
+struct JavaParty {
+    /// Hold count.
+    count: u32,
+    /// Its key's expiry is at least this (each of its calls sets it), unless revoked.
+    sure_until: Option<Instant>,
+    bound: Option<Bound>,
+    /// In the fair queue, with the rank it was queued at.
+    queued: Option<u64>,
+}
+
+/// A fresh acquisition, for the fair order: who, and between when and when it happened.
+#[derive(Clone, Debug)]
+struct Acquisition {
+    who: String,
+    from: Instant,
+    to: Instant,
+    /// Its rank in the fair queue when it waited there.
+    rank: Option<u64>,
+}
+
+/// A fencing token and when it was drawn.
+struct Fence {
+    who: String,
+    token: u64,
+    from: Instant,
+    to: Instant,
+}
+
+/// Runs one sequence of `K` and checks it; `Err` names the broken invariant.
+pub struct Harness<K: Subject> {
+    /// Kept running for the clients and connections below.
+    _server: Server,
+    clients: Clients,
+    owners: Vec<Owner<Mine<K>>>,
+    fields: Vec<String>,
+    conn: redis::Connection,
+}
+
+impl<K: Subject> Harness<K> {
+    pub fn new() -> Self {
+        let server = Server::start();
+        let clients = Clients::new(&server);
+        let mut fields = Vec::new();
+        let owners = (0..OWNERS)
+            .map(|i| {
+                let owner = Owner::spawn(|| Mine::<K> {
+                    lock: None,
+                    guards: Vec::new(),
+                });
+                fields.push(owner_field(&owner, clients.of(i), &server));
+                owner
+            })
+            .collect();
+        let conn = server.conn();
+        Harness {
+            _server: server,
+            clients,
+            owners,
+            fields,
+            conn,
+        }
+    }
+
+    pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        let name = fresh_name(K::NAME);
+        for (i, owner) in self.owners.iter().enumerate() {
+            let lock = K::make(self.clients.of(i), &name);
+            owner.run(move |mine| {
+                mine.guards.clear();
+                mine.lock = Some(lock);
+            });
+        }
+        let mut case = Case::<K> {
+            h: self,
+            name,
+            parties: (0..OWNERS).map(|_| Party::default()).collect(),
+            java: JavaParty::default(),
+            history: History::default(),
+            tokens: Vec::new(),
+            acquisitions: Vec::new(),
+            ranks: 0,
+            messaged: false,
+            log: Vec::new(),
+        };
+        let result = case.play(ops);
+        let ended = case.end();
+        if std::env::var("MODEL_LOG").is_ok() {
+            eprintln!("{}", case.log.join("\n"));
+        }
+        result
+            .and(ended)
+            .map_err(|err| format!("{err}\nsteps:\n{}", case.log.join("\n")))
+    }
+}
+
+/// The owner field of `owner`'s thread on `client`, read from a lock it holds once.
+fn owner_field<K: Subject>(owner: &Owner<Mine<K>>, client: &LockClient, server: &Server) -> String {
+    let name = fresh_name("field");
+    let lock = client.lock(&name);
+    let mut conn = server.conn();
+    owner.run(move |_| {
+        let guard = lock.try_lock().unwrap().unwrap();
+        let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
+        guard.unlock().unwrap();
+        fields.into_iter().next().unwrap()
+    })
+}
+
+struct Case<'h, K: Subject> {
+    h: &'h mut Harness<K>,
+    name: String,
+    parties: Vec<Party>,
+    java: JavaParty,
+    history: History,
+    tokens: Vec<Fence>,
+    acquisitions: Vec<Acquisition>,
+    ranks: u64,
+    /// The last step published an unlock message.
+    messaged: bool,
+    log: Vec<String>,
+}
+
+impl<K: Subject> Case<'_, K> {
+    fn queue(&self) -> String {
+        format!("redisson_lock_queue:{{{}}}", self.name)
+    }
+
+    fn timeouts(&self) -> String {
+        format!("redisson_lock_timeout:{{{}}}", self.name)
+    }
+
+    fn play(&mut self, ops: &[Op]) -> Result<(), String> {
+        for op in ops {
+            self.log.push(format!("{op:?}"));
+            self.step(op)?;
+            self.check()?;
+        }
+        Ok(())
+    }
+
+    /// Whether every party but `me` surely has nothing in Redis at `at`.
+    fn free_for(&self, me: Option<usize>, at: Instant) -> bool {
+        let others = (self.parties.iter().enumerate())
+            .filter(|(i, _)| Some(*i) != me)
+            .all(|(_, p)| p.bound().over_by(at));
+        let java = me.is_none() || self.java.bound.unwrap_or(Bound::Gone).over_by(at);
+        others && java && self.java.queued.is_none()
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        self.messaged = false;
+        match *op {
+            Op::Take { owner, lease } => {
+                if self.parties[owner].waiting.is_some() {
+                    return Ok(());
+                }
+                let before = Instant::now();
+                let free =
+                    self.free_for(Some(owner), before) && self.parties[owner].holds.is_empty();
+                let taken = self.h.owners[owner].run(move |mine| take(mine, lease, None));
+                self.taken(owner, lease, taken, free, None)
+            }
+            Op::Wait { owner, lease, wait } => {
+                let party = &self.parties[owner];
+                if party.waiting.is_some() || !party.holds.is_empty() {
+                    return Ok(());
+                }
+                let wait = Duration::from_millis(wait);
+                let started = Instant::now();
+                let result = self.h.owners[owner].start(move |mine| take(mine, lease, Some(wait)));
+                let mut waiting = Waiting {
+                    result,
+                    started,
+                    wait,
+                    lease,
+                    queued: None,
+                    forced: false,
+                    free_since: None,
+                };
+                if K::JAVA == Java::Fair {
+                    // Until it is seen in the queue and listening on its channel, or its
+                    // call ended.
+                    let field = self.h.fields[owner].clone();
+                    let queue = self.queue();
+                    let channel = format!("redisson_lock__channel:{{{}}}:{field}", self.name);
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while Instant::now() < deadline {
+                        let (seen, (_, listening)): (Option<i64>, (String, u64)) = redis::pipe()
+                            .cmd("LPOS")
+                            .arg(&queue)
+                            .arg(&field)
+                            .cmd("PUBSUB")
+                            .arg("NUMSUB")
+                            .arg(&channel)
+                            .query(&mut self.h.conn)
+                            .unwrap();
+                        if seen.is_some() && listening > 0 {
+                            self.ranks += 1;
+                            waiting.queued = Some((Instant::now(), self.ranks));
+                            break;
+                        }
+                        match waiting.result.try_recv() {
+                            Ok(taken) => {
+                                self.parties[owner].waiting = None;
+                                return self.taken(owner, lease, taken, false, None);
+                            }
+                            Err(mpsc::TryRecvError::Empty) => {}
+                            Err(err) => return Err(format!("owner {owner}'s thread: {err}")),
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                self.parties[owner].waiting = Some(waiting);
+                Ok(())
+            }
+            Op::Join { owner } => self.join(owner),
+            Op::Release { owner, which } => {
+                let party = &self.parties[owner];
+                if party.waiting.is_some() || party.holds.is_empty() {
+                    return Ok(());
+                }
+                let which = which % party.holds.len();
+                let (view, started, result) = self.h.owners[owner].run(move |mine| {
+                    let guard = mine.guards.remove(which);
+                    let view = View::of(&guard);
+                    let started = Instant::now();
+                    (view, started, guard.unlock())
+                });
+                let hold = self.parties[owner].holds.remove(which);
+                if !hold.revoked {
+                    let who = format!("owner {owner}");
+                    self.history
+                        .record(&who, hold.taken, started, view.valid_until);
+                }
+                let released = result.is_ok();
+                match result {
+                    Ok(()) => {}
+                    Err(err) if err.is_lost() || err.is_not_held() => {
+                        if !hold.revoked && view.live(started + SLACK) {
+                            return Err(format!(
+                                "owner {owner}'s release found no hold, while its guard said \
+                                 {:?} valid for {:?} more: {err}",
+                                view.health,
+                                view.valid_until - started
+                            ));
+                        }
+                    }
+                    // A reply that did not come in time (a busy machine): the hold stays
+                    // until its lease ends.
+                    Err(err) if err.is_connection() => {
+                        let party = &mut self.parties[owner];
+                        let ghost = party.ghost.unwrap_or(Bound::Gone);
+                        party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                    }
+                    Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
+                }
+                self.parties[owner].rebound(Instant::now());
+                // The last hold's release tells a waiter.
+                self.messaged = released && self.parties[owner].holds.is_empty();
+                Ok(())
+            }
+            Op::Pass { ms } => {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            }
+            Op::Force => {
+                let lock = K::make(self.h.clients.of(0), &self.name);
+                let at = Instant::now();
+                // A reply that did not come in time: it may or may not have deleted the
+                // lock, so the holds count no more, and may still be there.
+                let (deleted, known) = match lock.force_unlock() {
+                    Ok(deleted) => (deleted, true),
+                    Err(err) if err.is_connection() => (false, false),
+                    Err(err) => return Err(format!("force_unlock: {err}")),
+                };
+                self.messaged = deleted;
+                for (i, party) in self.parties.iter_mut().enumerate() {
+                    // A waiting owner's thread is busy, and it holds nothing yet.
+                    let views = match party.waiting {
+                        Some(_) => Vec::new(),
+                        None => self.h.owners[i]
+                            .run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>()),
+                    };
+                    for (hold, view) in party.holds.iter_mut().zip(views) {
+                        if !hold.revoked {
+                            let who = format!("owner {i}");
+                            self.history.record(&who, hold.taken, at, view.valid_until);
+                        }
+                        hold.revoked = true;
+                    }
+                    // Gone from Redis; a running renewal cannot put a single node's key back.
+                    if known {
+                        party.held = None;
+                    }
+                    if let Some(waiting) = &mut party.waiting {
+                        waiting.forced = true;
+                    }
+                }
+                self.java.sure_until = None;
+                if known {
+                    self.java.count = 0;
+                    self.java.bound = None;
+                }
+                Ok(())
+            }
+            Op::JavaTake { lease, wait } => self.java_take(lease, wait),
+            Op::JavaRelease => self.java_release(),
+            Op::JavaLeave => self.java_leave(),
+        }
+    }
+
+    /// Records an acquisition's outcome; `free`: nobody else could hold the lock.
+    fn taken(
+        &mut self,
+        owner: usize,
+        lease: Lease,
+        (sent, result, returned): Taken,
+        free: bool,
+        rank: Option<u64>,
+    ) -> Result<(), String> {
+        let had = !self.parties[owner].holds.is_empty();
+        match result {
+            Ok(Some(view)) => {
+                self.log.push(format!("  owner {owner} took it"));
+                let from = match lease {
+                    // The successful attempt was sent when its validity began.
+                    Lease::Ms(ms) if rank.is_some() => {
+                        let lease = Duration::from_millis(ms);
+                        view.valid_until - (lease - lease / 100 - Duration::from_millis(2))
+                    }
+                    _ => sent,
+                };
+                let from = from.max(sent);
+                if let Some(token) = view.token {
+                    self.fence(format!("owner {owner}"), token, from, returned)?;
+                }
+                if !had {
+                    self.acquisitions.push(Acquisition {
+                        who: format!("owner {owner}"),
+                        from,
+                        to: returned,
+                        rank,
+                    });
+                }
+                let party = &mut self.parties[owner];
+                party.holds.push(HoldModel {
+                    taken: returned,
+                    lease,
+                    revoked: false,
+                });
+                party.rebound(returned);
+                Ok(())
+            }
+            Ok(None) if free => Err(format!(
+                "owner {owner} was refused a lock nobody could hold any more"
+            )),
+            Ok(None) => {
+                self.log.push(format!("  owner {owner}: busy"));
+                Ok(())
+            }
+            Err(err) => {
+                self.log.push(format!("  owner {owner}: {err}"));
+                let party = &mut self.parties[owner];
+                if err.is_lost() && had {
+                    // The re-entry found the earlier holds gone: every guard of the holding
+                    // is stale now.
+                    for hold in &mut party.holds {
+                        hold.revoked = true;
+                    }
+                } else if !(err.is_validity_exhausted() || err.is_connection()) {
+                    return Err(format!("owner {owner}'s acquisition failed: {err}"));
+                }
+                let ghost = party.ghost.unwrap_or(Bound::Gone);
+                party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
+                Ok(())
+            }
+        }
+    }
+
+    fn join(&mut self, owner: usize) -> Result<(), String> {
+        let Some(waiting) = self.parties[owner].waiting.take() else {
+            return Ok(());
+        };
+        let taken = waiting
+            .result
+            .recv_timeout(waiting.wait + Duration::from_secs(20))
+            .map_err(|err| format!("owner {owner}'s wait did not end: {err}"))?;
+        // Its call may have held the lock at any time: keep its bound until now.
+        let ghost = self.parties[owner].ghost.unwrap_or(Bound::Gone);
+        self.parties[owner].ghost = Some(ghost.extend(Instant::now()));
+        let rank = waiting.queued.map(|(_, rank)| rank);
+        // When its successful attempt was sent (its validity began then), or its wait
+        // ended.
+        let ended = match &taken.1 {
+            Ok(Some(view)) => match waiting.lease {
+                Lease::Ms(ms) => {
+                    let lease = Duration::from_millis(ms);
+                    view.valid_until - (lease - lease / 100 - Duration::from_millis(2))
+                }
+                Lease::Watched => waiting.started,
+            },
+            Ok(None) => waiting.started + waiting.wait,
+            Err(_) => waiting.started,
+        };
+        // A lone waiter of the sleepy owner at the head of the queue of a free lock must be
+        // woken: it may not take the lock only at its deadline, or not at all.
+        if let (SLEEPY, Some(since)) = (owner, waiting.free_since) {
+            let deadline = waiting.started + waiting.wait;
+            let attempt = match (&taken.1, waiting.lease) {
+                (Ok(None), _) => Some(deadline),
+                (Ok(Some(_)), Lease::Ms(_)) => Some(ended),
+                _ => None,
+            };
+            if let Some(attempt) = attempt.filter(|at| since + GRACE < *at) {
+                return Err(format!(
+                    "owner {owner} was not woken: the lock was free, with nobody else waiting, \
+                     for {:?} before its {}",
+                    attempt - since,
+                    if taken.1.as_ref().is_ok_and(Option::is_none) {
+                        "wait ended in vain"
+                    } else {
+                        "attempt that took it"
+                    }
+                ));
+            }
+        }
+        self.taken(owner, waiting.lease, taken, false, rank)?;
+        if let (true, Some(hold)) = (waiting.forced, self.parties[owner].holds.last_mut()) {
+            hold.revoked = true;
+        }
+        // The fair order: nobody queued after it, or not queued, took the lock while it
+        // surely waited in the queue.
+        if let Some((seen, rank)) = waiting.queued {
+            let me = format!("owner {owner}");
+            for acq in &self.acquisitions {
+                let later = acq.rank.is_none_or(|r| r > rank);
+                if acq.who != me && later && acq.from >= seen && acq.to + SLACK < ended {
+                    return Err(format!(
+                        "{} took the fair lock while {me}, queued before, still waited ({:?} \
+                         before its wait ended)",
+                        acq.who,
+                        ended - acq.to
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A token drawn between `from` and `to`: distinct from every other, and above every
+    /// token drawn surely before it (below every one drawn surely after).
+    fn fence(&mut self, who: String, token: u64, from: Instant, to: Instant) -> Result<(), String> {
+        for other in &self.tokens {
+            let wrong = other.token == token
+                || (other.to < from && other.token > token)
+                || (to < other.from && other.token < token);
+            if wrong {
+                return Err(format!(
+                    "{who} got token {token}, out of order with {}'s {}",
+                    other.who, other.token
+                ));
+            }
+        }
+        self.tokens.push(Fence {
+            who,
+            token,
+            from,
+            to,
+        });
+        Ok(())
+    }
+
+    fn java_take(&mut self, lease: u64, wait: u64) -> Result<(), String> {
+        let name = self.name.clone();
+        let (queue, timeouts) = (self.queue(), self.timeouts());
+        let conn = &mut self.h.conn;
+        let sent = Instant::now();
+        let got: Option<i64> = match K::JAVA {
+            Java::None => return Ok(()),
+            Java::Lock => java::eval(conn, java::LOCK_ACQUIRE, &[&name], &[arg(lease), arg(JAVA)]),
+            Java::Fenced => {
+                let counter = format!("redisson_lock_token:{{{name}}}");
+                let (ttl, token): (i64, i64) = java::eval(
+                    conn,
+                    java::FENCED_ACQUIRE,
+                    &[&name, &counter],
+                    &[arg(lease), arg(JAVA)],
+                );
+                if ttl == -1 {
+                    self.fence("Java".into(), token as u64, sent, Instant::now())?;
+                    None
+                } else {
+                    Some(ttl)
+                }
+            }
+            Java::Fair => java::eval(
+                conn,
+                &java::fair_acquire(),
+                &[&name, &queue, &timeouts],
+                &[arg(lease), arg(JAVA), arg(wait), arg(epoch_ms())],
+            ),
+        };
+        let returned = Instant::now();
+        match got {
+            None => {
+                self.log.push("  Java took it".into());
+                if self.java.bound.is_none_or(|b| b.over_by(sent)) {
+                    // Whatever Java held has run out: this is a first hold.
+                    self.java.count = 0;
+                }
+                if self.java.count == 0 {
+                    self.acquisitions.push(Acquisition {
+                        who: "Java".into(),
+                        from: sent,
+                        to: returned,
+                        rank: self.java.queued,
+                    });
+                }
+                self.java.queued = None;
+                self.java.count += 1;
+                self.java.sure_until = Some(sent + Duration::from_millis(lease));
+                let bound = self.java.bound.unwrap_or(Bound::Gone);
+                self.java.bound = Some(bound.extend(returned + Duration::from_millis(lease)));
+            }
+            Some(_) => {
+                self.log.push("  Java: busy".into());
+                if K::JAVA == Java::Fair && self.java.queued.is_none() {
+                    self.ranks += 1;
+                    self.java.queued = Some(self.ranks);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn java_release(&mut self) -> Result<(), String> {
+        if self.java.count == 0 {
+            return Ok(());
+        }
+        let name = self.name.clone();
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        // Redisson's unlock sets what remains to the lease of its lock call; 30 ms here.
+        let lease = 30u64;
+        let sent = Instant::now();
+        let released: Option<i64> = if K::JAVA == Java::Fair {
+            let (queue, timeouts) = (self.queue(), self.timeouts());
+            java::eval(
+                &mut self.h.conn,
+                &java::fair_unlock(),
+                &[&name, &queue, &timeouts, &channel],
+                &[arg(0), arg(lease), arg(JAVA), arg(epoch_ms())],
+            )
+        } else {
+            java::eval(
+                &mut self.h.conn,
+                java::LOCK_UNLOCK,
+                &[&name, &channel],
+                &[arg(0), arg(lease), arg(JAVA)],
+            )
+        };
+        self.log.push(format!("  Java released: {released:?}"));
+        match released {
+            Some(0) => {
+                self.java.count -= 1;
+                self.java.sure_until = Some(sent + Duration::from_millis(lease));
+                let bound = self.java.bound.unwrap_or(Bound::Gone);
+                self.java.bound = Some(bound.extend(Instant::now() + Duration::from_millis(lease)));
+            }
+            _ => {
+                self.messaged = released == Some(1);
+                self.java.count = 0;
+                self.java.sure_until = None;
+                self.java.bound = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn java_leave(&mut self) -> Result<(), String> {
+        if K::JAVA != Java::Fair || self.java.queued.is_none() {
+            return Ok(());
+        }
+        let (queue, timeouts) = (self.queue(), self.timeouts());
+        let _: i64 = java::eval(
+            &mut self.h.conn,
+            java::FAIR_GIVE_UP,
+            &[&queue, &timeouts],
+            &[arg(JAVA), arg(300_000)],
+        );
+        self.java.queued = None;
+        Ok(())
+    }
+
+    /// The invariants after a step.
+    fn check(&mut self) -> Result<(), String> {
+        let now = Instant::now();
+        for i in 0..OWNERS {
+            let free = self.free_for(Some(i), now);
+            if let Some(waiting) = &mut self.parties[i].waiting {
+                // Freed by a message (a release, a forced unlock), not by a lease running
+                // out: a waiter may sleep on after that, up to its backoff.
+                waiting.free_since = match (free, waiting.free_since) {
+                    (true, Some(since)) => Some(since),
+                    (true, None) if self.messaged => Some(now),
+                    _ => None,
+                };
+            }
+        }
+        let mut views = Vec::new();
+        for (i, party) in self.parties.iter().enumerate() {
+            if party.waiting.is_some() {
+                continue;
+            }
+            let guards =
+                self.h.owners[i].run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>());
+            for (hold, view) in party.holds.iter().zip(guards) {
+                if !hold.revoked {
+                    views.push((i, view));
+                }
+            }
+        }
+        let (ttl, read) = pttl(&mut self.h.conn, &self.name);
+        let now = Instant::now();
+        let live: Vec<&(usize, View)> = views.iter().filter(|(_, v)| v.live(now)).collect();
+        let mut holders: Vec<String> = live.iter().map(|(i, _)| format!("owner {i}")).collect();
+        if self.java.count > 0 && self.java.sure_until.is_some_and(|t| t > now + SLACK) {
+            holders.push("Java".into());
+        }
+        holders.dedup();
+        holders.sort();
+        holders.dedup();
+        if holders.len() > 1 {
+            return Err(format!("two holders at once: {holders:?}"));
+        }
+        for (i, view) in &live {
+            match expiry(ttl, read) {
+                Some(expires) if view.valid_until <= expires => {}
+                _ => {
+                    return Err(format!(
+                        "owner {i}'s guard is valid for {:?} more, but the key's PTTL is {ttl} ms",
+                        view.valid_until.saturating_duration_since(read)
+                    ));
+                }
+            }
+            if let Some(value) = &view.value {
+                let stored: Option<String> = redis::cmd("GET")
+                    .arg(&self.name)
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                // The key may have expired since the views were read: only a live one
+                // after the read counts.
+                if stored.as_ref() != Some(value) && view.live(Instant::now()) {
+                    return Err(format!(
+                        "owner {i}'s token {value} is not the key's {stored:?}"
+                    ));
+                }
+            }
+        }
+        // In Redisson's hash, each owner's field counts at least its live guards.
+        if K::JAVA != Java::None {
+            for owner in 0..OWNERS {
+                let guards: Vec<&View> = (live.iter())
+                    .filter(|(i, _)| *i == owner)
+                    .map(|(_, view)| view)
+                    .collect();
+                if guards.is_empty() {
+                    continue;
+                }
+                let count: Option<u64> = redis::cmd("HGET")
+                    .arg(&self.name)
+                    .arg(&self.h.fields[owner])
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                let still = guards.iter().filter(|v| v.live(Instant::now())).count() as u64;
+                if count.unwrap_or(0) < still {
+                    return Err(format!(
+                        "owner {owner} has {still} live guards, but its field counts {count:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the case: waits for the waiters, releases everything, then nothing may be
+    /// left but latches and counters.
+    fn end(&mut self) -> Result<(), String> {
+        // Holders first, so that waiters get their turn.
+        for owner in 0..OWNERS {
+            while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
+        while self.java.count > 0 {
+            self.java_release()?;
+        }
+        self.java_leave()?;
+        for owner in 0..OWNERS {
+            self.join(owner)?;
+            while !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
+        if let Some((a, b)) = self.history.overlap() {
+            return Err(format!(
+                "two exclusive windows overlap: {} until {} ns after the start of {}'s",
+                a.holder,
+                a.to - b.from,
+                b.holder
+            ));
+        }
+        // What a failed call left expires within its lease.
+        let ghosts = self
+            .parties
+            .iter()
+            .map(Party::bound)
+            .max()
+            .unwrap_or(Bound::Gone);
+        if !super::await_bound(ghosts) {
+            return Ok(());
+        }
+        let left = leftovers(&mut self.h.conn, &self.name);
+        if !left.is_empty() {
+            return Err(format!("left in Redis after every release: {left:?}"));
+        }
+        Ok(())
+    }
+}
+
+pub fn check<K: Subject>(harness: &mut Harness<K>, ops: &[Op]) -> Result<(), TestCaseError> {
+    harness.run(ops).map_err(TestCaseError::fail)
+}

@@ -1,0 +1,860 @@
+//! The read-write lock against its model: parties (our owners, the Java owner) with their
+//! read and write holds, and how long each may still be in Redis.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
+
+use super::exclusive::{GRACE, Lease, lease};
+use super::java::{self, JAVA, arg};
+use super::{
+    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, expiry, fresh_name, leftovers,
+    pttl,
+};
+use crate::support::Server;
+use crate::support::history::History;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    Take {
+        owner: usize,
+        side: Side,
+        lease: Lease,
+    },
+    /// `try_lock_for(wait)` of a side started on the owner's thread; the sequence goes on
+    /// meanwhile.
+    Wait {
+        owner: usize,
+        side: Side,
+        lease: u64,
+        wait: u64,
+    },
+    /// Waits for the owner's `Wait` to end.
+    Join {
+        owner: usize,
+    },
+    /// `try_lock_for(wait)` of a side: gives up after `wait` unless the lock frees up.
+    GiveUp {
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        wait: u64,
+    },
+    Release {
+        owner: usize,
+        which: usize,
+    },
+    Pass {
+        ms: u64,
+    },
+    /// `read().force_unlock()` or `write().force_unlock()`.
+    Force {
+        side: Side,
+    },
+    JavaTake {
+        side: Side,
+        lease: u64,
+    },
+    JavaRelease,
+}
+
+fn side() -> impl Strategy<Value = Side> {
+    prop_oneof![3 => Just(Side::Read), 2 => Just(Side::Write)]
+}
+
+pub fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let owner = 0..OWNERS;
+    let op = prop_oneof![
+        8 => (owner.clone(), side(), lease())
+            .prop_map(|(owner, side, lease)| Op::Take { owner, side, lease }),
+        2 => (owner.clone(), side(), lease(), 5u64..40)
+            .prop_map(|(owner, side, lease, wait)| Op::GiveUp { owner, side, lease, wait }),
+        2 => (owner.clone(), side(), 10u64..60, 20u64..400)
+            .prop_map(|(owner, side, lease, wait)| Op::Wait { owner, side, lease, wait }),
+        // The sleepy owner, which only a message wakes before its wait ends.
+        1 => (side(), 10u64..60, 2500u64..3500)
+            .prop_map(|(side, lease, wait)| Op::Wait { owner: SLEEPY, side, lease, wait }),
+        2 => owner.clone().prop_map(|owner| Op::Join { owner }),
+        5 => (owner, 0..3usize).prop_map(|(owner, which)| Op::Release { owner, which }),
+        4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
+        // Long enough for the watchdog to renew.
+        1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
+        1 => side().prop_map(|side| Op::Force { side }),
+        3 => (side(), 10u64..80).prop_map(|(side, lease)| Op::JavaTake { side, lease }),
+        2 => Just(Op::JavaRelease),
+    ];
+    proptest::collection::vec(op, 1..40)
+}
+
+enum Guard {
+    Read(LockGuard<Read>),
+    Write(LockGuard<Write>),
+}
+
+impl Guard {
+    fn view(&self) -> (Health, Instant) {
+        match self {
+            Guard::Read(g) => (g.health(), g.valid_until()),
+            Guard::Write(g) => (g.health(), g.valid_until()),
+        }
+    }
+
+    fn unlock(self) -> redmutex::Result<()> {
+        match self {
+            Guard::Read(g) => g.unlock(),
+            Guard::Write(g) => g.unlock(),
+        }
+    }
+}
+
+struct Mine {
+    lock: Option<ReadWriteLock>,
+    guards: Vec<Guard>,
+}
+
+#[derive(Clone, Debug)]
+struct Hold {
+    side: Side,
+    /// When its acquisition returned.
+    taken: Instant,
+    lease: Lease,
+    revoked: bool,
+    /// Found gone by a re-entry: no longer in the client's hold table.
+    stale: bool,
+}
+
+#[derive(Default)]
+struct Party {
+    holds: Vec<Hold>,
+    held: Option<Bound>,
+    ghost: Option<Bound>,
+    /// Held the write side since it last held nothing: its hash may be in write mode.
+    wrote: bool,
+    /// The latest end of an explicit lease taken since it last held nothing: read lease
+    /// keys go by position, so a watched hold may be left with an earlier hold's key.
+    leased_until: Option<Instant>,
+    waiting: Option<Waiting>,
+    /// The longest lease among the holds taken since it last held nothing.
+    longest: Duration,
+}
+
+struct Waiting {
+    result: mpsc::Receiver<Attempted>,
+    side: Side,
+    lease: u64,
+    started: Instant,
+    wait: Duration,
+    /// A forced unlock ran meanwhile: what it took may have been deleted.
+    forced: bool,
+    /// Since when nothing could keep the lock from it, after an unlock message.
+    free_since: Option<Instant>,
+}
+
+/// An attempt's outcome: the new guard's view if taken, and when it returned.
+type Attempted = (redmutex::Result<Option<(Health, Instant)>>, Instant);
+
+fn attempt(mine: &mut Mine, side: Side, lease: Lease, wait: Option<Duration>) -> Attempted {
+    let lock = mine.lock.as_ref().unwrap();
+    let result = match side {
+        Side::Read => match (lease.explicit(), wait) {
+            (None, None) => lock.read().try_lock(),
+            (Some(lease), None) => lock.read().try_lock_with_lease(lease),
+            (None, Some(wait)) => lock.read().try_lock_for(wait),
+            (Some(lease), Some(wait)) => lock.read().try_lock_with_lease_for(wait, lease),
+        }
+        .map(|g| g.map(Guard::Read)),
+        Side::Write => match (lease.explicit(), wait) {
+            (None, None) => lock.write().try_lock(),
+            (Some(lease), None) => lock.write().try_lock_with_lease(lease),
+            (None, Some(wait)) => lock.write().try_lock_for(wait),
+            (Some(lease), Some(wait)) => lock.write().try_lock_with_lease_for(wait, lease),
+        }
+        .map(|g| g.map(Guard::Write)),
+    };
+    let returned = Instant::now();
+    let result = result.map(|g| {
+        g.map(|g| {
+            let view = g.view();
+            mine.guards.push(g);
+            view
+        })
+    });
+    (result, returned)
+}
+
+impl Party {
+    fn bound(&self) -> Bound {
+        let waiting = self.waiting.as_ref().map(|_| Bound::Forever);
+        [self.held, self.ghost, waiting]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(Bound::Gone)
+    }
+
+    fn rebound(&mut self, now: Instant) {
+        if self.holds.is_empty() {
+            self.held = None;
+            self.wrote = false;
+            self.leased_until = None;
+            self.longest = Duration::ZERO;
+        } else if self.holds.iter().any(|h| matches!(h.lease, Lease::Watched)) {
+            self.longest = self.longest.max(WATCHDOG_LEASE);
+            self.held = Some(Bound::Forever);
+        } else {
+            // A release sets what remains to the holding's lease, which may be that of a
+            // hold already released: the longest taken since it last held nothing.
+            let longest = self.holds.iter().map(|h| h.lease.script()).max().unwrap();
+            self.longest = self.longest.max(longest);
+            let longest = self.longest;
+            self.held = Some(self.held.unwrap_or(Bound::Gone).extend(now + longest));
+        }
+    }
+
+    /// Whether it may keep another owner from `side` at `at`.
+    fn blocks(&self, side: Side, at: Instant) -> bool {
+        let writes = self.wrote
+            || self.ghost.is_some_and(|g| !g.over_by(at))
+            || self.waiting.as_ref().is_some_and(|w| w.side == Side::Write);
+        !self.bound().over_by(at) && (side == Side::Write || writes)
+    }
+}
+
+/// The Java owner's holds, last taken last, each with the least its key's expiry is.
+#[derive(Default)]
+struct JavaParty {
+    holds: Vec<(Side, Instant)>,
+    bound: Option<Bound>,
+}
+
+impl JavaParty {
+    fn live(&self, side: Side, at: Instant) -> bool {
+        self.holds
+            .iter()
+            .any(|(s, until)| *s == side && *until > at + SLACK)
+    }
+}
+
+pub struct Harness {
+    server: Server,
+    clients: Clients,
+    owners: Vec<Owner<Mine>>,
+    conn: redis::Connection,
+}
+
+impl Harness {
+    pub fn new() -> Harness {
+        let server = Server::start();
+        let clients = Clients::new(&server);
+        let owners = (0..OWNERS)
+            .map(|_| {
+                Owner::spawn(|| Mine {
+                    lock: None,
+                    guards: Vec::new(),
+                })
+            })
+            .collect();
+        let conn = server.conn();
+        Harness {
+            server,
+            clients,
+            owners,
+            conn,
+        }
+    }
+
+    pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        let name = fresh_name("rw");
+        for (i, owner) in self.owners.iter().enumerate() {
+            let lock = self.clients.of(i).read_write_lock(&name);
+            owner.run(move |mine| {
+                mine.guards.clear();
+                mine.lock = Some(lock);
+            });
+        }
+        let mut case = Case {
+            h: self,
+            name,
+            parties: (0..OWNERS).map(|_| Party::default()).collect(),
+            java: JavaParty::default(),
+            linger: Bound::Gone,
+            history: History::default(),
+            messaged: false,
+            log: Vec::new(),
+        };
+        let result = case.play(ops);
+        let ended = if result.is_ok() { case.end() } else { Ok(()) };
+        result
+            .and(ended)
+            .map_err(|err| format!("{err}\nsteps:\n{}", case.log.join("\n")))
+    }
+
+    fn client(&self, owner: usize) -> &LockClient {
+        self.clients.of(owner)
+    }
+}
+
+struct Case<'h> {
+    h: &'h mut Harness,
+    name: String,
+    parties: Vec<Party>,
+    java: JavaParty,
+    /// Until when the read leases of forcibly deleted holds may linger.
+    linger: Bound,
+    /// The writers' windows.
+    history: History,
+    /// The last step published an unlock message.
+    messaged: bool,
+    log: Vec<String>,
+}
+
+impl Case<'_> {
+    fn play(&mut self, ops: &[Op]) -> Result<(), String> {
+        for op in ops {
+            self.log.push(format!("{op:?}"));
+            self.step(op)?;
+            self.check()?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        self.messaged = false;
+        match *op {
+            Op::Take { owner, side, lease } => self.take(owner, side, lease, None),
+            Op::Wait {
+                owner,
+                side,
+                lease,
+                wait,
+            } => self.wait(owner, side, lease, wait),
+            Op::Join { owner } => self.join(owner),
+            Op::GiveUp {
+                owner,
+                side,
+                lease,
+                wait,
+            } => self.take(owner, side, lease, Some(Duration::from_millis(wait))),
+            Op::Release { owner, which } => {
+                let party = &self.parties[owner];
+                if party.waiting.is_some() || party.holds.is_empty() {
+                    return Ok(());
+                }
+                let which = which % party.holds.len();
+                let ((health, valid_until), started, result) =
+                    self.h.owners[owner].run(move |mine| {
+                        let guard = mine.guards.remove(which);
+                        let view = guard.view();
+                        (view, Instant::now(), guard.unlock())
+                    });
+                let hold = self.parties[owner].holds.remove(which);
+                self.log.push(format!("  {result:?}"));
+                let released = result.is_ok();
+                if hold.side == Side::Write && !hold.revoked {
+                    let who = format!("owner {owner}");
+                    self.history.record(&who, hold.taken, started, valid_until);
+                }
+                if result.is_err() {
+                    // Its lease keys stay until they run out.
+                    let party = &mut self.parties[owner];
+                    let ghost = party.ghost.unwrap_or(Bound::Gone);
+                    party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                }
+                match result {
+                    Ok(()) => {}
+                    Err(err) if err.is_lost() || err.is_not_held() => {
+                        let live = health == Health::Held && valid_until > started + SLACK;
+                        if !hold.revoked && live {
+                            return Err(format!(
+                                "owner {owner}'s release found no {:?} hold, while its guard \
+                                 said Held for {:?} more: {err}",
+                                hold.side,
+                                valid_until - started
+                            ));
+                        }
+                        if err.is_lost() {
+                            // The client forgot the whole holding: every guard of that
+                            // side is stale, as after an acquisition that found it lost.
+                            let party = &mut self.parties[owner];
+                            for other in party.holds.iter_mut().filter(|h| h.side == hold.side) {
+                                other.revoked = true;
+                                other.stale = true;
+                            }
+                        }
+                    }
+                    // A reply that did not come in time: the hold stays until its lease
+                    // ends (counted below).
+                    Err(err) if err.is_connection() => {}
+                    Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
+                }
+                self.parties[owner].rebound(Instant::now());
+                // The last hold's release tells a waiter.
+                self.messaged = released && self.parties[owner].holds.is_empty();
+                Ok(())
+            }
+            Op::Pass { ms } => {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            }
+            Op::Force { side } => {
+                let lock = self.h.client(0).read_write_lock(&self.name);
+                let at = Instant::now();
+                let deleted = match side {
+                    Side::Read => lock.read().force_unlock(),
+                    Side::Write => lock.write().force_unlock(),
+                }
+                .or_else(|err| match err.is_connection() {
+                    // A reply that did not come in time: taken as not deleted, and since it
+                    // may have been, nothing below may count on the holds any more.
+                    true => {
+                        for hold in self.parties.iter_mut().flat_map(|p| p.holds.iter_mut()) {
+                            hold.revoked = true;
+                        }
+                        self.java.holds.iter_mut().for_each(|hold| hold.1 = at);
+                        Ok(false)
+                    }
+                    false => Err(format!("force_unlock: {err}")),
+                })?;
+                self.log.push(format!("  deleted: {deleted}"));
+                self.messaged = deleted;
+                if deleted {
+                    for (i, party) in self.parties.iter_mut().enumerate() {
+                        if let Some(waiting) = &mut party.waiting {
+                            // A waiting owner's thread is busy, and it holds nothing yet.
+                            waiting.forced = true;
+                            continue;
+                        }
+                        let views = self.h.owners[i]
+                            .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+                        for (hold, (_, until)) in party.holds.iter_mut().zip(views) {
+                            if hold.side == Side::Write && !hold.revoked {
+                                let who = format!("owner {i}");
+                                self.history.record(&who, hold.taken, at, until);
+                            }
+                            hold.revoked = true;
+                        }
+                        // Read leases stay until they run out; watched ones are renewed
+                        // no more once the field is gone.
+                        self.linger = match party.bound() {
+                            Bound::Forever => self.linger.extend(at + WATCHDOG_LEASE),
+                            bound => self.linger.max(bound),
+                        };
+                        if let Some(until) = party.leased_until {
+                            self.linger = self.linger.extend(until);
+                        }
+                        party.held = None;
+                        party.wrote = false;
+                    }
+                    self.linger = self.linger.max(self.java.bound.unwrap_or(Bound::Gone));
+                    self.java = JavaParty::default();
+                }
+                Ok(())
+            }
+            Op::JavaTake { side, lease } => self.java_take(side, lease),
+            Op::JavaRelease => self.java_release(),
+        }
+    }
+
+    fn take(
+        &mut self,
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        wait: Option<Duration>,
+    ) -> Result<(), String> {
+        if self.parties[owner].waiting.is_some() {
+            return Ok(());
+        }
+        let free_of_others = self.free_for(owner, side, Instant::now());
+        let views = self.h.owners[owner]
+            .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+        let mine = &self.parties[owner];
+        // Stale holds (found gone by a re-entry) are no longer in the client's hold table,
+        // nor those that have run out (a release may find them gone and forget them).
+        let live = |(health, until): &(Health, Instant)| {
+            *health == Health::Held && *until > Instant::now() + SLACK
+        };
+        let reading = (mine.holds.iter().zip(&views))
+            .any(|(h, view)| h.side == Side::Read && !h.revoked && live(view));
+        // Any write hold may still be in the hold table (a forced unlock's are until found
+        // out): then a write acquisition is a re-entry, not an upgrade.
+        let writing = (mine.holds.iter()).any(|h| h.side == Side::Write && !h.stale);
+        let free = free_of_others && mine.holds.is_empty();
+        // A forced unlock leaves the client's hold table as it was until a renewal or
+        // release finds out: its read holds may still count.
+        let upgrade = side == Side::Write && reading && !writing;
+        let may_upgrade =
+            side == Side::Write && mine.holds.iter().any(|h| h.side == Side::Read) && !writing;
+        let (result, returned) =
+            self.h.owners[owner].run(move |mine| attempt(mine, side, lease, wait));
+        let result = result.map(|view| view.is_some());
+        self.outcome(
+            owner,
+            side,
+            lease,
+            (result, returned),
+            free,
+            (upgrade, may_upgrade),
+        )
+    }
+
+    /// Records an attempt's outcome; `free`: nothing could keep the lock from the owner;
+    /// `upgrade`: taking it would be an upgrade (surely, possibly).
+    fn outcome(
+        &mut self,
+        owner: usize,
+        side: Side,
+        lease: Lease,
+        (result, returned): (redmutex::Result<bool>, Instant),
+        free: bool,
+        (upgrade, may_upgrade): (bool, bool),
+    ) -> Result<(), String> {
+        match result {
+            Ok(true) => {
+                self.log.push(format!("  owner {owner} took {side:?}"));
+                if upgrade {
+                    return Err(format!(
+                        "owner {owner} upgraded its read hold to a write hold"
+                    ));
+                }
+                let party = &mut self.parties[owner];
+                party.holds.push(Hold {
+                    side,
+                    taken: returned,
+                    lease,
+                    revoked: false,
+                    stale: false,
+                });
+                party.wrote |= side == Side::Write;
+                if let Some(lease) = lease.explicit() {
+                    let until = returned + lease;
+                    party.leased_until = Some(party.leased_until.map_or(until, |u| u.max(until)));
+                }
+                party.rebound(returned);
+                Ok(())
+            }
+            Ok(false) if free => Err(format!(
+                "owner {owner} was refused the {side:?} side, which nobody could keep from it"
+            )),
+            Ok(false) => {
+                self.log.push(format!("  owner {owner}: busy"));
+                Ok(())
+            }
+            Err(err) if err.is_upgrade() && may_upgrade => Ok(()),
+            Err(err) => {
+                self.log.push(format!("  owner {owner}: {err}"));
+                let had = !self.parties[owner].holds.is_empty();
+                let tolerated = err.is_validity_exhausted() || err.is_connection();
+                if !(tolerated || (err.is_lost() && had)) {
+                    return Err(format!(
+                        "owner {owner}'s {side:?} acquisition failed: {err}"
+                    ));
+                }
+                let party = &mut self.parties[owner];
+                if err.is_lost() {
+                    // Every guard of that side's holding is stale now.
+                    for hold in party.holds.iter_mut().filter(|h| h.side == side) {
+                        hold.revoked = true;
+                        hold.stale = true;
+                    }
+                }
+                let ghost = party.ghost.unwrap_or(Bound::Gone);
+                party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether nothing but `owner` itself could keep `side` from it at `at`.
+    fn free_for(&self, owner: usize, side: Side, at: Instant) -> bool {
+        let others = (self.parties.iter().enumerate())
+            .filter(|(i, _)| *i != owner)
+            .all(|(_, p)| !p.blocks(side, at));
+        let java = match side {
+            Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
+            Side::Write => self.java.holds.is_empty(),
+        } || self.java.bound.is_none_or(|b| b.over_by(at));
+        others && java
+    }
+
+    fn wait(&mut self, owner: usize, side: Side, lease: u64, wait: u64) -> Result<(), String> {
+        let party = &self.parties[owner];
+        if party.waiting.is_some() || !party.holds.is_empty() {
+            return Ok(());
+        }
+        let wait = Duration::from_millis(wait);
+        let started = Instant::now();
+        let result = self.h.owners[owner]
+            .start(move |mine| attempt(mine, side, Lease::Ms(lease), Some(wait)));
+        self.parties[owner].waiting = Some(Waiting {
+            result,
+            side,
+            lease,
+            started,
+            wait,
+            forced: false,
+            free_since: None,
+        });
+        Ok(())
+    }
+
+    fn join(&mut self, owner: usize) -> Result<(), String> {
+        let Some(waiting) = self.parties[owner].waiting.take() else {
+            return Ok(());
+        };
+        let (result, returned) = waiting
+            .result
+            .recv_timeout(waiting.wait + Duration::from_secs(20))
+            .map_err(|err| format!("owner {owner}'s wait did not end: {err}"))?;
+        let lease = Duration::from_millis(waiting.lease);
+        // When its successful attempt was sent (its validity began then), or its wait ended.
+        let attempt = match &result {
+            Ok(Some((_, until))) => Some(*until - (lease - lease / 100 - Duration::from_millis(2))),
+            Ok(None) => Some(waiting.started + waiting.wait),
+            Err(_) => None,
+        };
+        let late = attempt
+            .zip(waiting.free_since)
+            .filter(|(at, since)| *since + GRACE < *at);
+        if let (SLEEPY, Some((attempt, since))) = (owner, late) {
+            return Err(format!(
+                "owner {owner}'s {:?} waiter was not woken: nothing kept the lock from it for \
+                 {:?} before its {}",
+                waiting.side,
+                attempt - since,
+                if result.as_ref().is_ok_and(Option::is_none) {
+                    "wait ended in vain"
+                } else {
+                    "attempt that took it"
+                }
+            ));
+        }
+        let result = result.map(|view| view.is_some());
+        let taken = matches!(result, Ok(true));
+        self.outcome(
+            owner,
+            waiting.side,
+            Lease::Ms(waiting.lease),
+            (result, returned),
+            false,
+            (false, false),
+        )?;
+        if let (true, true, Some(hold)) =
+            (taken, waiting.forced, self.parties[owner].holds.last_mut())
+        {
+            hold.revoked = true;
+        }
+        Ok(())
+    }
+
+    fn java_take(&mut self, side: Side, lease: u64) -> Result<(), String> {
+        let name = self.name.clone();
+        let sent = Instant::now();
+        if self.java.bound.is_none_or(|b| b.over_by(sent)) {
+            // Whatever Java held has run out.
+            self.java = JavaParty::default();
+        }
+        let got: Option<i64> = match side {
+            Side::Read => {
+                let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
+                java::eval(
+                    &mut self.h.conn,
+                    java::READ_ACQUIRE,
+                    &[&name, &prefix],
+                    &[arg(lease), arg(JAVA), arg(format!("{JAVA}:write"))],
+                )
+            }
+            Side::Write => java::eval(
+                &mut self.h.conn,
+                java::WRITE_ACQUIRE,
+                &[&name],
+                &[arg(lease), arg(format!("{JAVA}:write"))],
+            ),
+        };
+        let returned = Instant::now();
+        self.log.push(format!("  Java: {got:?}"));
+        if got.is_none() {
+            let lease = Duration::from_millis(lease);
+            let bound = self.java.bound.unwrap_or(Bound::Gone);
+            let writing = self.java.holds.iter().any(|(s, _)| *s == Side::Write);
+            self.java.bound = Some(match (side, bound) {
+                // A write re-entry sets the key to what was left plus the lease.
+                (Side::Write, Bound::Until(until)) if writing => Bound::Until(until + lease),
+                _ => bound.extend(returned + lease),
+            });
+            self.java.holds.push((side, sent + lease));
+        }
+        Ok(())
+    }
+
+    fn java_release(&mut self) -> Result<(), String> {
+        let Some(&(side, _)) = self.java.holds.last() else {
+            return Ok(());
+        };
+        let name = self.name.clone();
+        let channel = format!("redisson_rwlock:{{{name}}}");
+        let lease = 30u64;
+        let sent = Instant::now();
+        let released: Option<i64> = match side {
+            Side::Read => {
+                let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
+                let key_prefix = format!("{{{name}}}");
+                java::eval(
+                    &mut self.h.conn,
+                    java::READ_UNLOCK,
+                    &[&name, &channel, &prefix, &key_prefix],
+                    &[arg(0), arg(JAVA)],
+                )
+            }
+            Side::Write => java::eval(
+                &mut self.h.conn,
+                java::WRITE_UNLOCK,
+                &[&name, &channel],
+                &[arg(1), arg(lease), arg(format!("{JAVA}:write"))],
+            ),
+        };
+        self.log
+            .push(format!("  Java released {side:?}: {released:?}"));
+        self.java.holds.pop();
+        self.messaged = released == Some(1);
+        if released.is_none() {
+            // Gone already: so is everything else of Java's.
+            self.java.holds.clear();
+        }
+        if side == Side::Write && released == Some(0) {
+            // What remains expires after Redisson's lease.
+            let until = sent + Duration::from_millis(lease);
+            for hold in &mut self.java.holds {
+                hold.1 = hold.1.min(until);
+            }
+        }
+        if self.java.holds.is_empty() {
+            self.java.bound = None;
+        }
+        Ok(())
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        let now = Instant::now();
+        for i in 0..OWNERS {
+            let Some(side) = self.parties[i].waiting.as_ref().map(|w| w.side) else {
+                continue;
+            };
+            let free = self.free_for(i, side, now);
+            let messaged = self.messaged;
+            let waiting = self.parties[i].waiting.as_mut().unwrap();
+            // Freed by a message (a release, a forced unlock), not by a lease running out:
+            // a waiter may sleep on after that, up to its backoff.
+            waiting.free_since = match (free, waiting.free_since) {
+                (true, Some(since)) => Some(since),
+                (true, None) if messaged => Some(now),
+                _ => None,
+            };
+        }
+        let mut live = Vec::new();
+        for (i, party) in self.parties.iter().enumerate() {
+            if party.waiting.is_some() {
+                continue;
+            }
+            let views = self.h.owners[i]
+                .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+            for (hold, view) in party.holds.iter().zip(views) {
+                if !hold.revoked {
+                    live.push((i, hold.side, view));
+                }
+            }
+        }
+        let (ttl, read) = pttl(&mut self.h.conn, &self.name);
+        let now = Instant::now();
+        live.retain(|(_, _, (health, until))| *health == Health::Held && *until > now);
+        let writers: Vec<usize> = live
+            .iter()
+            .filter(|(_, side, _)| *side == Side::Write)
+            .map(|(i, _, _)| *i)
+            .collect();
+        let readers: Vec<usize> = live
+            .iter()
+            .filter(|(_, side, _)| *side == Side::Read)
+            .map(|(i, _, _)| *i)
+            .collect();
+        let java_writes = self.java.live(Side::Write, now);
+        let java_reads = self.java.live(Side::Read, now);
+        for &w in &writers {
+            if writers.iter().any(|&o| o != w) || java_writes {
+                return Err(format!(
+                    "two writers at once: owner {w}, and {writers:?} or Java"
+                ));
+            }
+            if readers.iter().any(|&r| r != w) || java_reads {
+                return Err(format!(
+                    "owner {w} writes beside readers: {readers:?}{}",
+                    if java_reads { " and Java" } else { "" }
+                ));
+            }
+        }
+        if java_writes && !readers.is_empty() {
+            return Err(format!("Java writes beside readers {readers:?}"));
+        }
+        for (i, side, (_, until)) in &live {
+            if expiry(ttl, read).is_none_or(|expires| *until > expires) {
+                return Err(format!(
+                    "owner {i}'s {side:?} guard is valid for {:?} more, but the key's PTTL is \
+                     {ttl} ms",
+                    until.saturating_duration_since(read)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<(), String> {
+        // Holders first, so that waiters get their turn.
+        for owner in 0..OWNERS {
+            while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
+        while !self.java.holds.is_empty() {
+            self.java_release()?;
+        }
+        for owner in 0..OWNERS {
+            self.join(owner)?;
+            while !self.parties[owner].holds.is_empty() {
+                self.step(&Op::Release { owner, which: 0 })?;
+            }
+        }
+        if let Some((a, b)) = self.history.overlap() {
+            return Err(format!(
+                "two writers' windows overlap: {} and {}",
+                a.holder, b.holder
+            ));
+        }
+        let bounds = self
+            .parties
+            .iter()
+            .map(Party::bound)
+            .max()
+            .unwrap_or(Bound::Gone);
+        if !super::await_bound(bounds.max(self.linger)) {
+            return Ok(());
+        }
+        let left = leftovers(&mut self.h.conn, &self.name);
+        if !left.is_empty() {
+            return Err(format!("left in Redis after every release: {left:?}"));
+        }
+        Ok(())
+    }
+}
+
+pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
+    let _ = &harness.server;
+    harness.run(ops).map_err(TestCaseError::fail)
+}

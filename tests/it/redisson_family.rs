@@ -1,0 +1,748 @@
+//! The fair lock, the read-write lock and the leased semaphore against a Redisson client
+//! played from a raw connection: no Redisson port runs here, so each test runs the steps of
+//! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them; the
+//! fair lock's are the same up to 4.7), written here as Lua of our own. Each side excludes
+//! the other and wakes the other's waiters; Java and Rust waiters of a fair lock share one
+//! first-come, first-served queue.
+
+use crate::support;
+
+use std::time::Duration;
+
+use redmutex::LockClient;
+use support::{Server, eventually};
+
+/// The Redisson client's owner id: `<client uuid>:<thread id>`.
+const THEM: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:1";
+/// A lease and a queue wait long enough that only a message can wake a waiter in time.
+const LONG: Duration = Duration::from_secs(120);
+const IN_TIME: Duration = Duration::from_secs(30);
+
+/// Runs one of the scripts below, as Redisson sends them (EVAL with keys and arguments).
+fn redisson<T: redis::FromRedisValue>(
+    server: &Server,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> T {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+    cmd.query(&mut server.conn()).unwrap()
+}
+
+fn now() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    since.as_millis().to_string()
+}
+
+/// A client of ours whose waiters sleep on the holder's lease and poll almost never.
+fn sleepy(server: &Server) -> LockClient {
+    server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .fair_queue_wait(Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+/// A raw subscription, to see what wakes a Redisson waiter: SUBSCRIBE sent and confirmed
+/// on a connection that then only reads.
+fn listen(server: &Server, channel: &str) -> redis::Connection {
+    let mut conn = server.conn();
+    conn.send_packed_command(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
+        .unwrap();
+    conn.recv_response().unwrap();
+    conn
+}
+
+/// The payload of the next message on a connection from [`listen`].
+fn next_message(conn: &mut redis::Connection) -> String {
+    let (kind, _channel, payload): (String, String, String) =
+        redis::from_redis_value(conn.recv_response().unwrap()).unwrap();
+    assert_eq!(kind, "message");
+    payload
+}
+
+// Fair lock, §4. Purge step P, then as the section lists. A head without a place stops
+// the purge, as in Redisson.
+const FAIR_ACQUIRE: &str = r#"
+local now = tonumber(ARGV[4])
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then break end
+  local place = redis.call('zscore', KEYS[3], head)
+  if place and tonumber(place) <= now then
+    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
+  else break end
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+  redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], ARGV[2])
+  for _, m in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), m)
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('zscore', KEYS[3], ARGV[2]) then
+  return math.max(0, redis.call('pttl', KEYS[1]))
+end
+local tail = redis.call('lindex', KEYS[2], -1)
+local ttl
+if tail and tail ~= ARGV[2] and redis.call('zscore', KEYS[3], tail) then
+  ttl = tonumber(redis.call('zscore', KEYS[3], tail)) - now
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2])
+end
+return ttl
+"#;
+
+const FAIR_UNLOCK: &str = r#"
+local now = tonumber(ARGV[4])
+while true do
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then break end
+  local place = redis.call('zscore', KEYS[3], head)
+  if place and tonumber(place) <= now then
+    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
+  else break end
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 then
+  if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
+  return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
+end
+redis.call('del', KEYS[1])
+if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
+return 1
+"#;
+
+// Give up: those behind the leaving waiter get its wait back off their places.
+const FAIR_GIVE_UP: &str = r#"
+local queue = redis.call('lrange', KEYS[1], 0, -1)
+local behind = false
+for _, m in ipairs(queue) do
+  if behind then redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), m) end
+  if m == ARGV[1] then behind = true end
+end
+redis.call('zrem', KEYS[2], ARGV[1]); redis.call('lrem', KEYS[1], 0, ARGV[1])
+"#;
+
+const FAIR_KEYS: [&str; 3] = [
+    "fair",
+    "redisson_lock_queue:{fair}",
+    "redisson_lock_timeout:{fair}",
+];
+
+/// Where this crate records its own fair-lock waiters, beside Redisson's keys.
+const OURS: &str = "redisson_lock_timeout:{fair}:redmutex_alive";
+
+/// Redisson's default wait of a fair-lock waiter (`fairLockWaitTimeout`), in milliseconds.
+const JAVA_WAIT: &str = "300000";
+
+fn their_fair_acquire(server: &Server) -> Option<i64> {
+    java_fair_acquire(server, THEM)
+}
+
+fn their_fair_unlock(server: &Server) -> Option<i64> {
+    java_fair_unlock(server, THEM)
+}
+
+/// One attempt of the Java thread `owner` waiting with Redisson's default wait.
+fn java_fair_acquire(server: &Server, owner: &str) -> Option<i64> {
+    java_fair_try_lock(server, owner, JAVA_WAIT)
+}
+
+/// One attempt of the Java thread `owner` in a `tryLock` that waits `wait` milliseconds.
+fn java_fair_try_lock(server: &Server, owner: &str, wait: &str) -> Option<i64> {
+    redisson(
+        server,
+        FAIR_ACQUIRE,
+        &FAIR_KEYS,
+        &["120000", owner, wait, &now()],
+    )
+}
+
+fn java_fair_unlock(server: &Server, owner: &str) -> Option<i64> {
+    let keys = [
+        FAIR_KEYS[0],
+        FAIR_KEYS[1],
+        FAIR_KEYS[2],
+        "redisson_lock__channel:{fair}",
+    ];
+    redisson(server, FAIR_UNLOCK, &keys, &["0", "120000", owner, &now()])
+}
+
+fn java_fair_give_up(server: &Server, owner: &str) {
+    let () = redisson(server, FAIR_GIVE_UP, &FAIR_KEYS[1..], &[owner, JAVA_WAIT]);
+}
+
+/// A Java thread of the Redisson client: `<client uuid>:<thread id>`.
+fn java(thread: u32) -> String {
+    format!("5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:{}", 100 + thread)
+}
+
+fn fair_queue_len(server: &Server) -> usize {
+    redis::cmd("LLEN")
+        .arg(FAIR_KEYS[1])
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// A waiter of ours on a thread of its own, with the default `fair_queue_wait` (5 s): it
+/// takes the lock, says so, holds it until told to release it, and then says whether
+/// the release went through.
+struct OurWaiter {
+    taken: std::sync::mpsc::Receiver<bool>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl OurWaiter {
+    fn start(server: &Server, wait: Duration) -> OurWaiter {
+        let lock = server.client().fair_lock("fair");
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let guard = lock.try_lock_for(wait).unwrap();
+            let got = guard.is_some();
+            let _ = taken_tx.send(got);
+            if let Some(guard) = guard {
+                let _ = release_rx.recv();
+                let _ = taken_tx.send(guard.unlock().is_ok());
+            }
+        });
+        OurWaiter { taken, release }
+    }
+
+    /// Waits until it took the lock (true) or gave up (false).
+    fn outcome(&self) -> bool {
+        self.taken.recv_timeout(IN_TIME).expect("the waiter ended")
+    }
+
+    fn unlock(&self) {
+        self.release.send(()).unwrap();
+        assert!(self.outcome(), "our release failed");
+    }
+}
+
+#[test]
+fn fair_lock_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    // Theirs first: our waiter queues, and their unlock wakes it on its own channel.
+    assert_eq!(their_fair_acquire(&server), None);
+    let ours = sleepy(&server).fair_lock("fair");
+    let (taken, got) = std::sync::mpsc::channel();
+    let waiter = ours.clone();
+    std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(LONG).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .channels("redisson_lock__channel:{fair}:*")
+        > 0));
+    assert_eq!(their_fair_unlock(&server), Some(1));
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their unlock did not wake ours"
+    );
+
+    // Ours first: they queue behind us, and our release wakes them on theirs.
+    let guard = ours.lock().unwrap();
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{THEM}"));
+    assert!(
+        their_fair_acquire(&server).is_some(),
+        "they got in beside us"
+    );
+    guard.unlock().unwrap();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(their_fair_acquire(&server), None, "their turn did not come");
+    assert_eq!(their_fair_unlock(&server), Some(1));
+}
+
+#[test]
+fn fair_lock_java_waiters_ahead_of_ours_go_first_and_ours_keeps_its_place() {
+    let server = Server::start();
+    let (holder, first, second, behind) = (java(0), java(1), java(2), java(3));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    assert!(java_fair_acquire(&server, &first).is_some());
+    assert!(java_fair_acquire(&server, &second).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    assert!(java_fair_acquire(&server, &behind).is_some());
+
+    // The first Java waiter gives up, the second takes its turn and releases: each takes
+    // its wait off the places behind it, ours among them.
+    java_fair_give_up(&server, &first);
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(
+        java_fair_acquire(&server, &behind).is_some(),
+        "the last Java waiter went before the second"
+    );
+    assert_eq!(java_fair_acquire(&server, &second), None, "not its turn");
+    assert_eq!(java_fair_unlock(&server, &second), Some(1));
+    assert!(
+        java_fair_acquire(&server, &behind).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours.outcome(), "ours was not woken");
+    assert!(java_fair_acquire(&server, &behind).is_some(), "beside ours");
+
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{behind}"),
+    );
+    ours.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_acquire(&server, &behind),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &behind), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
+    let server = Server::start();
+    let (holder, first, last) = (java(0), java(1), java(2));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    let ours_first = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 1));
+    assert!(java_fair_acquire(&server, &first).is_some());
+    // One of ours gives up from the middle of the queue.
+    let leaving = OurWaiter::start(&server, Duration::from_secs(15));
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    let ours_second = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 4));
+    assert!(java_fair_acquire(&server, &last).is_some());
+    assert!(!leaving.outcome(), "the leaving waiter took the lock");
+    assert_eq!(fair_queue_len(&server), 4);
+
+    // The Java holder releases: our first waiter's turn, then the Java one's behind it.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(ours_first.outcome(), "our first waiter was not woken");
+    assert!(java_fair_acquire(&server, &first).is_some(), "beside ours");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{first}"));
+    ours_first.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert!(
+        java_fair_acquire(&server, &last).is_some(),
+        "the last Java waiter went before the first"
+    );
+    // The Java acquisition takes its wait off every place behind it, ours among them.
+    assert_eq!(
+        java_fair_acquire(&server, &first),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        java_fair_acquire(&server, &last).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours_second.outcome(), "our second waiter was not woken");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
+    ours_second.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_acquire(&server, &last),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &last), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_java_waiters_with_a_wait_other_than_ours_keep_the_order() {
+    let server = Server::start();
+    let (holder, first, last) = (java(0), java(1), java(2));
+    // Java threads in tryLock(20 s): each takes 20 s off the places behind it, four times
+    // our waiter's own wait (5 s).
+    let wait = "20000";
+    assert_eq!(java_fair_try_lock(&server, &holder, wait), None);
+    assert!(java_fair_try_lock(&server, &first, wait).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 2));
+    assert!(java_fair_try_lock(&server, &last, wait).is_some());
+
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(
+        java_fair_try_lock(&server, &first, wait),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        java_fair_try_lock(&server, &last, wait).is_some(),
+        "the Java waiter behind ours went first"
+    );
+    assert!(ours.outcome(), "ours was not woken");
+    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
+    ours.unlock();
+    assert_eq!(next_message(&mut listener), "0");
+    assert_eq!(
+        java_fair_try_lock(&server, &last, wait),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &last), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_a_java_waiter_behind_ours_keeps_its_place_however_long_ours_waits() {
+    let server = Server::start();
+    let (holder, theirs) = (java(0), java(1));
+    // Java threads in lock() on a client whose fairLockWaitTimeout is 1 s: a place is 1 s
+    // after the place of the waiter before it.
+    let wait = "1000";
+    assert_eq!(java_fair_try_lock(&server, &holder, wait), None);
+    let first = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 1));
+    assert!(java_fair_try_lock(&server, &theirs, wait).is_some());
+    let place: f64 = redis::cmd("ZSCORE")
+        .arg(FAIR_KEYS[2])
+        .arg(&theirs)
+        .query(&mut server.conn())
+        .unwrap();
+    let second = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
+    // Our first waiter waits on past the place the Java waiter was given when it queued.
+    assert!(eventually(IN_TIME, || now().parse::<f64>().unwrap() > place + 500.0));
+
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert!(first.outcome(), "our first waiter was not woken");
+    assert!(
+        java_fair_try_lock(&server, &theirs, wait).is_some(),
+        "beside ours"
+    );
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
+    );
+    first.unlock();
+    assert_eq!(
+        next_message(&mut listener),
+        "0",
+        "the Java waiter was not next"
+    );
+    assert_eq!(
+        java_fair_try_lock(&server, &theirs, wait),
+        None,
+        "our second waiter went before the Java one"
+    );
+    assert_eq!(java_fair_unlock(&server, &theirs), Some(1));
+    assert!(second.outcome(), "our second waiter was not woken");
+    second.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_wait() {
+    let server = Server::start();
+    let (holder, first, second) = (java(0), java(1), java(2));
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    assert!(java_fair_acquire(&server, &first).is_some());
+    // A waiter of ours queues behind the first Java waiter, with a place that reserves
+    // that waiter's wait, and never comes back: its process crashed after one attempt.
+    let crashed: Option<i64> = redisson(
+        &server,
+        include_str!("../../src/transport/scripts/fair_acquire.lua"),
+        &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
+        &[
+            "30000",
+            "0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1",
+            "0",
+            "1000",
+            JAVA_WAIT,
+        ],
+    );
+    assert!(crashed.is_some(), "queued");
+    assert!(java_fair_acquire(&server, &second).is_some());
+    let ours = OurWaiter::start(&server, LONG);
+    assert!(eventually(IN_TIME, || fair_queue_len(&server) == 4));
+
+    // The first Java waiter takes its turn and gives it back: the crashed waiter is the
+    // head, its place kept by the reserve, but our live waiter's attempts drop it once
+    // its wait (1 s) has passed, and the second Java waiter, next in line, gets in.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(
+        java_fair_acquire(&server, &first),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &first), Some(1));
+    assert!(
+        eventually(IN_TIME, || java_fair_acquire(&server, &second).is_none()),
+        "the crashed waiter kept its place"
+    );
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{}", ours_field(&server)),
+    );
+    assert_eq!(java_fair_unlock(&server, &second), Some(1));
+    assert_eq!(next_message(&mut listener), "0");
+    assert!(ours.outcome(), "ours was not woken");
+    ours.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+/// The owner field of the one waiter of ours in the queue: the one with a time in our
+/// sorted set.
+fn ours_field(server: &Server) -> String {
+    let ours: Vec<String> = redis::cmd("ZRANGE")
+        .arg(OURS)
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    ours[0].clone()
+}
+
+// Read-write lock, §5.
+const READ_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local i = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':' .. i, 1, 'px', ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+"#;
+
+const WRITE_UNLOCK: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then redis.call('publish', KEYS[2], ARGV[1]); return nil end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+  redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1])
+else
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+return 1
+"#;
+
+const WRITE_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])
+"#;
+
+fn their_read_acquire(server: &Server) -> Option<i64> {
+    their_read_acquire_for(server, "120000")
+}
+
+/// Their read acquire with a lease of `lease_ms` milliseconds.
+fn their_read_acquire_for(server: &Server, lease_ms: &str) -> Option<i64> {
+    let prefix = format!("{{rw}}:{THEM}:rwlock_timeout");
+    let writer = format!("{THEM}:write");
+    redisson(
+        server,
+        READ_ACQUIRE,
+        &["rw", &prefix],
+        &[lease_ms, THEM, &writer],
+    )
+}
+
+#[test]
+fn read_write_lock_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    let writer = format!("{THEM}:write");
+    // Their writer holds: our reader waits, and their write unlock ("1") wakes it.
+    let taken: Option<i64> = redisson(&server, WRITE_ACQUIRE, &["rw"], &["120000", &writer]);
+    assert_eq!(taken, None);
+    let ours = sleepy(&server).read_write_lock("rw");
+    let (tx, got) = std::sync::mpsc::channel();
+    let reader = ours.read().clone();
+    std::thread::spawn(move || {
+        let guard = reader.try_lock_for(LONG).unwrap();
+        let _ = tx.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .subscribers("redisson_rwlock:{rw}")
+        > 0));
+    let keys = ["rw", "redisson_rwlock:{rw}", "redisson_unlock_latch:{rw}:x"];
+    let released: Option<i64> = redisson(
+        &server,
+        WRITE_UNLOCK,
+        &keys,
+        &["1", "120000", &writer, "PUBLISH", "1000"],
+    );
+    assert_eq!(released, Some(1));
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their unlock did not wake ours"
+    );
+
+    // Their reader shares with ours and keeps our writer out.
+    let read = ours.read().lock().unwrap();
+    assert_eq!(their_read_acquire(&server), None, "readers do not share");
+    assert!(ours.write().try_lock().is_err_and(|err| err.is_upgrade()));
+    drop(read);
+    let other = sleepy(&server).read_write_lock("rw");
+    assert!(
+        other.write().try_lock().unwrap().is_none(),
+        "our writer beside their reader"
+    );
+    let _: () = redis::cmd("DEL")
+        .arg("rw")
+        .query(&mut server.conn())
+        .unwrap();
+
+    // Our writer holds: their reader is refused until our release wakes it ("1").
+    let write = ours.write().lock().unwrap();
+    let mut listener = listen(&server, "redisson_rwlock:{rw}");
+    assert!(
+        their_read_acquire(&server).is_some(),
+        "their reader beside our writer"
+    );
+    write.unlock().unwrap();
+    assert_eq!(next_message(&mut listener), "1");
+    assert_eq!(their_read_acquire(&server), None);
+}
+
+/// Their reader's lease key ran out while the hash lasts for ours: our release of the last
+/// live read hold frees the lock and wakes their waiters, as their own read unlock does,
+/// rather than leaving a writer to wait out the hash.
+#[test]
+fn read_write_lock_a_release_frees_a_lock_whose_other_readers_expired() {
+    let server = Server::start();
+    let ours = sleepy(&server).read_write_lock("rw");
+    let read = ours.read().lock_with_lease(LONG).unwrap();
+    assert_eq!(their_read_acquire_for(&server, "3000"), None);
+    let their_lease = format!("{{rw}}:{THEM}:rwlock_timeout:1");
+    assert!(server.exists(&their_lease));
+    assert!(eventually(IN_TIME, || !server.exists(&their_lease)));
+    let mut listener = listen(&server, "redisson_rwlock:{rw}");
+    listener.set_read_timeout(Some(IN_TIME)).unwrap();
+    read.unlock().unwrap();
+    assert!(
+        !server.exists("rw"),
+        "the hash of an expired reader was kept"
+    );
+    assert_eq!(next_message(&mut listener), "0");
+}
+
+// Permit-expirable semaphore, §10 (with its purge step).
+const SEMAPHORE_ACQUIRE: &str = r#"
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+  redis.call('zrem', KEYS[2], unpack(expired))
+  local total = redis.call('incrby', KEYS[1], #expired)
+  if total > 0 then redis.call('publish', KEYS[3], total) end
+end
+local value = redis.call('get', KEYS[1])
+if value and tonumber(value) >= tonumber(ARGV[1]) then
+  redis.call('decrby', KEYS[1], ARGV[1])
+  for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+  return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[2] and tonumber(first[2]) ~= tonumber(ARGV[4]) then return ':' .. first[2] end
+return nil
+"#;
+
+const SEMAPHORE_RELEASE: &str = r#"
+if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then return 0 end
+local total = redis.call('incrby', KEYS[1], ARGV[2])
+redis.call('publish', KEYS[2], total)
+return 1
+"#;
+
+const SEMAPHORE_KEYS: [&str; 3] = ["pool", "{pool}:timeout", "redisson_sc:{pool}"];
+/// Their permit's id: 16 bytes.
+const THEIR_PERMIT: &str = "0123456789abcdef";
+
+fn their_semaphore_acquire(server: &Server) -> Option<String> {
+    let expiry = (now().parse::<u64>().unwrap() + 120_000).to_string();
+    let args = [
+        "1",
+        &expiry,
+        &now(),
+        "922337203685477",
+        "PUBLISH",
+        THEIR_PERMIT,
+    ];
+    redisson(server, SEMAPHORE_ACQUIRE, &SEMAPHORE_KEYS, &args)
+}
+
+#[test]
+fn semaphore_each_side_excludes_and_wakes_the_other() {
+    let server = Server::start();
+    let ours = sleepy(&server).semaphore("pool");
+    assert!(ours.try_set_permits(1).unwrap());
+    // Theirs holds the one permit: our waiter waits, and their release wakes it.
+    assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    assert!(
+        ours.try_acquire().unwrap().is_none(),
+        "two holders of one permit"
+    );
+    let (tx, got) = std::sync::mpsc::channel();
+    let waiter = ours.clone();
+    std::thread::spawn(move || {
+        let permit = waiter.try_acquire_for(LONG).unwrap();
+        let _ = tx.send(permit.map(|permit| permit.release()).is_some());
+    });
+    assert!(eventually(IN_TIME, || server
+        .subscribers("redisson_sc:{pool}")
+        > 0));
+    let keys = [SEMAPHORE_KEYS[0], SEMAPHORE_KEYS[2], SEMAPHORE_KEYS[1]];
+    let released: i64 = redisson(
+        &server,
+        SEMAPHORE_RELEASE,
+        &keys,
+        &[THEIR_PERMIT, "1", &now(), "PUBLISH"],
+    );
+    assert_eq!(released, 1);
+    assert_eq!(
+        got.recv_timeout(IN_TIME),
+        Ok(true),
+        "their release did not wake ours"
+    );
+
+    // Ours holds it: theirs is refused until our release, whose message says one is free.
+    let permit = ours.acquire().unwrap();
+    let mut listener = listen(&server, "redisson_sc:{pool}");
+    assert_ne!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    permit.release().unwrap();
+    assert_eq!(next_message(&mut listener), "1");
+    assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
+    assert_eq!(ours.available_permits().unwrap(), 0);
+}

@@ -1,0 +1,623 @@
+//! Throwaway `redis-server` processes for the tests, on free ports, never on 6379.
+//!
+//! Each server runs under a tiny `sh` supervisor whose stdin is a pipe from this test
+//! process. When the pipe closes, because the `Server` is dropped or stopped or because the
+//! test process died (even by SIGKILL), the supervisor kills the server with SIGKILL and
+//! waits for it. So no server outlives the tests that started it.
+//!
+//! Also here: waiting until a server answers, restarting on the same port, pausing,
+//! re-running this test binary as a worker process, a fault-injecting TCP proxy, and other
+//! lock libraries (redis-py, node-redlock) driven as subprocesses.
+#![allow(dead_code)]
+
+mod binary;
+pub mod history;
+pub mod logs;
+
+mod cluster;
+mod peer;
+mod proxy;
+mod sentinel;
+mod skew;
+pub mod tls;
+
+pub use binary::has_tls;
+pub use cluster::Cluster;
+pub use peer::Peer;
+pub use proxy::Proxy;
+pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
+pub use skew::ClockSkew;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redmutex::{LockClient, LockClientBuilder};
+
+/// Starts the server binary given after the script with the arguments after it, prints its
+/// pid, then waits for its stdin to close and kills the server. A background job of a
+/// non-interactive shell reads /dev/null, so the server itself never holds the pipe.
+const SUPERVISOR: &str = r#"server=$1
+shift
+"$server" "$@" >/dev/null 2>&1 &
+pid=$!
+echo "$pid"
+read -r _ || :
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+exit 0"#;
+
+pub struct Server {
+    process: Option<Supervised>,
+    port: u16,
+    args: Args,
+    /// For a TLS-only server: its certificates, and whether it asks clients for theirs.
+    tls: Option<(Arc<tls::Certs>, bool)>,
+}
+
+/// What a server is started with besides its port and the test defaults.
+#[derive(Clone, Default)]
+pub struct Args {
+    /// Before every other argument: a config file, `--sentinel`.
+    pub leading: Vec<String>,
+    /// After the defaults: `--replicaof`, `--requirepass`, ...
+    pub trailing: Vec<String>,
+    /// The password the server wants (`requirepass`), for `url` and `conn`.
+    pub password: Option<String>,
+}
+
+/// A running redis-server and its supervisor.
+struct Supervised {
+    supervisor: Child,
+    /// Closing it (dropping it) makes the supervisor kill the server.
+    lifeline: ChildStdin,
+    /// The redis-server process itself, for signals.
+    pid: u32,
+}
+
+impl Supervised {
+    /// Kills the server and waits until it is gone, so that its port is free again.
+    fn kill(mut self) {
+        drop(self.lifeline);
+        let _ = self.supervisor.wait();
+    }
+}
+
+impl Server {
+    /// Starts a server on a free port and waits until it answers.
+    pub fn start() -> Server {
+        Server::start_with(Args::default())
+    }
+
+    /// Starts a server that speaks TLS only, with `certs`; with `auth_clients`, it refuses
+    /// clients without a certificate signed by `certs.ca`.
+    pub fn start_tls(certs: &Arc<tls::Certs>, auth_clients: bool) -> Server {
+        Server::start_configured(Args::default(), Some((certs.clone(), auth_clients)))
+    }
+
+    /// Starts a server with `args` on a free port and waits until it answers.
+    pub fn start_with(args: Args) -> Server {
+        Server::start_configured(args, None)
+    }
+
+    /// Starts a server with `args`, over TLS only when `tls` gives certificates (and whether
+    /// it asks clients for theirs).
+    pub fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut server = Server {
+                process: None,
+                port,
+                args: args.clone(),
+                tls: tls.clone(),
+            };
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        match &self.args.password {
+            Some(password) => format!("{scheme}://:{password}@127.0.0.1:{}/", self.port),
+            None => format!("{scheme}://127.0.0.1:{}/", self.port),
+        }
+    }
+
+    /// A `redis` client for this server, trusting its CA and with a client certificate
+    /// when it speaks TLS.
+    fn redis_client(&self) -> redis::Client {
+        match &self.tls {
+            None => redis::Client::open(self.url()).unwrap(),
+            #[cfg(feature = "tls")]
+            Some((certs, _)) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: Some(redis::ClientTlsConfig {
+                        client_cert: certs.client_cert.clone(),
+                        client_key: certs.client_key.clone(),
+                    }),
+                    root_cert: Some(certs.ca.clone()),
+                },
+            )
+            .unwrap(),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => panic!("a TLS server needs the tls feature"),
+        }
+    }
+
+    /// The pid of the redis-server process (not of its supervisor).
+    pub fn pid(&self) -> u32 {
+        self.process.as_ref().expect("server running").pid
+    }
+
+    /// A plain connection, to look at and tamper with what the locks store.
+    pub fn conn(&self) -> redis::Connection {
+        let conn = self
+            .redis_client()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        conn
+    }
+
+    /// A plain connection, if the server answers within a second.
+    pub fn try_conn(&self) -> Option<redis::Connection> {
+        let conn = (self.redis_client())
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        Some(conn)
+    }
+
+    /// Whether the server was started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
+    /// A builder for this server with test-friendly timeouts. Tests that shorten the lease
+    /// must also shorten the response timeout below the renew interval (lease / 3).
+    /// For a TLS server, the builder trusts its CA and has a client certificate.
+    pub fn builder(&self) -> LockClientBuilder {
+        let builder = LockClient::builder(&self.url())
+            .connect_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(5));
+        #[cfg(feature = "tls")]
+        if let Some((certs, _)) = &self.tls {
+            return builder
+                .tls_root_ca(certs.ca.clone())
+                .tls_client_cert(certs.client_cert.clone(), certs.client_key.clone());
+        }
+        builder
+    }
+
+    /// A builder with watchdog lease `lease`, and the response timeout it allows: the
+    /// client refuses one at or above the renew interval (lease / 3), so this takes 90% of
+    /// that, as long as it can be for a busy machine.
+    pub fn builder_with_lease(&self, lease: Duration) -> LockClientBuilder {
+        self.builder()
+            .lease(lease)
+            .response_timeout(response_timeout_for(lease))
+    }
+
+    pub fn client(&self) -> LockClient {
+        self.builder().build().expect("client for a running server")
+    }
+
+    /// Kills the server (SIGKILL) and waits until it is gone. Its port stays reserved for
+    /// `restart`.
+    pub fn stop(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Starts a fresh, empty server on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not restart on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Freezes the server process (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Whether `key` exists.
+    pub fn exists(&self, key: &str) -> bool {
+        redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut self.conn())
+            .unwrap()
+    }
+
+    /// Calls of one command since the server started, from `INFO commandstats`.
+    pub fn calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "calls")
+    }
+
+    /// How many times `command` was refused before it ran (ACL, wrong arguments), from
+    /// `INFO commandstats`.
+    pub fn rejected_calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "rejected_calls")
+    }
+
+    fn command_stat(&self, command: &str, stat: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:");
+        info.lines()
+            .find_map(|line| line.trim_end().strip_prefix(&prefix))
+            .and_then(|stats| {
+                stats
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(stat)?.strip_prefix('='))
+            })
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    /// Subscribers of `channel` now, from `PUBSUB NUMSUB`.
+    /// How many channels matching `pattern` have subscribers (`PUBSUB CHANNELS`).
+    pub fn channels(&self, pattern: &str) -> usize {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg(pattern)
+            .query(&mut self.conn())
+            .unwrap();
+        channels.len()
+    }
+
+    pub fn subscribers(&self, channel: &str) -> usize {
+        let counts: (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.conn())
+            .unwrap();
+        counts.1
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Spawns on `self.port`; false if the server exited without answering (port taken).
+    fn spawn(&mut self) -> bool {
+        let listen = match &self.tls {
+            Some((certs, auth_clients)) => certs.server_args(self.port, *auth_clients),
+            None => vec!["--port".into(), self.port.to_string()],
+        };
+        let mut supervisor = Command::new("sh")
+            .arg("-c")
+            .arg(SUPERVISOR)
+            .arg("redis-supervisor")
+            .arg(binary::server_binary())
+            .args(&self.args.leading)
+            .args(listen)
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            // A replica receives its primary's data as a file even without saving: it goes
+            // to the temporary directory, named after the port, never into the checkout.
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .args(["--dbfilename", &format!("redmutex-test-{}.rdb", self.port)])
+            .args(&self.args.trailing)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn sh to supervise redis-server");
+        let lifeline = supervisor.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(supervisor.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid: u32 = line.trim().parse().expect("the supervisor prints the pid");
+        let process = Supervised {
+            supervisor,
+            lifeline,
+            pid,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if !alive(pid) {
+                break;
+            }
+            // The server that answers must be ours, not another process on the same port.
+            match self.answering_pid() {
+                Some(answering) if answering == pid => {
+                    self.process = Some(process);
+                    return true;
+                }
+                Some(_) => break,
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        process.kill();
+        false
+    }
+
+    /// The `process_id` of the server answering on `self.port`, if any.
+    fn answering_pid(&self) -> Option<u32> {
+        let mut conn = self
+            .redis_client()
+            .get_connection_with_timeout(Duration::from_millis(200))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether process `pid` runs (a zombie does not). Elsewhere than on Linux, the wait for
+/// an answer decides.
+#[cfg(not(target_os = "linux"))]
+pub fn alive(_pid: u32) -> bool {
+    true
+}
+
+/// Whether process `pid` runs (a zombie does not).
+#[cfg(target_os = "linux")]
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|rest| rest.starts_with('Z'))
+    })
+}
+
+/// A port the kernel just handed out and took back; never 6379.
+fn free_port() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+/// Runs `body` in a process of its own: the test `name` (its path, such as
+/// `watchdog::a_test`) runs again in a new process of this binary with no other test in it,
+/// and `body` runs there. For what can only be seen process-wide: the library's threads, a
+/// global metrics recorder.
+pub fn alone(name: &str, body: impl FnOnce()) {
+    const ALONE_VAR: &str = "REDMUTEX_TEST_ALONE";
+    if std::env::var(ALONE_VAR).is_ok_and(|alone| alone == name) {
+        return body();
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env(ALONE_VAR, name)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}, run in its own process, failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs the ignored test `name` (its path, such as `fair::fair_worker`) of this same test
+/// binary in a new process, with `env` set.
+pub fn spawn_worker(name: &str, env: &[(&str, String)]) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Every key of the server with its hash contents.
+pub fn hash(conn: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
+}
+
+/// Waits until `condition` holds, checking every 10 ms, for at most `limit`.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The field of a "foreign" owner, as a Java service using Redisson would write it.
+pub const FOREIGN: &str = "7d3a5b2e-1111-4c4c-8888-0123456789ab:1";
+
+/// One hold by the foreign owner, in raw commands: HINCRBY on its field, then PEXPIRE.
+pub fn foreign_hold(redis: &mut redis::Connection, key: &str, lease_ms: u64) {
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(key)
+        .arg(FOREIGN)
+        .arg(1)
+        .query(redis)
+        .unwrap();
+    let _: bool = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(lease_ms)
+        .query(redis)
+        .unwrap();
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux; names are cut to 15 bytes).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|name| name.starts_with(prefix))
+        })
+        .count()
+}
+
+/// The shortest watchdog lease a test relies on surviving. A renew interval (a third of it)
+/// apart, renewals still keep the lock through a stall of the watchdog thread of about a
+/// second; 300 ms leases were lost on a busy machine where threads stalled for 0.5-0.8 s.
+pub const SHORT_LEASE: Duration = Duration::from_millis(1500);
+
+/// The longest response timeout a client with watchdog lease `lease` should get: 90% of the
+/// renew interval (lease / 3), which it must stay below.
+pub fn response_timeout_for(lease: Duration) -> Duration {
+    lease * 3 / 10
+}
+
+/// The unlock channel of lock `key` (a key without braces).
+pub fn channel(key: &str) -> String {
+    format!("redisson_lock__channel:{{{key}}}")
+}
+
+/// Waits until `channel` has at least `n` subscribers on `server` (`PUBSUB NUMSUB`).
+pub fn await_subscribers(server: &Server, channel: &str, n: usize) {
+    assert!(
+        eventually(Duration::from_secs(20), || server.subscribers(channel) >= n),
+        "expected {n} subscribers of {channel}, saw {}",
+        server.subscribers(channel)
+    );
+}
+
+/// Waits until `server` has run `calls` EVALSHAs in all since it started.
+pub fn await_calls(server: &Server, calls: u64) {
+    assert!(
+        eventually(Duration::from_secs(20), || server.calls("evalsha") >= calls),
+        "expected {calls} EVALSHA, saw {}",
+        server.calls("evalsha")
+    );
+}
+
+/// The ids of the threads of this process (Linux).
+pub fn thread_ids() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| task.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Makes a lock handle of one kind, so that a test body can run once per kind.
+pub trait MakeLock: redmutex::Kind {
+    /// The kind's name, for messages and for worker processes.
+    const NAME: &'static str;
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self>;
+}
+
+impl MakeLock for redmutex::Reentrant {
+    const NAME: &'static str = "reentrant";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Token {
+    const NAME: &'static str = "token";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.token_lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Fenced {
+    const NAME: &'static str = "fenced";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.fenced_lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Fair {
+    const NAME: &'static str = "fair";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.fair_lock(name)
+    }
+}
+
+impl MakeLock for redmutex::Read {
+    const NAME: &'static str = "read";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.read_write_lock(name).read().clone()
+    }
+}
+
+impl MakeLock for redmutex::Write {
+    const NAME: &'static str = "write";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.read_write_lock(name).write().clone()
+    }
+}
+
+/// For the examples: the Redis at `REDIS_URL` when set, else a throwaway server (kept alive
+/// by the returned handle).
+pub fn redis_url() -> (String, Option<Server>) {
+    match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = Server::start();
+            (server.url(), Some(server))
+        }
+    }
+}
+
+/// The integer at `key`, 0 when there is none.
+pub fn get_int(redis: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("GET")
+        .arg(key)
+        .query::<Option<i64>>(redis)
+        .unwrap()
+        .unwrap_or(0)
+}
+
+/// `INCRBY key by`: the new value.
+pub fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
+    redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
+}
