@@ -9,20 +9,24 @@ use redmutex::{Error, LockClient};
 use support::Server;
 
 /// Each lease is taken with no other setting, held past three leases (so only renewals can
-/// have kept it) while a rival with every default finds it busy, then released.
+/// have kept it) while a rival with every default finds it busy, then released. The default
+/// lease, 30 s, is held until its first renewal only, which must have moved its expiry.
 #[test]
 fn every_lease_builds_and_holds_with_the_other_settings_left_alone() {
     let server = Server::start();
-    let leases = [50, 300, 1_000, 2_000, 5_000, 30_000].map(Duration::from_millis);
+    let leases = [50, 300, 1_000, 2_000, 5_000].map(|ms| (Duration::from_millis(ms), 3));
+    let default = (Duration::from_secs(30), 0);
     std::thread::scope(|scope| {
-        for lease in leases {
+        for (lease, held) in leases.into_iter().chain([default]) {
             let server = &server;
-            scope.spawn(move || hold_past_three_leases(server, lease));
+            scope.spawn(move || hold_past_leases(server, lease, held));
         }
     });
 }
 
-fn hold_past_three_leases(server: &Server, lease: Duration) {
+/// Holds a lock with `lease` past `leases` leases and past three renewals to each of them
+/// (at least one).
+fn hold_past_leases(server: &Server, lease: Duration, leases: u32) {
     let name = format!("defaults:{}", lease.as_millis());
     let client = LockClient::builder(&server.url())
         .lease(lease)
@@ -32,16 +36,25 @@ fn hold_past_three_leases(server: &Server, lease: Duration) {
     let lock = client.lock(&name);
     let guard = lock.lock().unwrap();
     let taken = Instant::now();
-    // Three renewals to a lease: nine of them, and three leases gone by, leave nothing of
-    // the acquisition's own lease.
-    while taken.elapsed() <= 3 * lease || client.stats().renewals < 9 {
+    let renewals = u64::from(3 * leases).max(1);
+    while taken.elapsed() <= leases * lease || client.stats().renewals < renewals {
         assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
         assert!(
             rival.try_lock().unwrap().is_none(),
             "lease {lease:?}: a rival got the lock while it was held"
         );
-        std::thread::sleep(lease / 10);
+        std::thread::sleep(lease.min(Duration::from_secs(1)) / 10);
     }
+    // What the acquisition alone would have left, at most: a renewal left more.
+    let unrenewed = lease.saturating_sub(taken.elapsed());
+    let left: i64 = redis::cmd("PTTL")
+        .arg(&name)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        u128::try_from(left).unwrap_or(0) > unrenewed.as_millis(),
+        "lease {lease:?}: {left} ms left, as if never renewed"
+    );
     assert!(!guard.is_lost(), "lease {lease:?}: lost while held");
     guard
         .unlock()
