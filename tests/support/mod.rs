@@ -585,18 +585,6 @@ impl MakeLock for redmutex::Write {
     }
 }
 
-/// For the examples: the Redis at `REDIS_URL` when set, else a throwaway server (kept alive
-/// by the returned handle).
-pub fn redis_url() -> (String, Option<Server>) {
-    match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = Server::start();
-            (server.url(), Some(server))
-        }
-    }
-}
-
 /// The integer at `key`, 0 when there is none.
 pub fn get_int(redis: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("GET")
