@@ -1,17 +1,17 @@
 //! Measures the lock against raw Redis round trips, in one run, and prints one table.
 //!
 //! `cargo run --release --example bench` starts a throwaway redis-server unless `REDIS_URL`
-//! is set. Absolute times on shared machines swing severalfold; the ratios are the result.
+//! is set; the Redlock, Sentinel, replica, TLS and Cluster rows always start servers of
+//! their own (`redis-server`, and `redis-cli` to form the cluster, on the `PATH`). Absolute
+//! times on shared machines swing severalfold; the ratios are the result.
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
 //! Cluster rows.
 
-#[allow(unused_imports)]
-#[path = "../tests/it/support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -58,7 +58,7 @@ fn main() -> Result<()> {
     if args.iter().any(|arg| arg == "cluster") {
         return print(cluster(&plan)?);
     }
-    let (url, _throwaway) = support::redis_url();
+    let (url, _throwaway) = redis_url();
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
 
@@ -457,10 +457,30 @@ fn subscribe_latencies(plan: &Plan, client: &LockClient) -> Result<Vec<Duration>
 /// The round trip of a PING over TLS, and subscription latencies, on a throwaway TLS server.
 #[cfg(feature = "tls")]
 fn subscribe_over_tls(plan: &Plan) -> Result<(Duration, Vec<Duration>)> {
-    let certs = support::tls::Certs::generate();
-    let server = support::Server::start_tls(&certs, false);
-    let client = server.builder().build()?;
-    let mut raw = server.conn();
+    let mut ca = None;
+    let server = Server::start_with(|port, dir| {
+        ca = Some(tls_files(dir));
+        let file = |name: &str| dir.join(name).display().to_string();
+        [
+            ("--port", "0".into()),
+            ("--tls-port", port.to_string()),
+            ("--tls-cert-file", file("server.crt")),
+            ("--tls-key-file", file("server.key")),
+            ("--tls-auth-clients", "no".into()),
+        ]
+        .into_iter()
+        .flat_map(|(name, value)| [name.into(), value])
+        .collect()
+    });
+    let (ca, url) = (ca.unwrap(), format!("rediss://127.0.0.1:{}/", server.port));
+    let client = LockClient::builder(&url).tls_root_ca(ca.clone()).build()?;
+    let tls = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca),
+    };
+    let mut raw = redis::Client::build_with_tls(url, tls)
+        .and_then(|client| client.get_connection())
+        .expect("a TLS connection");
     let floor = mean_of(plan.pairs, || {
         let _: String = redis::cmd("PING").query(&mut raw).unwrap();
     });
@@ -842,8 +862,8 @@ fn many_held(url: &str, n: usize) -> Result<String> {
 
 /// Lock+unlock pairs on five throwaway servers against one of them alone, interleaved.
 fn redlock(plan: &Plan) -> Result<String> {
-    let servers: Vec<_> = (0..5).map(|_| support::Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(support::Server::url).collect();
+    let servers: Vec<_> = (0..5).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let redlock = LockClient::redlock(&urls).build()?;
     let five = redlock.lock("bench:redlock");
@@ -961,16 +981,18 @@ fn redlock(plan: &Plan) -> Result<String> {
 /// Lock+unlock pairs through Sentinel against a client of the same primary's URL,
 /// interleaved.
 fn sentinel(plan: &Plan) -> Result<String> {
-    let d = support::Deployment::start(support::Options {
-        replicas: 0,
-        sentinels: 1,
-        quorum: 1,
-        ..Default::default()
+    let primary = Server::start();
+    let sentinel = Server::start_with(|port, dir| {
+        let conf = dir.join("sentinel.conf");
+        let monitor = format!("sentinel monitor bench 127.0.0.1 {} 1\n", primary.port);
+        std::fs::write(&conf, monitor).expect("write sentinel.conf");
+        let conf = conf.display().to_string();
+        vec![conf, "--sentinel".into(), "--port".into(), port.to_string()]
     });
-    let via = LockClient::sentinel(&[&d.sentinels[0].url()], support::MASTER)
+    let via = LockClient::sentinel(&[&sentinel.url()], "bench")
         .build()?
         .lock("bench:sentinel");
-    let direct = LockClient::open(&d.servers[0].url())?.lock("bench:direct");
+    let direct = LockClient::open(&primary.url())?.lock("bench:direct");
     let (mut via_pairs, mut direct_pairs) = (Vec::new(), Vec::new());
     for _ in 0..plan.rounds {
         direct_pairs.push(mean_of(plan.pairs, || {
@@ -1037,23 +1059,18 @@ fn replica_acks(plan: &Plan) -> Result<String> {
 }
 
 /// A standalone primary with one replica online.
-fn primary_with_replica() -> (support::Server, support::Server) {
-    let primary = support::Server::start();
-    let replica = support::Server::start();
+fn primary_with_replica() -> (Server, Server) {
+    let primary = Server::start();
+    let replica = Server::start();
     let () = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
-        .arg(primary.port())
+        .arg(primary.port)
         .query(&mut replica.conn())
         .expect("replicaof");
     let mut raw = primary.conn();
-    let online = support::eventually(Duration::from_secs(30), || {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut raw)
-            .unwrap();
-        info.contains("state=online")
+    wait_for("the replica to come online", || {
+        info(&mut raw, "replication").contains("state=online")
     });
-    assert!(online, "the replica never came online");
     (primary, replica)
 }
 
@@ -1062,13 +1079,19 @@ fn primary_with_replica() -> (support::Server, support::Server) {
 /// primary; hand-off between threads; 64 threads over 1,000 names against the same on the
 /// standalone primary.
 fn cluster(plan: &Plan) -> Result<Vec<(&'static str, String)>> {
-    let cluster = support::Cluster::start();
-    let client = cluster.client();
+    let cluster = start_cluster();
+    let client = LockClient::cluster(&[&cluster[0].url()]).build()?;
     let (primary, _replica) = primary_with_replica();
     let single = LockClient::open(&primary.url())?;
     let name = "bench:cluster";
     let (on_cluster, on_single) = (client.lock(name), single.lock(name));
-    let mut raw = cluster.owner_of(name).conn();
+    // The primary that serves the name: the others answer MOVED.
+    let mut raw = (cluster.iter().map(Server::conn))
+        .find_map(|mut conn| {
+            let found: redis::RedisResult<bool> = redis::cmd("EXISTS").arg(name).query(&mut conn);
+            found.is_ok().then_some(conn)
+        })
+        .expect("a primary that serves the name");
     let noop = Script::new("return nil");
     let acquire = Script::new(include_str!("../src/transport/scripts/acquire.lua"));
     // Every primary is Redis 7: the client publishes sharded, so the raw release does too.
@@ -1267,4 +1290,139 @@ fn resident_bytes() -> u64 {
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
     pages * 4096
+}
+
+/// Your Redis at `REDIS_URL`, or else a throwaway server.
+fn redis_url() -> (String, Option<Server>) {
+    match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = Server::start();
+            (server.url(), Some(server))
+        }
+    }
+}
+
+/// A throwaway `redis-server` on a free port, with a directory of its own for what it
+/// writes; stopped, and its directory removed, when dropped.
+struct Server {
+    port: u16,
+    dir: PathBuf,
+    /// The shell that stops the server once this process closes its stdin, even if it
+    /// crashed.
+    shell: Child,
+}
+
+impl Server {
+    /// A plain server.
+    fn start() -> Server {
+        Server::start_with(|port, _| vec!["--port".into(), port.to_string()])
+    }
+
+    /// A server started with the arguments `args` makes of its port and its directory.
+    fn start_with(args: impl FnOnce(u16, &Path) -> Vec<String>) -> Server {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("redmutex-bench-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for the server");
+        let script = "redis-server \"$@\" --bind 127.0.0.1 --save '' --appendonly no >/dev/null & \
+                      read _; kill $!; wait";
+        let shell = Command::new("sh")
+            .args(["-c", script, "redis-server"])
+            .args(args(port, &dir))
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh and redis-server on the PATH, or REDIS_URL set");
+        let server = Server { port, dir, shell };
+        wait_for("redis-server to listen", || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|client| client.get_connection())
+            .expect("a connection to the server")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.shell.stdin.take());
+        let _ = self.shell.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Three primaries with a replica each, formed by `redis-cli --cluster create`.
+fn start_cluster() -> Vec<Server> {
+    let node = |port, _: &Path| {
+        let args = format!(
+            "--port {port} --cluster-enabled yes --cluster-port {}",
+            free_port()
+        );
+        args.split(' ').map(String::from).collect()
+    };
+    let nodes: Vec<Server> = (0..6).map(|_| Server::start_with(node)).collect();
+    let created = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)))
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdout(Stdio::null())
+        .status()
+        .expect("redis-cli on the PATH");
+    assert!(created.success(), "redis-cli --cluster create failed");
+    let mut conns: Vec<_> = nodes.iter().map(Server::conn).collect();
+    wait_for("the cluster to be ok on every node", || {
+        conns.iter_mut().all(|conn| {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(conn).unwrap();
+            info.contains("cluster_state:ok")
+        })
+    });
+    nodes
+}
+
+/// A server's certificate for 127.0.0.1, signed by a CA of its own, written to `dir` as
+/// `server.crt` and `server.key`; returns the CA (PEM).
+#[cfg(feature = "tls")]
+fn tls_files(dir: &Path) -> Vec<u8> {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    ca.pem().into_bytes()
+}
+
+/// `INFO section` of a server.
+fn info(conn: &mut redis::Connection, section: &str) -> String {
+    redis::cmd("INFO").arg(section).query(conn).expect("INFO")
+}
+
+/// A port the kernel just handed out and took back.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Polls `done` until it holds; panics after 30 s.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

@@ -167,7 +167,7 @@ mod base;
 
 pub use base::cause::Cause;
 pub use base::config::{MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
-pub use base::error::{Error, NodeError, Result};
+pub use base::error::{Error, NodeError, Result, Subject};
 pub use base::health::{Health, HealthChange};
 pub use base::held_by::HeldBy;
 pub use base::lost::LockLost;

@@ -1,9 +1,9 @@
 //! The one error type of the crate.
 //!
-//! Its message says what happened, in the crate's words and with its context (the lock, the
-//! node); the message of the library underneath (the Redis client's, the operating
-//! system's) is only its `source()`, so that a reporter walking the chain prints each cause
-//! once. An error about several nodes has no one source: its message lists each node's
+//! Its message says what happened, in the crate's words and with its context (the lock or
+//! semaphore, the node); the message of the library underneath (the Redis client's, the
+//! operating system's) is only its `source()`, so that a reporter walking the chain prints
+//! each cause once. An error about several nodes has no one source: its message lists each node's
 //! failure with that failure's whole chain.
 
 use std::error::Error as StdError;
@@ -20,11 +20,12 @@ use crate::base::cause::{self, Cause};
 /// The enum is `#[non_exhaustive]`: match the predicates ([`Error::is_timeout`],
 /// [`Error::is_not_held`], ...) rather than every variant.
 ///
-/// Its message (`{}`) says what happened, in this crate's words and with the lock and node
-/// it concerns; the message of the library or the operating system underneath is only its
-/// [`source()`](std::error::Error::source), so that a reporter walking the chain (such as
-/// `anyhow`'s `{:#}`) prints each cause once. The alternate form (`{:#}`) of the error
-/// itself prints the message followed by the whole chain, for a log line.
+/// Its message (`{}`) says what happened, in this crate's words and with the lock or
+/// semaphore ([`Subject`]) and node it concerns; the message of the library or the
+/// operating system underneath is only its [`source()`](std::error::Error::source), so that
+/// a reporter walking the chain (such as `anyhow`'s `{:#}`) prints each cause once. The
+/// alternate form (`{:#}`) of the error itself prints the message followed by the whole
+/// chain, for a log line.
 ///
 /// ```no_run
 /// let err = redmutex::LockClient::open("redis://127.0.0.1:1/").unwrap_err();
@@ -41,8 +42,8 @@ pub enum Error {
     /// [`is_permission`](Error::is_permission), [`is_tls`](Error::is_tls) and
     /// [`server_code`](Error::server_code) tell which.
     Redis {
-        /// The lock concerned, when the command was about one.
-        lock: Option<String>,
+        /// The lock or semaphore concerned, when the command was about one.
+        lock: Option<Subject>,
         /// The Redis node, as `host:port`.
         node: String,
         /// What failed underneath: opaque; its message is the error's `source()`.
@@ -51,45 +52,45 @@ pub enum Error {
     /// No pooled connection became available within the connect timeout: the server could
     /// not be reached (why is the error's `source()`), or every connection stayed busy.
     Pool {
-        /// The lock concerned, when the call was about one.
-        lock: Option<String>,
+        /// The lock or semaphore concerned, when the call was about one.
+        lock: Option<Subject>,
         /// The Redis node, as `host:port`.
         node: String,
         /// Why the last connect failed, if it did: opaque.
         cause: Cause,
     },
-    /// The lock stayed busy until the caller's deadline.
+    /// The lock stayed busy (the semaphore had no free permit) until the caller's deadline.
     Timeout {
-        /// The lock waited for.
-        lock: String,
+        /// The lock or semaphore waited for.
+        lock: Subject,
         /// How long the call waited before giving up.
         waited: Duration,
         /// What held the lock when the wait gave up, when Redis could tell in time (boxed,
         /// to keep the error small).
         held_by: Option<Box<crate::base::held_by::HeldBy>>,
     },
-    /// This thread holds no hold of the lock it tried to release. Nothing was changed on the
-    /// server.
+    /// This thread holds no hold of the lock it tried to release, or the permit a semaphore
+    /// was asked to release by id is not held. Nothing was changed on the server.
     NotHeld {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
     },
-    /// The hold is gone: it expired or was deleted from outside, so the critical section it
-    /// guarded was not protected to its end. Returned by a release or a re-entry that finds
-    /// this; the loss was also reported to
+    /// The hold (or permit) is gone: it expired or was deleted from outside, so the critical
+    /// section it guarded was not protected to its end. Returned by a release or a re-entry
+    /// that finds this; the loss was also reported to
     /// [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) and counted in
     /// [`Stats::locks_lost`](crate::Stats::locks_lost). Nothing was changed on the server:
     /// the key may belong to someone else by now.
     Lost {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
     },
-    /// The lock's key holds another kind of lock (or other data) than the handle's kind: a
-    /// token lock asked for a key that holds a reentrant lock's hash, say. Nothing was
-    /// changed on the server.
+    /// The key holds another kind of lock (or other data) than the handle's kind: a token
+    /// lock asked for a key that holds a reentrant lock's hash, say. Nothing was changed on
+    /// the server.
     WrongKind {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// What the key holds, such as `"a reentrant or fenced lock (a hash)"`.
         found: &'static str,
     },
@@ -97,14 +98,14 @@ pub enum Error {
     /// lock: the write lock waits for every reader to leave, this thread included, so it
     /// would wait for ever. Nothing was sent. Release the read holds first.
     Upgrade {
-        /// The lock concerned.
-        lock: String,
+        /// The read-write lock concerned.
+        lock: Subject,
     },
     /// The lock cannot work on this client, such as a fenced lock over several independent
     /// masters (Redlock). Nothing was sent.
     Unsupported {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// Why.
         reason: &'static str,
     },
@@ -122,10 +123,11 @@ pub enum Error {
         /// The process id the client was created in.
         parent: u32,
     },
-    /// A lock name that cannot be used: empty or longer than [`crate::MAX_NAME_LEN`].
+    /// A lock or semaphore name that cannot be used: empty or longer than
+    /// [`crate::MAX_NAME_LEN`].
     InvalidName {
-        /// The name as given (lossily decoded, cut to 64 bytes).
-        name: String,
+        /// The lock or semaphore, by its name as given (lossily decoded, cut to 64 bytes).
+        name: Subject,
         /// What is wrong with it.
         reason: &'static str,
     },
@@ -138,8 +140,8 @@ pub enum Error {
     },
     /// An argument of a lock call that cannot work, such as a zero lease.
     InvalidArgument {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// The argument, named after the parameter.
         argument: &'static str,
         /// What is wrong with it.
@@ -155,8 +157,8 @@ pub enum Error {
     /// Fewer nodes than a quorum (N/2 + 1 of the configured N) answered: the lock was not
     /// taken (and anything taken on the nodes that answered was given back).
     NoQuorum {
-        /// The lock concerned, when the call was about one.
-        lock: Option<String>,
+        /// The lock or semaphore concerned, when the call was about one.
+        lock: Option<Subject>,
         /// How many nodes must answer.
         needed: usize,
         /// How many nodes are configured.
@@ -167,8 +169,8 @@ pub enum Error {
     /// A quorum of nodes granted the lock, but taking it used up the whole lease (less the
     /// clock drift allowance), so it was given back.
     ValidityExhausted {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// How long the acquisition took.
         elapsed: Duration,
         /// The lease asked for.
@@ -177,8 +179,8 @@ pub enum Error {
     /// A release reached a quorum of nodes, so the lock is released, but some nodes could not
     /// be told; their copies expire with their lease.
     PartialRelease {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// On how many nodes the hold was given back.
         released: usize,
         /// How many nodes are configured.
@@ -190,8 +192,8 @@ pub enum Error {
     /// [`min_replica_acks`](crate::LockClientBuilder::min_replica_acks) timeout; the hold
     /// was given back.
     NotReplicated {
-        /// The lock concerned.
-        lock: Option<String>,
+        /// The lock or semaphore concerned.
+        lock: Option<Subject>,
         /// The Redis node, as `host:port`.
         node: String,
         /// How many replicas acknowledged.
@@ -213,15 +215,15 @@ pub enum Error {
     /// that would start something new fails so at once. Nothing is held for the call, and
     /// a fair lock's waiter has left the queue.
     Cancelled {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// Whether the client was closed, rather than the handle's token cancelled.
         closed: bool,
     },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
-        /// The lock concerned.
-        lock: String,
+        /// The lock or semaphore concerned.
+        lock: Subject,
         /// What the operating system reported.
         source: std::io::Error,
     },
@@ -234,6 +236,75 @@ pub struct NodeError {
     pub node: String,
     /// What went wrong there.
     pub error: Error,
+}
+
+/// What an error is about: a lock, a read-write lock or a semaphore, by its name. Prints as
+/// the kind of thing and its quoted name, such as `semaphore "db-connections"`, and compares
+/// equal to its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    noun: Noun,
+    name: String,
+}
+
+/// What kind of thing a [`Subject`] is, as its errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Noun {
+    Lock,
+    ReadWriteLock,
+    Semaphore,
+}
+
+impl Subject {
+    pub(crate) fn new(noun: Noun, name: String) -> Self {
+        Subject { noun, name }
+    }
+
+    /// Its name (lossily decoded, cut to 64 bytes).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What it is: `"lock"`, `"read-write lock"` or `"semaphore"`.
+    pub fn noun(&self) -> &'static str {
+        match self.noun {
+            Noun::Lock => "lock",
+            Noun::ReadWriteLock => "read-write lock",
+            Noun::Semaphore => "semaphore",
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.noun(), self.name)
+    }
+}
+
+/// A lock of that name.
+impl From<&str> for Subject {
+    fn from(name: &str) -> Self {
+        Subject::new(Noun::Lock, name.to_owned())
+    }
+}
+
+/// A lock of that name.
+impl From<String> for Subject {
+    fn from(name: String) -> Self {
+        Subject::new(Noun::Lock, name)
+    }
+}
+
+impl PartialEq<str> for Subject {
+    fn eq(&self, name: &str) -> bool {
+        self.name == name
+    }
+}
+
+impl PartialEq<&str> for Subject {
+    fn eq(&self, name: &&str) -> bool {
+        self.name == *name
+    }
 }
 
 /// `Result` with this crate's [`Error`].
@@ -381,13 +452,19 @@ impl Error {
         }
     }
 
-    /// The lock this error is about, if any.
+    /// The name of the lock or semaphore this error is about, if any.
     pub fn lock_name(&self) -> Option<&str> {
+        self.subject().map(Subject::name)
+    }
+
+    /// The lock or semaphore this error is about, if any.
+    pub fn subject(&self) -> Option<&Subject> {
         match self {
             Error::Redis { lock, .. }
             | Error::Pool { lock, .. }
             | Error::NoQuorum { lock, .. }
-            | Error::NotReplicated { lock, .. } => lock.as_deref(),
+            | Error::NotReplicated { lock, .. } => lock.as_ref(),
+            Error::InvalidName { name, .. } => Some(name),
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
             | Error::Lost { lock }
@@ -403,13 +480,13 @@ impl Error {
         }
     }
 
-    pub(crate) fn with_lock(mut self, name: &str) -> Self {
+    pub(crate) fn with_lock(mut self, subject: &Subject) -> Self {
         if let Error::Redis { lock, .. }
         | Error::Pool { lock, .. }
         | Error::NoQuorum { lock, .. }
         | Error::NotReplicated { lock, .. } = &mut self
         {
-            *lock = Some(name.to_owned());
+            *lock = Some(subject.clone());
         }
         self
     }
@@ -519,8 +596,8 @@ impl fmt::Display for Error {
 
 impl Error {
     fn message(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let about = |lock: &Option<String>| match lock {
-            Some(name) => format!(" (lock {name:?})"),
+        let about = |lock: &Option<Subject>| match lock {
+            Some(lock) => format!(" ({lock})"),
             None => String::new(),
         };
         match self {
@@ -532,27 +609,29 @@ impl Error {
                 waited,
                 held_by,
             } => {
-                write!(f, "lock {lock:?} still busy after waiting {waited:?}")?;
+                write!(f, "{lock} still busy after waiting {waited:?}")?;
                 match held_by {
                     Some(held_by) => write!(f, ": {held_by}"),
                     None => Ok(()),
                 }
             }
-            Error::NotHeld { lock } => write!(f, "lock {lock:?} is not held by this thread"),
-            Error::Lost { lock } => write!(
-                f,
-                "lock {lock:?} was lost while held: it expired or was deleted from outside"
-            ),
-            Error::WrongKind { lock, found } => write!(
-                f,
-                "lock {lock:?} is another kind of lock: its key holds {found}"
-            ),
+            Error::NotHeld { lock } if lock.noun == Noun::Semaphore => {
+                write!(f, "{lock}: that permit is not held")
+            }
+            Error::NotHeld { lock } => write!(f, "{lock} is not held by this thread"),
+            Error::Lost { lock } if lock.noun == Noun::Semaphore => {
+                write!(f, "{lock}: a permit was lost while held: {GONE}")
+            }
+            Error::Lost { lock } => write!(f, "{lock} was lost while held: {GONE}"),
+            Error::WrongKind { lock, found } => {
+                write!(f, "{lock} is of another kind: its key holds {found}")
+            }
             Error::Upgrade { lock } => write!(
                 f,
-                "lock {lock:?}: this thread holds the read lock, and the write lock would wait for it for ever"
+                "{lock}: this thread holds the read lock, and the write lock would wait for it for ever"
             ),
             Error::Unsupported { lock, reason } => {
-                write!(f, "lock {lock:?} cannot work on this client: {reason}")
+                write!(f, "{lock} cannot work on this client: {reason}")
             }
             Error::NotReplicated {
                 lock,
@@ -574,14 +653,14 @@ impl Error {
                 "this client was created in process {parent}, not in this fork of it; build a new client"
             ),
             Error::InvalidName { name, reason } => {
-                write!(f, "invalid lock name {name:?}: {reason}")
+                write!(f, "invalid {} name {:?}: {reason}", name.noun(), name.name)
             }
             Error::InvalidConfig { setting, reason } => write!(f, "invalid {setting}: {reason}"),
             Error::InvalidArgument {
                 lock,
                 argument,
                 reason,
-            } => write!(f, "invalid {argument} for lock {lock:?}: {reason}"),
+            } => write!(f, "invalid {argument} for {lock}: {reason}"),
             Error::InvalidUrl { url, reason } => write!(f, "invalid redis URL {url:?}: {reason}"),
             Error::NoQuorum {
                 lock,
@@ -602,7 +681,7 @@ impl Error {
                 lease,
             } => write!(
                 f,
-                "lock {lock:?} was granted too late: acquiring took {elapsed:?} of a {lease:?} lease"
+                "{lock} was granted too late: acquiring took {elapsed:?} of a {lease:?} lease"
             ),
             Error::PartialRelease {
                 lock,
@@ -612,7 +691,7 @@ impl Error {
             } => {
                 write!(
                     f,
-                    "lock {lock:?} released on {released} of {of} nodes; not reached: {}",
+                    "{lock} released on {released} of {of} nodes; not reached: {}",
                     causes(failed)
                 )
             }
@@ -625,17 +704,20 @@ impl Error {
                 lock,
                 closed: false,
             } => {
-                write!(f, "waiting for lock {lock:?} was cancelled")
+                write!(f, "waiting for {lock} was cancelled")
             }
             Error::Cancelled { lock, closed: true } => {
-                write!(f, "lock {lock:?}: the client is closed")
+                write!(f, "{lock}: the client is closed")
             }
             Error::Watchdog { lock, .. } => {
-                write!(f, "could not start the watchdog thread for lock {lock:?}")
+                write!(f, "could not start the watchdog thread for {lock}")
             }
         }
     }
 }
+
+/// How a hold or a permit was lost.
+const GONE: &str = "it expired or was deleted from outside";
 
 /// What a `Display` of an authentication failure adds.
 const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/; \
@@ -711,7 +793,7 @@ mod tests {
 
     #[test]
     fn one_node_names_its_cause_once_and_its_node_once() {
-        let err = refused("h:1").with_lock("l");
+        let err = refused("h:1").with_lock(&"l".into());
         assert!(err.is_connection());
         let report = chain(&err);
         assert_eq!(report.matches("refused by the test").count(), 1, "{report}");

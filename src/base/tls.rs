@@ -2,7 +2,7 @@
 //! and the crypto provider rustls needs. (`rediss://` URLs without the `tls` feature are
 //! refused with the other bad URLs, in `topology::redis_url`.)
 
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult};
+use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
 
 /// The certificates given to the builder, in PEM (none without the `tls` feature).
 #[derive(Clone, Default)]
@@ -24,7 +24,7 @@ pub(crate) fn client(
         #[cfg(feature = "tls")]
         if certificates.root_ca.is_some() || certificates.client.is_some() {
             return Err(RedisError::from((
-                ErrorKind::InvalidClientConfig,
+                redis::ErrorKind::InvalidClientConfig,
                 "TLS certificates were given for a URL without TLS; use rediss://",
             )));
         }
@@ -44,7 +44,7 @@ pub(crate) fn client(
         for (setting, pem) in pems {
             if pem.is_some_and(|pem| !has_certificate(pem)) {
                 return Err(RedisError::from((
-                    ErrorKind::InvalidClientConfig,
+                    redis::ErrorKind::InvalidClientConfig,
                     "no PEM certificate found",
                     format!("in what {setting} was given"),
                 )));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, Noun, Result};
 use crate::client::lock_client::LockClient;
 use crate::layout::{names, shape};
 use crate::transport::scripts;
@@ -120,7 +120,7 @@ impl LockClient {
 
     /// [`inspect`](Self::inspect) without the holders' client names.
     fn inspect_unnamed(&self, name: &[u8]) -> Result<LockInfo> {
-        let target = self.target(name);
+        let target = self.target(name, Noun::Lock);
         let key = target.open()?;
         let names = [
             key.to_vec(),
@@ -150,7 +150,7 @@ impl LockClient {
             (Some((raw, server)), _) => Ok(info(target.name(), &names, raw, &server)),
             (None, failed) => Err(failed
                 .unwrap_or_else(|| malformed("no node"))
-                .with_lock(target.name())),
+                .with_lock(target.subject())),
         }
     }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::base::config::Config;
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, Noun, Result};
 use crate::base::stats::Stats;
 use crate::kinds::fair::Fair;
 use crate::kinds::fenced::Fenced;
@@ -79,37 +79,37 @@ impl LockClient {
     /// Any bytes up to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) make a name; an empty or longer
     /// one makes a handle whose every call returns [`Error::InvalidName`].
     pub fn lock(&self, name: impl AsRef<[u8]>) -> Lock {
-        Lock::new(self.target(name.as_ref()))
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
     }
 
     /// A handle on the fenced lock `name`: the reentrant lock whose guards carry fencing
     /// tokens. See [`Fenced`](crate::Fenced).
     pub fn fenced_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fenced> {
-        Lock::new(self.target(name.as_ref()))
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
     }
 
     /// A handle on the fair lock `name`: the reentrant lock, taken first come, first
     /// served across threads and processes. See [`Fair`](crate::Fair).
     pub fn fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fair> {
-        Lock::new(self.target(name.as_ref()))
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
     }
 
     /// The read-write lock `name`: many readers or one writer. See [`ReadWriteLock`].
     pub fn read_write_lock(&self, name: impl AsRef<[u8]>) -> ReadWriteLock {
-        ReadWriteLock::new(self.target(name.as_ref()))
+        ReadWriteLock::new(self.target(name.as_ref(), Noun::ReadWriteLock))
     }
 
     /// The leased semaphore `name`: up to its number of permits held at once. See
     /// [`Semaphore`].
     pub fn semaphore(&self, name: impl AsRef<[u8]>) -> Semaphore {
-        Semaphore::new(self.target(name.as_ref()))
+        Semaphore::new(self.target(name.as_ref(), Noun::Semaphore))
     }
 
     /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,
     /// redsync and node-redlock), stored under the key `key_prefix + name`. Not reentrant;
     /// its guards may move between threads. See [`Token`](crate::Token).
     pub fn token_lock(&self, name: impl AsRef<[u8]>) -> Lock<Token> {
-        Lock::new(self.target(name.as_ref()))
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
     }
 
     /// The state behind the client, for the bench hooks.
@@ -117,8 +117,8 @@ impl LockClient {
         &self.shared
     }
 
-    pub(crate) fn target(&self, name: &[u8]) -> Target {
-        Target::new(self.shared.clone(), name)
+    pub(crate) fn target(&self, name: &[u8], noun: Noun) -> Target {
+        Target::new(self.shared.clone(), name, noun)
     }
 
     /// This client's UUID: the first half of the `"<uuid>:<thread>"` field of its holds.

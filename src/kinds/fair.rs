@@ -73,7 +73,7 @@ impl Machinery for Fair {
     ) -> Result<Attempt<()>> {
         if target.shared.nodes().list().len() > 1 {
             return Err(Error::Unsupported {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 reason: "a queue needs one order, and Redlock's masters each keep their own",
             });
         }

@@ -39,7 +39,7 @@ impl Machinery for Fenced {
     ) -> Result<Attempt<u64>> {
         if target.shared.nodes().list().len() > 1 {
             return Err(Error::Unsupported {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
             });
         }

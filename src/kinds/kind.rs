@@ -64,15 +64,15 @@ impl<H> Attempt<H> {
     ) -> Option<Result<Self>> {
         let nodes = target.shared.nodes();
         Some(match outcome {
-            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.subject())),
             Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 elapsed,
                 lease,
             })),
             // Earlier holds confirmed on too few nodes, but the failed ones may have them.
             Outcome::Unconfirmed => Ok(Attempt::Retry(
-                nodes.no_quorum(failed).with_lock(target.name()),
+                nodes.no_quorum(failed).with_lock(target.subject()),
             )),
             _ => return None,
         })

@@ -68,7 +68,7 @@ impl Machinery for Permits {
         let nodes = shared.nodes();
         let [node] = nodes.list() else {
             return Err(Error::Unsupported {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 reason: "a semaphore needs one count, and Redlock's masters each keep their own",
             });
         };
@@ -94,7 +94,7 @@ impl Machinery for Permits {
         else {
             give_back(target, id);
             return Ok(Attempt::Retry(Error::ValidityExhausted {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 elapsed: sent.elapsed(),
                 lease: script_lease,
             }));
@@ -162,7 +162,7 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
         Some(holding) => holding.exclusively(|| nodes.agreed(nodes.run_all::<i64>(&cmd, None))),
         None => nodes.agreed(nodes.run_all::<i64>(&cmd, None)),
     };
-    match released.map_err(|err| err.with_lock(target.name()))? {
+    match released.map_err(|err| err.with_lock(target.subject()))? {
         1 => Ok(()),
         _ => Err(match holding {
             Some(holding) => target.found_lost(holding),
@@ -190,7 +190,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) 
         let kept = matches!(renewed, Ok(Renewed::Kept));
         (renewed, kept)
     });
-    match renewed.map_err(|err| err.with_lock(target.name()))? {
+    match renewed.map_err(|err| err.with_lock(target.subject()))? {
         Renewed::Kept => Ok(()),
         _ => Err(target.found_lost(&hold.holding)),
     }
@@ -223,7 +223,7 @@ fn acquired(
             Err(source) => {
                 give_back(target, id);
                 return Err(Error::Watchdog {
-                    lock: target.name().to_owned(),
+                    lock: target.subject().clone(),
                     source,
                 });
             }

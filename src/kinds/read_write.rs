@@ -28,7 +28,7 @@ pub struct Write;
 fn one_node(target: &Target) -> Result<()> {
     if target.shared.nodes().list().len() > 1 {
         return Err(Error::Unsupported {
-            lock: target.name().to_owned(),
+            lock: target.subject().clone(),
             reason: "a read-write lock needs one node, and Redlock's masters each keep their own mode",
         });
     }
@@ -124,7 +124,7 @@ impl Machinery for Write {
         let holds = target.shared.holds();
         if holds.count(&reading) > 0 && holds.count(&writing) == 0 {
             return Err(Error::Upgrade {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
             });
         }
         reentrant::take::<Self>(target, lease, limit)

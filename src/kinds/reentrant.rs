@@ -148,7 +148,7 @@ pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
     });
     nodes
         .agreed(counts.collect())
-        .map_err(|err| err.with_lock(target.name()))
+        .map_err(|err| err.with_lock(target.subject()))
 }
 
 /// One round on every node: take a hold, or learn why not. Taken when a quorum granted it
@@ -177,7 +177,7 @@ pub(crate) fn take<K: Hashed>(
     let results = replies.map(|(node, reply)| match reply {
         Ok(reply) => K::grant(reply).map_err(|source| Error::redis_at(&node.name, source)),
         Err(err) if err.server_code() == Some("WRONGKIND") => Err(Error::WrongKind {
-            lock: target.name().to_owned(),
+            lock: target.subject().clone(),
             found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
         }),
         Err(err) => Err(err),
@@ -215,7 +215,7 @@ pub(crate) fn take<K: Hashed>(
         // loss and say so, rather than quietly taking a fresh hold.
         give_back::<K>(target, &field, 1, script_lease, None, limit);
         if let Some(stale) = shared.holds().remove(&id) {
-            shared.report_lost(target.name(), &stale, None);
+            shared.report_lost(target.subject(), &stale, None);
         }
         return Err(target.lost());
     }
@@ -286,7 +286,7 @@ fn acquired<K: Hashed>(
             let held = shared.holds().count(&id) + 1;
             give_back::<K>(target, &field, held, config.lease, Some(&holding), None);
             Err(Error::Watchdog {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 source,
             })
         }
@@ -361,12 +361,12 @@ pub(crate) fn release<K: Hashed>(
         ((tally, failed, gone), kept && K::RELEASE_SETS_LEASE)
     });
     if gone && shared.holds().forget(&id, holding, false) {
-        shared.report_lost(target.name(), holding, None);
+        shared.report_lost(target.subject(), holding, None);
     }
     match tally.verdict() {
-        Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
+        Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
         // Too few answers to tell whether a quorum still has our holds.
-        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
         // Too many nodes no longer have our field for a quorum to: the holds expired or
         // were deleted, and every guard of this holding is stale.
         Verdict::No => {

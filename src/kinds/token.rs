@@ -94,7 +94,7 @@ impl Machinery for Token {
         }
         if let Some(found) = round.wrong_kind {
             return Err(Error::WrongKind {
-                lock: target.name().to_owned(),
+                lock: target.subject().clone(),
                 found,
             });
         }
@@ -120,8 +120,8 @@ impl Machinery for Token {
             &failed,
         );
         match tally.verdict() {
-            Verdict::Yes => nodes.partial_release(tally.yes, failed, target.name()),
-            Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+            Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
+            Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
             Verdict::No => Err(target.found_lost(&hold.holding)),
         }
     }
@@ -153,7 +153,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
     });
     match tally.verdict() {
         Verdict::Yes => Ok(()),
-        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.name())),
+        Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
         Verdict::No => Err(target.found_lost(&hold.holding)),
     }
 }
@@ -177,7 +177,7 @@ fn acquired(
             Err(source) => {
                 target.give_back(|wake| release_cmd(target, &token, wake), None);
                 return Err(Error::Watchdog {
-                    lock: target.name().to_owned(),
+                    lock: target.subject().clone(),
                     source,
                 });
             }

@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use crate::base::config::Config;
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, Result, Subject};
 use crate::base::health::{Health, HealthChange};
 use crate::base::lost::LockLost;
 use crate::base::stats::Counters;
@@ -87,11 +87,11 @@ impl Shared {
     }
 
     /// Refuses to start anything new on a closed client.
-    pub fn check_open(&self, lock: &str) -> Result<()> {
+    pub fn check_open(&self, lock: &Subject) -> Result<()> {
         match self.closing.is_cancelled() {
             false => Ok(()),
             true => Err(Error::Cancelled {
-                lock: lock.to_owned(),
+                lock: lock.clone(),
                 closed: true,
             }),
         }
@@ -99,43 +99,43 @@ impl Shared {
 
     /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
     /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
-    pub fn report_lost(&self, name: &str, holding: &Holding, error: Option<Error>) {
+    pub fn report_lost(&self, lock: &Subject, holding: &Holding, error: Option<Error>) {
         let before = holding.health();
         if !holding.mark_lost() {
             return;
         }
-        self.health_changed(name, before, Health::Lost);
+        self.health_changed(lock, before, Health::Lost);
         self.counters.lost();
         match &error {
-            None => log::warn!("lock {name:?} was lost: its key or field is gone"),
-            Some(err) => log::warn!(
-                "lock {name:?} was lost: renewals failed until its validity ran out: {err:#}"
-            ),
+            None => log::warn!("{lock} was lost: its key or field is gone"),
+            Some(err) => {
+                log::warn!("{lock} was lost: renewals failed until its validity ran out: {err:#}")
+            }
         }
         if let Some(callback) = &self.config.on_lock_lost {
             let lost = LockLost {
-                name: name.to_owned(),
+                name: lock.name().to_owned(),
                 error,
             };
             if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&lost))).is_err() {
-                log::error!("the on_lock_lost callback panicked for lock {name:?}");
+                log::error!("the on_lock_lost callback panicked for {lock}");
             }
         }
     }
 }
 
 impl Shared {
-    /// Tells the health callback, if any, that the hold on `name` went from `from` to `to`.
-    pub fn health_changed(&self, name: &str, from: Health, to: Health) {
-        log::debug!("lock {name:?}: {from:?} -> {to:?}");
+    /// Tells the health callback, if any, that the hold on `lock` went from `from` to `to`.
+    pub fn health_changed(&self, lock: &Subject, from: Health, to: Health) {
+        log::debug!("{lock}: {from:?} -> {to:?}");
         if let Some(callback) = &self.config.on_health_change {
             let change = HealthChange {
-                name: name.to_owned(),
+                name: lock.name().to_owned(),
                 from,
                 to,
             };
             if std::panic::catch_unwind(AssertUnwindSafe(|| callback(&change))).is_err() {
-                log::error!("the on_health_change callback panicked for lock {name:?}");
+                log::error!("the on_health_change callback panicked for {lock}");
             }
         }
     }

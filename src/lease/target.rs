@@ -6,7 +6,7 @@ use std::time::Instant;
 use redis::Cmd;
 
 use crate::base::config::MAX_NAME_LEN;
-use crate::base::error::{Error, Result};
+use crate::base::error::{Error, Noun, Result, Subject};
 use crate::layout::names;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
@@ -21,8 +21,8 @@ pub struct Target {
 
 /// A lock's name and the Redis names made of it.
 struct Name {
-    /// For messages: the name lossily decoded.
-    display: String,
+    /// For messages: what it is, and the name lossily decoded.
+    subject: Subject,
     key: Arc<[u8]>,
     /// The unlock channel, named by Redisson's rule (see `layout`).
     channel: Vec<u8>,
@@ -34,7 +34,7 @@ const TOO_LONG: &str = "longer than 1024 bytes (MAX_NAME_LEN)";
 const _: () = assert!(MAX_NAME_LEN == 1024, "TOO_LONG names the limit");
 
 impl Target {
-    pub(crate) fn new(shared: Arc<Shared>, name: &[u8]) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, name: &[u8], noun: Noun) -> Self {
         let invalid = if name.is_empty() {
             Some("empty")
         } else if name.len() > MAX_NAME_LEN {
@@ -61,7 +61,7 @@ impl Target {
         Target {
             shared,
             name: Arc::new(Name {
-                display,
+                subject: Subject::new(noun, display),
                 key,
                 channel,
                 invalid,
@@ -71,7 +71,12 @@ impl Target {
 
     /// The lock's name (lossily decoded, cut to 64 bytes).
     pub(crate) fn name(&self) -> &str {
-        &self.name.display
+        self.name.subject.name()
+    }
+
+    /// The lock or semaphore, for errors and logs.
+    pub(crate) fn subject(&self) -> &Subject {
+        &self.name.subject
     }
 
     /// The key, or the error for a name that cannot be one.
@@ -79,7 +84,7 @@ impl Target {
         match self.name.invalid {
             None => Ok(&self.name.key),
             Some(reason) => Err(Error::InvalidName {
-                name: self.name().to_owned(),
+                name: self.subject().clone(),
                 reason,
             }),
         }
@@ -107,25 +112,25 @@ impl Target {
     /// client. Releases, give-ups and renewals of what is held use `begin`.
     pub(crate) fn open(&self) -> Result<&[u8]> {
         let key = self.begin()?;
-        self.shared.check_open(self.name())?;
+        self.shared.check_open(self.subject())?;
         Ok(key)
     }
 
     pub(crate) fn not_held(&self) -> Error {
         Error::NotHeld {
-            lock: self.name().to_owned(),
+            lock: self.subject().clone(),
         }
     }
 
     pub(crate) fn lost(&self) -> Error {
         Error::Lost {
-            lock: self.name().to_owned(),
+            lock: self.subject().clone(),
         }
     }
 
     /// Reports `holding` lost, found so by a call on this lock, and returns the error for it.
     pub(crate) fn found_lost(&self, holding: &Holding) -> Error {
-        self.shared.report_lost(self.name(), holding, None);
+        self.shared.report_lost(self.subject(), holding, None);
         self.lost()
     }
 
@@ -145,8 +150,8 @@ impl Target {
         for (node, result) in nodes.list().iter().zip(results) {
             if let Err(err) = result {
                 log::warn!(
-                    "giving back lock {:?} on {} failed: {err:#}",
-                    self.name(),
+                    "giving back {} on {} failed: {err:#}",
+                    self.subject(),
                     node.name
                 );
             }
@@ -157,17 +162,17 @@ impl Target {
     pub(crate) fn wrong_kind(&self, err: Error) -> Error {
         match err {
             err if err.server_code() == Some("WRONGKIND") => Error::WrongKind {
-                lock: self.name().to_owned(),
+                lock: self.subject().clone(),
                 found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
             },
-            err => err.with_lock(self.name()),
+            err => err.with_lock(self.subject()),
         }
     }
 
     /// The error for a bad `argument` of a call on this lock.
     pub(crate) fn invalid_argument(&self, argument: &'static str, reason: String) -> Error {
         Error::InvalidArgument {
-            lock: self.name().to_owned(),
+            lock: self.subject().clone(),
             argument,
             reason,
         }

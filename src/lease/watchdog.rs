@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::base::error::NodeError;
+use crate::base::error::{NodeError, Subject};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
 use crate::lease::holding::Holding;
@@ -16,7 +16,7 @@ use crate::transport::scripts::Renewed;
 
 /// What one watchdog renews.
 struct Job {
-    name: String,
+    lock: Subject,
     holding: Arc<Holding>,
     /// When the acquire that began the holding was sent: the lease counts from there.
     since: Instant,
@@ -46,7 +46,7 @@ pub(crate) fn start(
     let client = Arc::downgrade(shared);
     let due = since + shared.config().renew_interval();
     let job = Job {
-        name: target.name().to_owned(),
+        lock: target.subject().clone(),
         holding: holding.clone(),
         since,
         renewal,
@@ -97,7 +97,7 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
         match tally.verdict() {
             Verdict::Yes => {
                 if let Some(from) = job.holding.set_uncertain(false) {
-                    shared.health_changed(&job.name, from, Health::Held);
+                    shared.health_changed(&job.lock, from, Health::Held);
                 }
                 next = sent + interval;
                 backoff = fresh_backoff();
@@ -105,11 +105,11 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
             }
             Verdict::Unknown if Instant::now() < valid_until => {
                 if let Some(from) = job.holding.set_uncertain(true) {
-                    shared.health_changed(&job.name, from, Health::Uncertain);
+                    shared.health_changed(&job.lock, from, Health::Uncertain);
                 }
                 log::warn!(
-                    "renewing lock {:?} reached {} of {} nodes, retrying until its validity runs out",
-                    job.name,
+                    "renewing {} reached {} of {} nodes, retrying until its validity runs out",
+                    job.lock,
                     tally.yes,
                     tally.of
                 );
@@ -118,7 +118,7 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
             _ => {
                 if !stop.is_stopped() && job.renewal.forget(&shared, &job.holding) {
                     let error = (!failed.is_empty()).then(|| shared.nodes().no_quorum(failed));
-                    shared.report_lost(&job.name, &job.holding, error);
+                    shared.report_lost(&job.lock, &job.holding, error);
                 }
                 return;
             }

@@ -79,7 +79,7 @@ impl<K: Kind> Lock<K> {
         let deadline = max_wait.map(|wait| started + wait);
         self.acquire_explained(lease, deadline, true)?
             .map_err(|held_by| Error::Timeout {
-                lock: self.name().to_owned(),
+                lock: self.target.subject().clone(),
                 waited: started.elapsed(),
                 held_by: held_by.map(Box::new),
             })
@@ -160,8 +160,8 @@ impl<K: Kind> Lock<K> {
                 .as_ref()
                 .map_or("what held it is not known".into(), ToString::to_string);
             log::debug!(
-                "gave up waiting for lock {:?} after {:?}: {why}",
-                self.name(),
+                "gave up waiting for {} after {:?}: {why}",
+                self.target.subject(),
                 started.elapsed()
             );
         }
@@ -285,9 +285,9 @@ impl<K: Kind> Lock<K> {
     fn warn_if_held_for_ever(&self, limit: Option<Instant>) {
         if let Some(held_by) = K::describe(&self.target, limit).filter(|h| h.ttl.is_none()) {
             log::warn!(
-                "waiting for lock {:?}, which nothing frees by itself: {held_by}; waiters wait \
+                "waiting for {}, which nothing frees by itself: {held_by}; waiters wait \
                  until it is deleted or changed",
-                self.name()
+                self.target.subject()
             );
         }
     }
@@ -297,7 +297,7 @@ impl<K: Kind> Lock<K> {
         let closed = self.target.shared.closing().is_cancelled();
         if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
             return Err(Error::Cancelled {
-                lock: self.name().to_owned(),
+                lock: self.target.subject().clone(),
                 closed,
             });
         }

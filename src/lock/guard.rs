@@ -167,8 +167,8 @@ impl<K: Kind> Drop for LockGuard<K> {
             // application's logger may wait on a lock a thread of the parent held.
             Ok(()) | Err(Error::Forked { .. }) => {}
             Err(err) => log::warn!(
-                "releasing lock {:?} on drop failed: {err:#}",
-                self.lock.name()
+                "releasing {} on drop failed: {err:#}",
+                self.lock.target.subject()
             ),
         }
     }

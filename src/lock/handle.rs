@@ -118,7 +118,7 @@ impl<K: Kind> Lock<K> {
         let nodes = self.target.shared.nodes();
         nodes
             .agreed(nodes.run_all(cmd, None))
-            .map_err(|err| err.with_lock(self.name()))
+            .map_err(|err| err.with_lock(self.target.subject()))
     }
 }
 

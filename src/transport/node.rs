@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, FromRedisValue};
 
 use crate::base::config::Config;
-use crate::base::error::{Error, NodeError, Result};
+use crate::base::error::{Error, NodeError, Result, Subject};
 use crate::notify::notifier::Notifier;
 use crate::topology::quorum;
 use crate::topology::quorum::Tally;
@@ -379,13 +379,13 @@ impl Nodes {
         &self,
         released: usize,
         failed: Vec<NodeError>,
-        lock: &str,
+        lock: &Subject,
     ) -> Result<()> {
         if failed.is_empty() {
             return Ok(());
         }
         Err(Error::PartialRelease {
-            lock: lock.to_owned(),
+            lock: lock.clone(),
             released,
             of: self.list.len(),
             failed,

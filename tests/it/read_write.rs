@@ -120,6 +120,8 @@ fn a_reader_asking_to_write_is_refused_at_once() {
     let scripts = server.calls("evalsha");
     let err = lock.write().lock().unwrap_err();
     assert!(err.is_upgrade(), "{err}");
+    let named = format!("read-write lock {NAME:?}:");
+    assert!(err.to_string().starts_with(&named), "{err}");
     assert_eq!(server.calls("evalsha"), scripts, "something was sent");
     read.unlock().unwrap();
     lock.write().lock().unwrap().unlock().unwrap();

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use redmutex::{Error, LockClient};
+use redmutex::{Cancel, Error, LockClient};
 use support::{Server, eventually, get_int, incr, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -457,4 +457,83 @@ fn operator_calls_refuse_bad_input_and_missing_rights_writing_nothing() {
     assert!(narrow.set_permits(5).unwrap_err().is_permission());
     assert!(narrow.reduce_permits(1).unwrap_err().is_permission());
     assert_eq!(semaphore.available_permits().unwrap(), 2, "a refusal wrote");
+}
+
+/// `err` names the semaphore `pool` as a semaphore, and no lock.
+fn about_the_semaphore(what: &str, err: &Error) {
+    let text = err.to_string();
+    assert!(text.contains("semaphore \"pool\""), "{what}: {text}");
+    assert!(!text.contains("lock \""), "{what}: {text}");
+    let subject = err
+        .subject()
+        .unwrap_or_else(|| panic!("{what}: no subject: {text}"));
+    assert_eq!(subject.noun(), "semaphore", "{what}");
+    assert_eq!(err.lock_name(), Some(NAME), "{what}");
+}
+
+#[test]
+fn every_error_about_a_semaphore_calls_it_a_semaphore() {
+    let server = Server::start();
+    let client = LockClient::builder(&server.url())
+        .max_wait(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let semaphore = client.semaphore(NAME);
+    semaphore.try_set_permits(1).unwrap();
+    let held = semaphore.acquire().unwrap();
+    let err = semaphore.acquire().unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    about_the_semaphore("timeout", &err);
+
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let err = semaphore.release(unknown).unwrap_err();
+    assert!(err.is_not_held(), "{err}");
+    about_the_semaphore("not held", &err);
+    assert!(err.to_string().contains("permit"), "{err}");
+
+    for err in [
+        semaphore.add_permits(0).unwrap_err(),
+        semaphore.release("xyz").unwrap_err(),
+        held.extend(Duration::ZERO).unwrap_err(),
+    ] {
+        assert!(err.is_invalid_input(), "{err}");
+        about_the_semaphore("bad input", &err);
+    }
+
+    let stop = Cancel::new();
+    stop.cancel();
+    let err = semaphore.with_cancel(&stop).acquire().unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    about_the_semaphore("cancelled", &err);
+
+    assert!(semaphore.delete().unwrap());
+    let err = held.release().unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    about_the_semaphore("lost", &err);
+
+    let lock = client.lock(NAME).lock().unwrap();
+    let err = semaphore.try_acquire().unwrap_err();
+    assert!(err.is_wrong_kind(), "{err}");
+    assert!(err.to_string().starts_with("semaphore \"pool\""), "{err}");
+    lock.unlock().unwrap();
+
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "-evalsha"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let err = semaphore.available_permits().unwrap_err();
+    assert!(err.is_permission(), "{err}");
+    about_the_semaphore("refused", &err);
+
+    let err = client.semaphore("").available_permits().unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(
+        err.to_string().starts_with("invalid semaphore name"),
+        "{err}"
+    );
+
+    client.close();
+    let err = semaphore.try_acquire().unwrap_err();
+    assert!(err.is_closed(), "{err}");
+    about_the_semaphore("closed", &err);
 }

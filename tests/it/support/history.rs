@@ -165,11 +165,6 @@ impl History {
         self.holds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether none was.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The first two windows of different holders that overlap, if any.
     pub fn overlap(&self) -> Option<(Window, Window)> {
         let mut windows = self.windows.lock().clone();
@@ -197,11 +192,5 @@ impl History {
                 a.to.min(b.to) - b.from
             );
         }
-    }
-
-    /// Forgets every window (for reuse between cases on fresh lock names).
-    pub fn clear(&self) {
-        self.windows.lock().clear();
-        self.holds.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }

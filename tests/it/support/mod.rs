@@ -8,7 +8,6 @@
 //! Also here: waiting until a server answers, restarting on the same port, pausing,
 //! re-running this test binary as a worker process, a fault-injecting TCP proxy, and other
 //! lock libraries (redis-py, node-redlock) driven as subprocesses.
-#![allow(dead_code)]
 
 mod binary;
 pub mod history;
@@ -593,18 +592,6 @@ impl MakeLock for redmutex::Write {
     const NAME: &'static str = "write";
     fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
         client.read_write_lock(name).write().clone()
-    }
-}
-
-/// For the examples: the Redis at `REDIS_URL` when set, else a throwaway server (kept alive
-/// by the returned handle).
-pub fn redis_url() -> (String, Option<Server>) {
-    match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = Server::start();
-            (server.url(), Some(server))
-        }
     }
 }
 
