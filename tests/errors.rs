@@ -1,6 +1,7 @@
 //! Errors classify the same on one node and on Redlock, an error reporter that walks the
 //! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
-//! server, a server that never answers, a bad URL) says so.
+//! server, a server that never answers, a bad URL) says so. A server that runs no scripts
+//! fails every call at once.
 
 mod support;
 
@@ -356,4 +357,128 @@ fn a_name_over_the_limit_says_the_limit() {
         .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("1024"), "{err}");
+}
+
+// A server that runs no scripts: scripting turned off with `rename-command` here, as on a
+// managed service or by an operator; Valkey 9.1 without its Lua module answers the same way
+// in other words (see `src/transport/no_scripts.rs`).
+
+/// The arguments that turn scripting off on Redis 7: EVAL and EVALSHA renamed away.
+const NO_EVAL: [&str; 6] = [
+    "--rename-command",
+    "EVAL",
+    "",
+    "--rename-command",
+    "EVALSHA",
+    "",
+];
+
+/// `args` after the test defaults.
+fn trailing(args: &[&str]) -> support::Args {
+    support::Args {
+        trailing: args.iter().map(|arg| arg.to_string()).collect(),
+        ..support::Args::default()
+    }
+}
+
+/// Error replies the server has given since it started (`INFO errorstats`), asked on
+/// `conn` (opening a connection may cost error replies of its own).
+fn error_replies(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|line| line.split_once(":count=")?.1.split(',').next())
+        .map(|n| n.trim().parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_client_cannot_be_built_on_a_server_that_runs_no_scripts() {
+    // EVALSHA unknown; or EVALSHA answers NOSCRIPT and loading the scripts is refused, as
+    // on Valkey without its Lua module.
+    for renamed in [&NO_EVAL[..], &["--rename-command", "SCRIPT", ""]] {
+        let server = Server::start_with(trailing(renamed));
+        let err = server.builder().build().unwrap_err();
+        assert!(err.is_scripting_disabled(), "{renamed:?}: {err:#}");
+        assert!(!err.is_connection() && !err.is_permission(), "{err:#}");
+        let report = printed_once(&err);
+        assert_eq!(count(&report, "runs no scripts"), 1, "{report}");
+        assert_eq!(count(&report, &server.port().to_string()), 1, "{report}");
+    }
+}
+
+#[test]
+fn redlock_with_a_node_that_runs_no_scripts_cannot_be_built() {
+    let servers = [
+        Server::start(),
+        Server::start(),
+        Server::start_with(trailing(&NO_EVAL)),
+    ];
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // Two nodes would make a quorum; a node without scripts is a mistake to fix all the same.
+    let err = LockClient::redlock(&urls).build().unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+}
+
+/// Takes a lock of kind `K` every way that waits, on a server that stopped running scripts:
+/// each fails with the typed error, at once and with a handful of error replies, however
+/// long it was to wait (a call that waited or retried would not end). The token kind's
+/// lock is held by another token: taking a free one is a plain `SET NX`, no script.
+fn refused_at_once<K: support::MakeLock>(client: &LockClient, conn: &mut redis::Connection) {
+    let name = format!("unscripted-{}", K::NAME);
+    let lock = K::make(client, &name);
+    if K::NAME == "token" {
+        let () = redis::cmd("SET")
+            .arg(&name)
+            .arg("another token")
+            .query(conn)
+            .unwrap();
+    }
+    let (wait, lease) = (Duration::from_secs(3600), Duration::from_secs(60));
+    for call in ["lock", "try_lock_for", "try_lock_with_lease_for"] {
+        let before = error_replies(conn);
+        let taken = match call {
+            "lock" => lock.lock().map(drop),
+            "try_lock_for" => lock.try_lock_for(wait).map(drop),
+            _ => lock.try_lock_with_lease_for(wait, lease).map(drop),
+        };
+        let err = taken.unwrap_err();
+        assert!(err.is_scripting_disabled(), "{} {call}: {err:#}", K::NAME);
+        assert!(!err.is_connection() && !err.is_timeout(), "{err:#}");
+        assert_eq!(err.lock_name(), Some(lock.name()), "{err:#}");
+        // The script's, and the question whether the server runs any; the token kind's
+        // release of what its attempt may have taken, and that question again.
+        let replies = error_replies(conn) - before;
+        assert!(replies <= 4, "{} {call}: {replies} error replies", K::NAME);
+    }
+}
+
+#[test]
+fn every_kind_fails_at_once_on_a_server_that_stopped_running_scripts() {
+    let mut server = Server::start();
+    // No max_wait: a lock() that waited for a server without scripts would wait for ever.
+    let client = server.client();
+    let semaphore = client.semaphore("unscripted-permits");
+    semaphore.try_set_permits(1).unwrap();
+    // The same port, scripting turned off: as after an upgrade that left Lua out.
+    server.restart_with(&NO_EVAL);
+    let conn = &mut server.conn();
+    refused_at_once::<redmutex::Reentrant>(&client, conn);
+    refused_at_once::<redmutex::Fenced>(&client, conn);
+    refused_at_once::<redmutex::Token>(&client, conn);
+    refused_at_once::<redmutex::Fair>(&client, conn);
+    refused_at_once::<redmutex::Read>(&client, conn);
+    refused_at_once::<redmutex::Write>(&client, conn);
+    // A free token lock is taken without a script; giving it back is one, and says why it
+    // failed.
+    let guard = client.token_lock("unscripted-free").lock().unwrap();
+    assert!(guard.unlock().unwrap_err().is_scripting_disabled());
+    let before = error_replies(conn);
+    let err = semaphore.acquire().map(drop).unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    let err = (semaphore.try_acquire_for(Duration::from_secs(3600)))
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    assert!(error_replies(conn) - before <= 8);
 }

@@ -239,6 +239,13 @@ impl Server {
         }
     }
 
+    /// Starts a fresh, empty server on the same port with `trailing` after the test
+    /// defaults instead of the arguments it had there (`--rename-command`, say).
+    pub fn restart_with(&mut self, trailing: &[&str]) {
+        self.args.trailing = trailing.iter().map(|arg| arg.to_string()).collect();
+        self.restart();
+    }
+
     /// Freezes the server process (SIGSTOP): connections stay open, nothing answers.
     pub fn pause(&self) {
         self.signal("-STOP");
