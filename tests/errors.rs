@@ -1,7 +1,7 @@
 //! Errors classify the same on one node and on Redlock, an error reporter that walks the
 //! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
-//! server, a server that never answers, a bad URL) says so. A server that runs no scripts
-//! fails every call at once.
+//! server, a server that never answers, a bad URL) says so. Server errors are known by their
+//! code, whatever their words; a server that runs no scripts fails every call at once.
 
 mod support;
 
@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, LockClient};
-use support::{Server, eventually};
+use support::{Proxy, Server, eventually};
 
 /// One node, and three for Redlock, each with a client.
 fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
@@ -357,6 +357,174 @@ fn a_name_over_the_limit_says_the_limit() {
         .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("1024"), "{err}");
+}
+
+// Server errors are told apart by their code, the first word of the reply, never by the
+// words after it: servers change those (Valkey 8 reworded NOSCRIPT). Each test below has a
+// proxy answer one command with a known code in words no server uses, and checks that the
+// library does what it does for that code.
+
+/// Words no server uses, after each code.
+const OTHER_WORDS: &str = "in words no server has used";
+
+/// An error reply: `code`, then [`OTHER_WORDS`].
+fn reworded(code: &str) -> Vec<u8> {
+    format!("-{code} {OTHER_WORDS}\r\n").into_bytes()
+}
+
+/// A server, a proxy in front of it, and a client through the proxy.
+fn proxied() -> (Server, Proxy, LockClient) {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    (server, proxy, client)
+}
+
+#[test]
+fn noscript_in_other_words_loads_the_scripts_and_runs_again() {
+    let (server, proxy, client) = proxied();
+    let loads = server.calls("script|load");
+    proxy.answer_instead(b"EVALSHA", &reworded("NOSCRIPT"));
+    let guard = client.lock("reworded").try_lock().unwrap();
+    assert!(proxy.trap_sprung());
+    assert!(guard.is_some(), "taken once the scripts were loaded again");
+    assert!(
+        server.calls("script|load") > loads,
+        "the scripts were loaded"
+    );
+}
+
+#[test]
+fn refusals_in_other_words_keep_their_meaning() {
+    let (_server, proxy, client) = proxied();
+    let refused = |code: &str| {
+        proxy.answer_instead(b"EVALSHA", &reworded(code));
+        let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+        assert!(proxy.trap_sprung(), "{code}");
+        assert_eq!(err.server_code(), Some(code), "{err:#}");
+        // A refusal is no broken connection, and none is a server without scripts: only a
+        // plain ERR makes the library ask whether the server runs scripts.
+        assert!(
+            !err.is_connection() && !err.is_scripting_disabled(),
+            "{err:#}"
+        );
+        let report = printed_once(&err);
+        assert_eq!(count(&report, OTHER_WORDS), 1, "{report}");
+        err
+    };
+    assert!(refused("NOPERM").is_permission());
+    assert!(refused("NOAUTH").is_auth());
+    assert!(refused("WRONGPASS").is_auth());
+    // A script running too long elsewhere, a server loading its data: the call fails at
+    // once, saying so, for the caller to decide.
+    for code in ["BUSY", "LOADING"] {
+        let err = refused(code);
+        assert!(!err.is_permission() && !err.is_auth(), "{err:#}");
+    }
+}
+
+#[test]
+fn a_script_s_own_codes_are_read_from_the_code() {
+    let (_server, proxy, client) = proxied();
+    // WRONGKIND is the scripts' own code; the word after it names the key's type.
+    proxy.answer_instead(b"EVALSHA", b"-WRONGKIND a type no server has\r\n");
+    let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+    assert!(proxy.trap_sprung());
+    assert!(err.is_wrong_kind(), "{err:#}");
+    // WRONGTYPE to reading a hold count: the key is someone else's, with no holds of ours.
+    proxy.answer_instead(b"HGET", &reworded("WRONGTYPE"));
+    assert_eq!(client.lock("reworded").hold_count().unwrap(), 0);
+    assert!(proxy.trap_sprung());
+}
+
+#[test]
+fn a_plain_err_from_a_script_on_a_server_that_runs_scripts_stays_an_error_of_its_own() {
+    let (_server, proxy, client) = proxied();
+    // As a script that fails as it runs is answered: the server is asked, runs scripts, and
+    // the error stands as it was.
+    proxy.answer_instead(b"EVALSHA", &reworded("ERR"));
+    let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+    assert!(proxy.trap_sprung());
+    assert_eq!(err.server_code(), Some("ERR"), "{err:#}");
+    assert!(!err.is_scripting_disabled(), "{err:#}");
+    assert!(client.lock("reworded").try_lock().unwrap().is_some());
+}
+
+#[test]
+fn readonly_in_other_words_is_a_demoted_primary_behind_sentinel() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let sentinel = support::StaleSentinel::start(proxy.port(), 1);
+    let client = LockClient::sentinel(&[&sentinel.url()], support::MASTER)
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let asked = sentinel.asked();
+    proxy.answer_instead(b"EVALSHA", &reworded("READONLY"));
+    // The reply of a primary that became a replica is refused, the sentinels asked again,
+    // and the command sent again where they say the primary is.
+    let guard = client.lock("demoted").try_lock().unwrap();
+    assert!(proxy.trap_sprung());
+    assert!(guard.is_some(), "taken on the primary the sentinels name");
+    assert!(
+        eventually(Duration::from_secs(20), || sentinel.asked() > asked),
+        "the sentinels were not asked again"
+    );
+}
+
+#[test]
+fn cluster_redirections_in_other_words_are_followed() {
+    let node = support::lone_primary();
+    let proxy = Proxy::start(node.port());
+    // The node names the proxy as its address, so that every command goes through it.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("cluster-announce-port")
+        .arg(proxy.port())
+        .query(&mut node.conn())
+        .unwrap();
+    let announced = eventually(Duration::from_secs(30), || {
+        let mut conn = node.conn();
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        let slots: Vec<Vec<redis::Value>> =
+            redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).unwrap();
+        let port = redis::Value::Int(proxy.port().into());
+        info.contains("cluster_state:ok")
+            && matches!(&slots[..], [slot] if matches!(slot.get(2),
+                Some(redis::Value::Array(primary)) if primary.get(1) == Some(&port)))
+    });
+    assert!(announced, "the lone primary did not become ready");
+    let client = LockClient::cluster(&[&proxy.url()])
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("redirected")
+        .query(&mut node.conn())
+        .unwrap();
+    let at = format!("127.0.0.1:{}", proxy.port());
+    // MOVED and ASK carry the slot and the address after the code; the other two only words.
+    let replies = [
+        format!("-MOVED {slot} {at}\r\n").into_bytes(),
+        format!("-ASK {slot} {at}\r\n").into_bytes(),
+        reworded("TRYAGAIN"),
+        reworded("CLUSTERDOWN"),
+    ];
+    for reply in replies {
+        let shown = String::from_utf8_lossy(&reply).into_owned();
+        proxy.answer_instead(b"EVALSHA", &reply);
+        let guard = client.lock("redirected").try_lock().unwrap();
+        assert!(proxy.trap_sprung(), "{shown}");
+        let guard = guard.unwrap_or_else(|| panic!("not taken after {shown}"));
+        guard.unlock().unwrap();
+    }
 }
 
 // A server that runs no scripts: scripting turned off with `rename-command` here, as on a

@@ -20,7 +20,7 @@ mod skew;
 pub mod tls;
 
 #[allow(unused_imports)] // Used by some of the test binaries only.
-pub use cluster::Cluster;
+pub use cluster::{Cluster, lone_primary};
 #[allow(unused_imports)] // Used by some of the test binaries only.
 pub use peer::Peer;
 #[allow(unused_imports)] // Used by some of the test binaries only.
