@@ -23,6 +23,8 @@ pub struct Cause(Repr);
 enum Repr {
     /// What the Redis client reported.
     Redis(RedisError),
+    /// The server's refusal of a script call, from a server found to run no scripts at all.
+    NoScripts(RedisError),
     /// Why the last connection the pool tried to open failed (an error of this crate).
     Connect(Arc<dyn StdError + Send + Sync>),
     /// Nothing failed: every pooled connection stayed busy.
@@ -34,6 +36,17 @@ impl Cause {
         Cause(Repr::Redis(err))
     }
 
+    /// `err`, a server's refusal of a script call, from a server that turned out to run no
+    /// scripts at all.
+    pub(crate) fn no_scripts(err: RedisError) -> Cause {
+        Cause(Repr::NoScripts(err))
+    }
+
+    /// Whether the server runs no scripts (see [`no_scripts`](Self::no_scripts)).
+    pub(crate) fn is_no_scripts(&self) -> bool {
+        matches!(self.0, Repr::NoScripts(_))
+    }
+
     /// A pool's failure to give a connection: `last` is why its last connect failed, if it
     /// did.
     pub(crate) fn pool(last: Option<Arc<dyn StdError + Send + Sync>>) -> Cause {
@@ -43,7 +56,7 @@ impl Cause {
     /// What the Redis client reported, if it was that.
     pub(crate) fn as_redis(&self) -> Option<&RedisError> {
         match &self.0 {
-            Repr::Redis(err) => Some(err),
+            Repr::Redis(err) | Repr::NoScripts(err) => Some(err),
             _ => None,
         }
     }
@@ -61,6 +74,7 @@ impl fmt::Debug for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Repr::Redis(err) => f.debug_tuple("Redis").field(err).finish(),
+            Repr::NoScripts(err) => f.debug_tuple("NoScripts").field(err).finish(),
             Repr::Connect(err) => f.debug_tuple("Connect").field(err).finish(),
             Repr::Busy => f.write_str("Busy"),
         }

@@ -39,7 +39,8 @@ use crate::base::cause::{self, Cause};
 pub enum Error {
     /// Redis could not be reached, refused a command, or the connection broke while it ran.
     /// [`is_connection`](Error::is_connection), [`is_auth`](Error::is_auth),
-    /// [`is_permission`](Error::is_permission), [`is_tls`](Error::is_tls) and
+    /// [`is_permission`](Error::is_permission), [`is_tls`](Error::is_tls),
+    /// [`is_scripting_disabled`](Error::is_scripting_disabled) and
     /// [`server_code`](Error::server_code) tell which.
     Redis {
         /// The lock or semaphore concerned, when the command was about one.
@@ -378,6 +379,22 @@ impl Error {
         }
     }
 
+    /// The server runs no scripts, and every lock is a Lua script: scripting is turned off
+    /// there (`EVALSHA` or `SCRIPT` renamed away with `rename-command`), or no Lua engine is
+    /// loaded (Valkey 9.1 and later keep Lua in a module an operator may leave out). Every
+    /// call on that server fails so at once; waiting does not help. Found when a client is
+    /// built, or on a node whose server changed since; on Redlock, on any node.
+    /// [`LockClient::doctor`](crate::LockClient::doctor) reports it as the `scripting` check.
+    pub fn is_scripting_disabled(&self) -> bool {
+        match self {
+            Error::Redis { cause, .. } => cause.is_no_scripts(),
+            Error::NoQuorum { failed, .. } => {
+                failed.iter().any(|f| f.error.is_scripting_disabled())
+            }
+            _ => false,
+        }
+    }
+
     /// Redis refused the credentials, or wants some (`NOAUTH`, `WRONGPASS`).
     pub fn is_auth(&self) -> bool {
         match self {
@@ -491,10 +508,15 @@ impl Error {
         self
     }
 
-    /// Whether the command may have reached Redis before this error (anything but failing
-    /// to get a connection at all).
+    /// Whether the command may have run on Redis before this error: anything but failing to
+    /// get a connection at all, or one server that runs no scripts refusing a script (on
+    /// several nodes, the others may have run it).
     pub(crate) fn may_have_run(&self) -> bool {
-        !matches!(self, Error::Pool { .. })
+        match self {
+            Error::Pool { .. } => false,
+            Error::Redis { cause, .. } => !cause.is_no_scripts(),
+            _ => true,
+        }
     }
 
     /// Redis said the key holds another type than the command works on.
@@ -530,6 +552,15 @@ impl Error {
         }
     }
 
+    /// `node` refused a script call with `err` and turned out to run no scripts at all.
+    pub(crate) fn no_scripts_at(node: &str, err: RedisError) -> Error {
+        Error::Redis {
+            lock: None,
+            node: node.to_owned(),
+            cause: Cause::no_scripts(err),
+        }
+    }
+
     /// A pool of `node` gave no connection in time; `last` is why its last connect failed,
     /// if it did.
     pub(crate) fn pool_at(node: &str, last: Option<Arc<Error>>) -> Error {
@@ -554,6 +585,7 @@ impl Error {
     fn what(&self) -> String {
         match self {
             Error::Redis { cause, .. } => match cause.as_redis() {
+                Some(_) if cause.is_no_scripts() => NO_SCRIPTS.to_owned(),
                 Some(err) if cause::is_auth(err) => format!("{}{CREDENTIALS}", cause::what(err)),
                 Some(err) => cause::what(err).to_owned(),
                 None => "failed".to_owned(),
@@ -578,7 +610,7 @@ impl Error {
 
     /// What happened on a node of a list, followed by everything below it, each message
     /// once.
-    fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         format!("{}{}", self.what(), cause::chain(self.source_of()))
     }
 }
@@ -718,6 +750,10 @@ impl Error {
 
 /// How a hold or a permit was lost.
 const GONE: &str = "it expired or was deleted from outside";
+
+/// What a `Display` of a server that runs no scripts says.
+const NO_SCRIPTS: &str = "the server runs no scripts, and every lock is a Lua script: \
+     scripting is turned off there (EVALSHA or SCRIPT renamed) or no Lua engine is loaded";
 
 /// What a `Display` of an authentication failure adds.
 const CREDENTIALS: &str = " (credentials go in the URL: redis://user:password@host:port/; \

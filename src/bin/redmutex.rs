@@ -82,6 +82,12 @@ fn main() -> ExitCode {
                      the sentinels' go in their URLs"
                 );
             }
+            if err.is_scripting_disabled() {
+                eprintln!(
+                    "redmutex: every lock is a Lua script: turn scripting on (no rename-command \
+                     of EVAL, EVALSHA or SCRIPT; on Valkey 9.1 and later, load its Lua module)"
+                );
+            }
             ExitCode::from(1)
         }
     }

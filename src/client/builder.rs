@@ -360,7 +360,8 @@ impl LockClientBuilder {
     /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached, does not answer or is no Redis
     /// (within the connect timeout plus one response timeout; the README gives the exact bound); with
     /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
-    /// 7 and later tell); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
+    /// 7 and later tell); with an error for which [`is_scripting_disabled`](crate::Error::is_scripting_disabled)
+    /// holds when a server runs no scripts (on any node of Redlock); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
     /// nodes answer.
     pub fn build(mut self) -> Result<LockClient> {
         self.config.derive_defaults();

@@ -28,8 +28,8 @@ pub enum Level {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Finding {
-    /// What was checked: `eviction`, `persistence`, `replicas`, `version`, `rights`,
-    /// `round trip`, `clock` or `idle timeout`.
+    /// What was checked: `scripting`, `rights`, `eviction`, `persistence`, `replicas`,
+    /// `version`, `round trip`, `clock` or `idle timeout`.
     pub check: &'static str,
     /// The server, as `host:port` (or a Sentinel master name, a cluster's `cluster@..`).
     pub server: String,

@@ -29,12 +29,25 @@ impl LockClient {
         let mut offsets = Vec::new();
         for node in nodes {
             match node.check(&probe) {
-                Ok(()) => report.push(
-                    "rights",
-                    &node.name,
-                    Level::Ok,
-                    "may run every command and channel the locks need".into(),
-                ),
+                Ok(()) => {
+                    let runs = "runs the lock scripts (EVALSHA, SCRIPT LOAD)";
+                    report.push("scripting", &node.name, Level::Ok, runs.into());
+                    report.push(
+                        "rights",
+                        &node.name,
+                        Level::Ok,
+                        "may run every command and channel the locks need".into(),
+                    );
+                }
+                Err(err) if err.is_scripting_disabled() => {
+                    report.push("scripting", &node.name, Level::Fail, err.detail());
+                    report.fix(
+                        "turn scripting on: no rename-command of EVAL, EVALSHA or SCRIPT; on \
+                         Valkey 9.1 and later, load its Lua module",
+                    );
+                    let unknown = "could not tell: the rights are checked by a script";
+                    report.push("rights", &node.name, Level::Unknown, unknown.into());
+                }
                 Err(Error::Permission { denied, .. }) => {
                     report.push("rights", &node.name, Level::Fail, denied.join("; "));
                     report.fix("grant the rights the README lists for a lock user");

@@ -185,11 +185,11 @@ impl LockClient {
             .flatten()
             .collect();
         let (answers, mut failed) = nodes.split(checked);
-        // Missing rights are a mistake to fix, not an outage to ride out on a quorum.
-        if let Some(at) = failed
-            .iter()
-            .position(|f| matches!(f.error, Error::Permission { .. }))
-        {
+        // Missing rights, or a server that runs no scripts, are a mistake to fix, not an
+        // outage to ride out on a quorum.
+        if let Some(at) = failed.iter().position(|f| {
+            matches!(f.error, Error::Permission { .. }) || f.error.is_scripting_disabled()
+        }) {
             return Err(failed.swap_remove(at).error);
         }
         if answers.len() < nodes.quorum() {

@@ -23,7 +23,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use redis::io::tcp::{TcpSettings, socket2};
-use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, Value};
+use redis::{
+    Connection, ErrorKind, PushKind, RedisError, RedisResult, ServerError, ServerErrorKind, Value,
+};
 
 use crate::base::retry::Backoff;
 use crate::layout::names;
@@ -171,7 +173,7 @@ struct Link<'a> {
     fences: VecDeque<(u64, Instant)>,
     next_probe: Instant,
     /// The last error reply seen, to say why a subscription was refused.
-    last_error: Option<String>,
+    last_error: Option<ServerError>,
 }
 
 impl<'a> Link<'a> {
@@ -340,7 +342,7 @@ impl<'a> Link<'a> {
             Value::Push { kind, data } => self.on_push(kind, data),
             Value::ServerError(err) => {
                 log::debug!("error reply on the subscriber connection: {err}");
-                self.last_error = Some(err.to_string());
+                self.last_error = Some(err);
             }
             _ => {}
         }
@@ -418,9 +420,8 @@ impl<'a> Link<'a> {
         self.next_probe = Instant::now() + self.settings.ping_interval;
         let mut state = self.hub.state.lock();
         // A sharded subscription answered MOVED: the slot is served elsewhere.
-        let moved = (self.last_error.as_deref())
-            .and_then(|err| err.get(..5))
-            .is_some_and(|code| code.eq_ignore_ascii_case("MOVED"));
+        let moved = (self.last_error.as_ref())
+            .is_some_and(|err| err.kind() == Some(ServerErrorKind::Moved));
         let mut names = Vec::new();
         for (name, entry) in state.channels.iter_mut() {
             if matches!(entry.sub, Sub::Sent { fence } if fence <= number) {
@@ -440,10 +441,8 @@ impl<'a> Link<'a> {
             self.hub.changed.notify_all();
         }
         if !names.is_empty() {
-            let reason = self
-                .last_error
-                .take()
-                .unwrap_or_else(|| "no confirmation".into());
+            let reason = (self.last_error.take())
+                .map_or_else(|| "no confirmation".into(), |err| err.to_string());
             refused(
                 &mut state,
                 &format!("SUBSCRIBE {}: {reason}", names.join(", ")),

@@ -20,6 +20,7 @@ use crate::notify::notifier::Notifier;
 use crate::topology::endpoint;
 use crate::topology::sentinel::Sentinel;
 use crate::topology::server::Topology;
+use crate::transport::no_scripts;
 use crate::transport::pool::{Conn, KeepFailures, LastFailure, Manager};
 use crate::transport::scripts;
 
@@ -138,6 +139,7 @@ impl Shard {
         let cmd = scripts::check(probe_key, &channel, &latch);
         self.topology.endpoint()?;
         let mut conn = self.direct.open()?;
+        let end = Instant::now() + self.direct.response_timeout;
         let denied: Vec<String> =
             conn.run(|c| query_loading_scripts(c, &cmd))
                 .map_err(|source| match source.kind() {
@@ -145,7 +147,7 @@ impl Shard {
                         node: self.name.clone(),
                         denied: vec![source.to_string()],
                     },
-                    _ => self.redis_error(source),
+                    _ => self.failed(&mut conn, &cmd, source, end),
                 })?;
         if denied.is_empty() {
             Ok(())
@@ -162,7 +164,7 @@ impl Shard {
     /// and the command sent again on another; every command this crate sends is safe to
     /// repeat.
     pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
-        self.run_with(end, |c| query_loading_scripts(c, cmd))
+        self.run_with(cmd, end, |c| query_loading_scripts(c, cmd))
     }
 
     /// Runs `cmd` as [`run`](Self::run) does: after `ASKING` when `asking` (its key's slot
@@ -175,7 +177,7 @@ impl Shard {
         asking: bool,
         end: Instant,
     ) -> Result<Acked<T>> {
-        self.run_with(end, |c| {
+        self.run_with(cmd, end, |c| {
             if asking {
                 redis::cmd("ASKING").query::<()>(c)?;
             }
@@ -186,8 +188,10 @@ impl Shard {
         })
     }
 
+    /// Runs `exchange` (which sends `cmd`) as [`run`](Self::run) says.
     fn run_with<T>(
         &self,
+        cmd: &Cmd,
         end: Instant,
         exchange: impl Fn(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
@@ -205,7 +209,7 @@ impl Shard {
                 {
                     log::debug!("connection to {} dropped, retrying: {err}", self.name);
                 }
-                result => return result.map_err(|source| self.redis_error(source)),
+                result => return result.map_err(|source| self.failed(&mut conn, cmd, source, end)),
             }
         }
     }
@@ -294,11 +298,31 @@ impl Shard {
             },
         });
         self.moved(conn, reply)
-            .map_err(|source| self.redis_error(source))
+            .map_err(|source| self.failed(conn, cmd, source, deadline))
     }
 
     fn redis_error(&self, source: redis::RedisError) -> Error {
         Error::redis_at(&self.name, source)
+    }
+
+    /// The error for `source`, the failure of `cmd` on `conn`: when it is a plain `ERR` to
+    /// a script call, the server is asked on `conn`, within `end`, whether it runs scripts
+    /// at all (see [`no_scripts`]), and the error says so when it does not.
+    fn failed(&self, conn: &mut Conn, cmd: &Cmd, source: RedisError, end: Instant) -> Error {
+        if !no_scripts::worth_asking(cmd, &source) {
+            return self.redis_error(source);
+        }
+        match self.within(conn, end, no_scripts::runs_none) {
+            Ok(true) => Error::no_scripts_at(&self.name, source),
+            Ok(false) => self.redis_error(source),
+            Err(err) => {
+                log::debug!(
+                    "{}: could not tell whether it runs scripts: {err}",
+                    self.name
+                );
+                self.redis_error(source)
+            }
+        }
     }
 
     /// No connection came in time: why the last connect failed, if it did, is the cause

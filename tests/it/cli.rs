@@ -1,7 +1,7 @@
 //! The `redmutex` tool, run as a subprocess against real servers: `locks` and `show` list
 //! every kind while held, waited for and released; `--json` parses; `unlock --force` frees
-//! a lock and wakes its waiter; `doctor` rates eviction policies and says "unknown" where
-//! CONFIG is denied; bad usage exits with 2.
+//! a lock and wakes its waiter; `doctor` rates eviction policies, says "unknown" where
+//! CONFIG is denied and says so when a server runs no scripts; bad usage exits with 2.
 #![cfg(feature = "cli")]
 
 use crate::support;
@@ -185,6 +185,26 @@ fn doctor_rates_eviction_and_says_unknown_without_config_rights() {
     let narrow = format!("redis://reader:secret@127.0.0.1:{}/", server.port());
     let (_, said) = tool(&narrow, &["doctor"]);
     assert!(said.contains("unknown eviction"), "{said}");
+}
+
+#[test]
+fn doctor_says_plainly_that_a_server_runs_no_scripts() {
+    let renamed = [
+        "--rename-command",
+        "EVAL",
+        "",
+        "--rename-command",
+        "EVALSHA",
+        "",
+    ];
+    let server = Server::start_with(support::Args {
+        trailing: renamed.map(String::from).to_vec(),
+        ..support::Args::default()
+    });
+    let (code, _, said) = tool_with(&server.url(), &["doctor"], &[]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("the server runs no scripts"), "{said}");
+    assert!(said.contains("turn scripting on"), "{said}");
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn every_check_reports_on_a_plain_server() {
     let report = server.client().doctor().unwrap();
     let checks: Vec<&str> = report.findings.iter().map(|f| f.check).collect();
     for check in [
+        "scripting",
         "rights",
         "eviction",
         "persistence",
@@ -85,6 +86,42 @@ fn every_check_reports_on_a_plain_server() {
     assert_eq!(finding(&report, "idle timeout").level, Level::Warn);
     let text = report.to_string();
     assert_eq!(text.lines().count(), report.findings.len(), "{text}");
+}
+
+#[test]
+fn a_server_that_stopped_running_scripts_fails_the_scripting_check() {
+    let mut server = Server::start();
+    let client = server.client();
+    let report = client.doctor().unwrap();
+    assert_eq!(finding(&report, "scripting").level, Level::Ok, "{report}");
+    // The same port, EVAL and EVALSHA renamed away: as after an upgrade that left Lua out.
+    let renamed = [
+        "--rename-command",
+        "EVAL",
+        "",
+        "--rename-command",
+        "EVALSHA",
+        "",
+    ];
+    server.restart_with(&renamed);
+    let report = client.doctor().unwrap();
+    let scripting = finding(&report, "scripting");
+    assert_eq!(scripting.level, Level::Fail, "{report}");
+    assert!(scripting.reason.contains("runs no scripts"), "{report}");
+    assert!(
+        scripting.reason.contains("every lock is a Lua script"),
+        "{report}"
+    );
+    let fix = scripting.fix.as_deref().unwrap_or_default();
+    assert!(
+        fix.contains("rename-command") && fix.contains("Lua module"),
+        "{report}"
+    );
+    // The rights are checked by a script, which cannot run there.
+    assert_eq!(finding(&report, "rights").level, Level::Unknown, "{report}");
+    assert_eq!(report.worst(), Level::Fail);
+    // The checks that need no script still report.
+    assert_eq!(finding(&report, "eviction").level, Level::Ok, "{report}");
 }
 
 #[test]

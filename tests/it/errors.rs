@@ -1,6 +1,7 @@
 //! Errors classify the same on one node and on Redlock, an error reporter that walks the
 //! `source()` chain prints each cause once, and what is not Redis (a closed port, an HTTP
-//! server, a server that never answers, a bad URL) says so.
+//! server, a server that never answers, a bad URL) says so. Server errors are known by their
+//! code, whatever their words; a server that runs no scripts fails every call at once.
 
 use crate::support;
 
@@ -12,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, LockClient};
-use support::{Server, eventually, logs};
+use support::{Proxy, Server, eventually, logs};
 
 /// One node, and three for Redlock, each with a client.
 fn topologies() -> Vec<(&'static str, Vec<Server>, LockClient)> {
@@ -320,4 +321,296 @@ fn a_name_over_the_limit_says_the_limit() {
         .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(err.to_string().contains("1024"), "{err}");
+}
+
+// Server errors are told apart by their code, the first word of the reply, never by the
+// words after it: servers change those (Valkey 8 reworded NOSCRIPT). Each test below has a
+// proxy answer one command with a known code in words no server uses, and checks that the
+// library does what it does for that code.
+
+/// Words no server uses, after each code.
+const OTHER_WORDS: &str = "in words no server has used";
+
+/// An error reply: `code`, then [`OTHER_WORDS`].
+fn reworded(code: &str) -> Vec<u8> {
+    format!("-{code} {OTHER_WORDS}\r\n").into_bytes()
+}
+
+/// A server, a proxy in front of it, and a client through the proxy.
+fn proxied() -> (Server, Proxy, LockClient) {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    (server, proxy, client)
+}
+
+#[test]
+fn noscript_in_other_words_loads_the_scripts_and_runs_again() {
+    let (server, proxy, client) = proxied();
+    let loads = server.calls("script|load");
+    proxy.answer_instead(b"EVALSHA", &reworded("NOSCRIPT"));
+    let guard = client.lock("reworded").try_lock().unwrap();
+    assert!(proxy.trap_sprung());
+    assert!(guard.is_some(), "taken once the scripts were loaded again");
+    assert!(
+        server.calls("script|load") > loads,
+        "the scripts were loaded"
+    );
+}
+
+#[test]
+fn refusals_in_other_words_keep_their_meaning() {
+    let (_server, proxy, client) = proxied();
+    let refused = |code: &str| {
+        proxy.answer_instead(b"EVALSHA", &reworded(code));
+        let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+        assert!(proxy.trap_sprung(), "{code}");
+        assert_eq!(err.server_code(), Some(code), "{err:#}");
+        // A refusal is no broken connection, and none is a server without scripts: only a
+        // plain ERR makes the library ask whether the server runs scripts.
+        assert!(
+            !err.is_connection() && !err.is_scripting_disabled(),
+            "{err:#}"
+        );
+        let report = printed_once(&err);
+        assert_eq!(count(&report, OTHER_WORDS), 1, "{report}");
+        err
+    };
+    assert!(refused("NOPERM").is_permission());
+    assert!(refused("NOAUTH").is_auth());
+    assert!(refused("WRONGPASS").is_auth());
+    // A script running too long elsewhere, a server loading its data: the call fails at
+    // once, saying so, for the caller to decide.
+    for code in ["BUSY", "LOADING"] {
+        let err = refused(code);
+        assert!(!err.is_permission() && !err.is_auth(), "{err:#}");
+    }
+}
+
+#[test]
+fn a_script_s_own_codes_are_read_from_the_code() {
+    let (_server, proxy, client) = proxied();
+    // WRONGKIND is the scripts' own code; the word after it names the key's type.
+    proxy.answer_instead(b"EVALSHA", b"-WRONGKIND a type no server has\r\n");
+    let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+    assert!(proxy.trap_sprung());
+    assert!(err.is_wrong_kind(), "{err:#}");
+    // WRONGTYPE to reading a hold count: the key is someone else's, with no holds of ours.
+    proxy.answer_instead(b"HGET", &reworded("WRONGTYPE"));
+    assert_eq!(client.lock("reworded").hold_count().unwrap(), 0);
+    assert!(proxy.trap_sprung());
+}
+
+#[test]
+fn a_plain_err_from_a_script_on_a_server_that_runs_scripts_stays_an_error_of_its_own() {
+    let (_server, proxy, client) = proxied();
+    // As a script that fails as it runs is answered: the server is asked, runs scripts, and
+    // the error stands as it was.
+    proxy.answer_instead(b"EVALSHA", &reworded("ERR"));
+    let err = client.lock("reworded").try_lock().map(drop).unwrap_err();
+    assert!(proxy.trap_sprung());
+    assert_eq!(err.server_code(), Some("ERR"), "{err:#}");
+    assert!(!err.is_scripting_disabled(), "{err:#}");
+    assert!(client.lock("reworded").try_lock().unwrap().is_some());
+}
+
+#[test]
+fn readonly_in_other_words_is_a_demoted_primary_behind_sentinel() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let sentinel = support::StaleSentinel::start(proxy.port(), 1);
+    let client = LockClient::sentinel(&[&sentinel.url()], support::MASTER)
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let asked = sentinel.asked();
+    proxy.answer_instead(b"EVALSHA", &reworded("READONLY"));
+    // The reply of a primary that became a replica is refused, the sentinels asked again,
+    // and the command sent again where they say the primary is.
+    let guard = client.lock("demoted").try_lock().unwrap();
+    assert!(proxy.trap_sprung());
+    assert!(guard.is_some(), "taken on the primary the sentinels name");
+    assert!(
+        eventually(Duration::from_secs(20), || sentinel.asked() > asked),
+        "the sentinels were not asked again"
+    );
+}
+
+#[test]
+fn cluster_redirections_in_other_words_are_followed() {
+    let node = support::lone_primary();
+    let proxy = Proxy::start(node.port());
+    // The node names the proxy as its address, so that every command goes through it.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("cluster-announce-port")
+        .arg(proxy.port())
+        .query(&mut node.conn())
+        .unwrap();
+    let announced = eventually(Duration::from_secs(30), || {
+        let mut conn = node.conn();
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        let slots: Vec<Vec<redis::Value>> =
+            redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).unwrap();
+        let port = redis::Value::Int(proxy.port().into());
+        info.contains("cluster_state:ok")
+            && matches!(&slots[..], [slot] if matches!(slot.get(2),
+                Some(redis::Value::Array(primary)) if primary.get(1) == Some(&port)))
+    });
+    assert!(announced, "the lone primary did not become ready");
+    let client = LockClient::cluster(&[&proxy.url()])
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("redirected")
+        .query(&mut node.conn())
+        .unwrap();
+    let at = format!("127.0.0.1:{}", proxy.port());
+    // MOVED and ASK carry the slot and the address after the code; the other two only words.
+    let replies = [
+        format!("-MOVED {slot} {at}\r\n").into_bytes(),
+        format!("-ASK {slot} {at}\r\n").into_bytes(),
+        reworded("TRYAGAIN"),
+        reworded("CLUSTERDOWN"),
+    ];
+    for reply in replies {
+        let shown = String::from_utf8_lossy(&reply).into_owned();
+        proxy.answer_instead(b"EVALSHA", &reply);
+        let guard = client.lock("redirected").try_lock().unwrap();
+        assert!(proxy.trap_sprung(), "{shown}");
+        let guard = guard.unwrap_or_else(|| panic!("not taken after {shown}"));
+        guard.unlock().unwrap();
+    }
+}
+
+// A server that runs no scripts: scripting turned off with `rename-command` here, as on a
+// managed service or by an operator; Valkey 9.1 without its Lua module answers the same way
+// in other words (see `src/transport/no_scripts.rs`).
+
+/// The arguments that turn scripting off on Redis 7: EVAL and EVALSHA renamed away.
+const NO_EVAL: [&str; 6] = [
+    "--rename-command",
+    "EVAL",
+    "",
+    "--rename-command",
+    "EVALSHA",
+    "",
+];
+
+/// `args` after the test defaults.
+fn trailing(args: &[&str]) -> support::Args {
+    support::Args {
+        trailing: args.iter().map(|arg| arg.to_string()).collect(),
+        ..support::Args::default()
+    }
+}
+
+/// Error replies the server has given since it started (`INFO errorstats`), asked on
+/// `conn` (opening a connection may cost error replies of its own).
+fn error_replies(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|line| line.split_once(":count=")?.1.split(',').next())
+        .map(|n| n.trim().parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_client_cannot_be_built_on_a_server_that_runs_no_scripts() {
+    // EVALSHA unknown; or EVALSHA answers NOSCRIPT and loading the scripts is refused, as
+    // on Valkey without its Lua module.
+    for renamed in [&NO_EVAL[..], &["--rename-command", "SCRIPT", ""]] {
+        let server = Server::start_with(trailing(renamed));
+        let err = server.builder().build().unwrap_err();
+        assert!(err.is_scripting_disabled(), "{renamed:?}: {err:#}");
+        assert!(!err.is_connection() && !err.is_permission(), "{err:#}");
+        let report = printed_once(&err);
+        assert_eq!(count(&report, "runs no scripts"), 1, "{report}");
+        assert_eq!(count(&report, &server.port().to_string()), 1, "{report}");
+    }
+}
+
+#[test]
+fn redlock_with_a_node_that_runs_no_scripts_cannot_be_built() {
+    let servers = [
+        Server::start(),
+        Server::start(),
+        Server::start_with(trailing(&NO_EVAL)),
+    ];
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // Two nodes would make a quorum; a node without scripts is a mistake to fix all the same.
+    let err = LockClient::redlock(&urls).build().unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+}
+
+/// Takes a lock of kind `K` every way that waits, on a server that stopped running scripts:
+/// each fails with the typed error, at once and with a handful of error replies, however
+/// long it was to wait (a call that waited or retried would not end). The token kind's
+/// lock is held by another token: taking a free one is a plain `SET NX`, no script.
+fn refused_at_once<K: support::MakeLock>(client: &LockClient, conn: &mut redis::Connection) {
+    let name = format!("unscripted-{}", K::NAME);
+    let lock = K::make(client, &name);
+    if K::NAME == "token" {
+        let () = redis::cmd("SET")
+            .arg(&name)
+            .arg("another token")
+            .query(conn)
+            .unwrap();
+    }
+    let (wait, lease) = (Duration::from_secs(3600), Duration::from_secs(60));
+    for call in ["lock", "try_lock_for", "try_lock_with_lease_for"] {
+        let before = error_replies(conn);
+        let taken = match call {
+            "lock" => lock.lock().map(drop),
+            "try_lock_for" => lock.try_lock_for(wait).map(drop),
+            _ => lock.try_lock_with_lease_for(wait, lease).map(drop),
+        };
+        let err = taken.unwrap_err();
+        assert!(err.is_scripting_disabled(), "{} {call}: {err:#}", K::NAME);
+        assert!(!err.is_connection() && !err.is_timeout(), "{err:#}");
+        assert_eq!(err.lock_name(), Some(lock.name()), "{err:#}");
+        // The script's, and the question whether the server runs any; the token kind's
+        // release of what its attempt may have taken, and that question again.
+        let replies = error_replies(conn) - before;
+        assert!(replies <= 4, "{} {call}: {replies} error replies", K::NAME);
+    }
+}
+
+#[test]
+fn every_kind_fails_at_once_on_a_server_that_stopped_running_scripts() {
+    let mut server = Server::start();
+    // No max_wait: a lock() that waited for a server without scripts would wait for ever.
+    let client = server.client();
+    let semaphore = client.semaphore("unscripted-permits");
+    semaphore.try_set_permits(1).unwrap();
+    // The same port, scripting turned off: as after an upgrade that left Lua out.
+    server.restart_with(&NO_EVAL);
+    let conn = &mut server.conn();
+    refused_at_once::<redmutex::Reentrant>(&client, conn);
+    refused_at_once::<redmutex::Fenced>(&client, conn);
+    refused_at_once::<redmutex::Token>(&client, conn);
+    refused_at_once::<redmutex::Fair>(&client, conn);
+    refused_at_once::<redmutex::Read>(&client, conn);
+    refused_at_once::<redmutex::Write>(&client, conn);
+    // A free token lock is taken without a script; giving it back is one, and says why it
+    // failed.
+    let guard = client.token_lock("unscripted-free").lock().unwrap();
+    assert!(guard.unlock().unwrap_err().is_scripting_disabled());
+    let before = error_replies(conn);
+    let err = semaphore.acquire().map(drop).unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    let err = (semaphore.try_acquire_for(Duration::from_secs(3600)))
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    assert!(error_replies(conn) - before <= 8);
 }

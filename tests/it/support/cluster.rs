@@ -317,6 +317,21 @@ impl Cluster {
     }
 }
 
+/// A cluster of one primary that serves every slot, with no replica: for tests that put a
+/// proxy in front of it (`CONFIG SET cluster-announce-port` makes it name the proxy's port
+/// in `CLUSTER SLOTS`). Returned once the slots are assigned; the caller waits for the state
+/// it needs.
+pub fn lone_primary() -> Server {
+    let server = start_node();
+    redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .exec(&mut server.conn())
+        .unwrap();
+    server
+}
+
 /// Starts one cluster-enabled server, with its cluster bus on a free port of its own (the
 /// default, port + 10000, may be taken or out of range) and its node table in the temporary
 /// directory.

@@ -21,7 +21,7 @@ mod skew;
 pub mod tls;
 
 pub use binary::has_tls;
-pub use cluster::Cluster;
+pub use cluster::{Cluster, lone_primary};
 pub use peer::Peer;
 pub use proxy::Proxy;
 pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
@@ -235,6 +235,13 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Starts a fresh, empty server on the same port with `trailing` after the test
+    /// defaults instead of the arguments it had there (`--rename-command`, say).
+    pub fn restart_with(&mut self, trailing: &[&str]) {
+        self.args.trailing = trailing.iter().map(|arg| arg.to_string()).collect();
+        self.restart();
     }
 
     /// Freezes the server process (SIGSTOP): connections stay open, nothing answers.

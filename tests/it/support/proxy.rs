@@ -4,7 +4,8 @@
 //! direction, which read a chunk, decide under one mutex what to do with it, then write it.
 //! Faults: pause (chunks held, not dropped), silence server→client on the connections open
 //! now or on those that send a given command, delay every reply, drop the reply to one command and close its connection, drop one
-//! command and refuse new connections, close everything.
+//! command and refuse new connections, answer one command itself (an error reply of the
+//! test's choosing, say) instead of the server, close everything.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -52,12 +53,14 @@ struct Conn {
     doomed: bool,
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, PartialEq)]
 enum Trap {
     /// The command runs; its reply is dropped and its connection closed.
     CutReply,
     /// The command is dropped, its connection closed, and new connections refused.
     DropRequestThenRefuse,
+    /// The command never reaches the server; the client gets these bytes as its reply.
+    Answer(Vec<u8>),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -140,6 +143,12 @@ impl Proxy {
     /// The client sees its command fail and cannot retry it on another connection.
     pub fn drop_request_then_refuse(&self, needle: &[u8]) {
         self.arm(needle, Trap::DropRequestThenRefuse);
+    }
+
+    /// One-shot: the next client→server chunk containing `needle` never reaches the server;
+    /// the client gets `reply` (raw RESP, such as `-NOSCRIPT some words\r\n`) instead.
+    pub fn answer_instead(&self, needle: &[u8], reply: &[u8]) {
+        self.arm(needle, Trap::Answer(reply.to_vec()));
     }
 
     fn arm(&self, needle: &[u8], trap: Trap) {
@@ -270,6 +279,17 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                         state.refusing = true;
                         state.trap_sprung = true;
                         break;
+                    }
+                    Some((_, Trap::Answer(reply))) => {
+                        state.trap_sprung = true;
+                        let Ok(mut client) = conn.client.try_clone() else {
+                            break;
+                        };
+                        drop(guard);
+                        if client.write_all(&reply).is_err() {
+                            break;
+                        }
+                        continue;
                     }
                     None => {}
                 }
