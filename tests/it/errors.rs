@@ -553,10 +553,14 @@ fn redlock_with_a_node_that_runs_no_scripts_cannot_be_built() {
 }
 
 /// Takes a lock of kind `K` every way that waits, on a server that stopped running scripts:
-/// each fails with the typed error, at once and with a handful of error replies, however
+/// each fails with the typed error, at once and with at most `most` error replies, however
 /// long it was to wait (a call that waited or retried would not end). The token kind's
 /// lock is held by another token: taking a free one is a plain `SET NX`, no script.
-fn refused_at_once<K: support::MakeLock>(client: &LockClient, conn: &mut redis::Connection) {
+fn refused_at_once<K: support::MakeLock>(
+    client: &LockClient,
+    conn: &mut redis::Connection,
+    most: u64,
+) {
     let name = format!("unscripted-{}", K::NAME);
     let lock = K::make(client, &name);
     if K::NAME == "token" {
@@ -581,7 +585,11 @@ fn refused_at_once<K: support::MakeLock>(client: &LockClient, conn: &mut redis::
         // The script's, and the question whether the server runs any; the token kind's
         // release of what its attempt may have taken, and that question again.
         let replies = error_replies(conn) - before;
-        assert!(replies <= 4, "{} {call}: {replies} error replies", K::NAME);
+        assert!(
+            replies <= most,
+            "{} {call}: {replies} error replies",
+            K::NAME
+        );
     }
 }
 
@@ -595,12 +603,12 @@ fn every_kind_fails_at_once_on_a_server_that_stopped_running_scripts() {
     // The same port, scripting turned off: as after an upgrade that left Lua out.
     server.restart_with(&NO_EVAL);
     let conn = &mut server.conn();
-    refused_at_once::<redmutex::Reentrant>(&client, conn);
-    refused_at_once::<redmutex::Fenced>(&client, conn);
-    refused_at_once::<redmutex::Token>(&client, conn);
-    refused_at_once::<redmutex::Fair>(&client, conn);
-    refused_at_once::<redmutex::Read>(&client, conn);
-    refused_at_once::<redmutex::Write>(&client, conn);
+    refused_at_once::<redmutex::Reentrant>(&client, conn, 4);
+    refused_at_once::<redmutex::Fenced>(&client, conn, 4);
+    refused_at_once::<redmutex::Token>(&client, conn, 4);
+    refused_at_once::<redmutex::Fair>(&client, conn, 4);
+    refused_at_once::<redmutex::Read>(&client, conn, 4);
+    refused_at_once::<redmutex::Write>(&client, conn, 4);
     // A free token lock is taken without a script; giving it back is one, and says why it
     // failed.
     let guard = client.token_lock("unscripted-free").lock().unwrap();
@@ -613,4 +621,50 @@ fn every_kind_fails_at_once_on_a_server_that_stopped_running_scripts() {
         .unwrap_err();
     assert!(err.is_scripting_disabled(), "{err:#}");
     assert!(error_replies(conn) - before <= 8);
+}
+
+/// Valkey 9.1 moved Lua into a module: a server whose module was unloaded answers a script
+/// `NOSCRIPT` and refuses to load it. Skipped where Lua is not a module (Redis).
+#[test]
+fn a_server_whose_lua_module_was_unloaded_is_refused_at_once() {
+    let server = Server::start_with(trailing(&["--enable-module-command", "yes"]));
+    let client = server.client();
+    let conn = &mut server.conn();
+    let unloaded: redis::RedisResult<()> =
+        redis::cmd("MODULE").arg("UNLOAD").arg("lua").query(conn);
+    if let Err(err) = unloaded {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped errors::a_server_whose_lua_module_was_unloaded_is_refused_at_once: \
+             Lua is not a module of this server ({err})"
+        );
+        return;
+    }
+    let err = server.builder().build().unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    // One round: the script's NOSCRIPT, one pipelined load of every script, each refused,
+    // and the question whether the server runs any. No call may cost more than that.
+    let before = error_replies(conn);
+    let err = client.lock("unscripted-round").try_lock().unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    let round = error_replies(conn) - before;
+    refused_at_once::<redmutex::Reentrant>(&client, conn, round);
+    refused_at_once::<redmutex::Fenced>(&client, conn, round);
+    // The token kind's attempt, then its give-back of what the attempt may have taken.
+    refused_at_once::<redmutex::Token>(&client, conn, 2 * round);
+    refused_at_once::<redmutex::Fair>(&client, conn, round);
+    refused_at_once::<redmutex::Read>(&client, conn, round);
+    refused_at_once::<redmutex::Write>(&client, conn, round);
+    let err = client
+        .semaphore("unscripted")
+        .acquire()
+        .map(drop)
+        .unwrap_err();
+    assert!(err.is_scripting_disabled(), "{err:#}");
+    let report = client.doctor().unwrap();
+    let scripting = (report.findings.iter()).find(|f| f.check == "scripting");
+    assert!(
+        scripting.is_some_and(|f| f.level == redmutex::Level::Fail),
+        "{report}"
+    );
 }
