@@ -628,3 +628,71 @@ fn a_release_or_forced_unlock_wakes_a_read_write_waiter() {
         ]);
     }
 }
+
+/// Found by the read-write property on a busy machine, as [JavaTake { Read, 33 },
+/// JavaTake { Write, 71 }, GiveUp { owner 1, Read, 76 ms, wait 28 }, Pass 10, Pass 22]
+/// among steps that did nothing: our reader's release comes as the Java reader's lease key
+/// has 0 ms left, and frees the lock as Redisson's read unlock does (no lease above 0
+/// left); the Java reader's release then finds nothing, while its lease key lasts to the
+/// end of that millisecond. The model took "found nothing" for "nothing of Java's left".
+/// The edge is a millisecond wide: the steps are replayed with our release a few
+/// milliseconds either side of it.
+#[test]
+fn a_read_release_as_a_java_read_lease_ends_follows_its_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    let mut harness = read_write::Harness::new();
+    for ms in (19..=23).cycle().take(25) {
+        let ops = [
+            JavaTake {
+                side: Read,
+                lease: 33,
+            },
+            JavaTake {
+                side: Write,
+                lease: 71,
+            },
+            GiveUp {
+                owner: 1,
+                side: Read,
+                lease: Ms(76),
+                wait: 28,
+            },
+            Pass { ms: 10 },
+            Pass { ms },
+        ];
+        if let Err(err) = harness.run(&ops) {
+            panic!("read-write: {err}");
+        }
+    }
+}
+
+/// The same expectation, certain: a Java write release that leaves write holds sets the
+/// hash's expiry to Redisson's lease, below the lease key of the Java owner's read hold.
+/// Once the hash is gone, the read release finds nothing, and the lease key stays until
+/// its own lease ends.
+#[test]
+fn a_java_read_lease_key_outlives_a_hash_cut_by_a_java_write_release() {
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    let write = JavaTake {
+        side: Write,
+        lease: 71,
+    };
+    replay_read_write(&[
+        write.clone(),
+        JavaTake {
+            side: Read,
+            lease: 300,
+        },
+        write,
+        JavaRelease,
+        Pass { ms: 50 },
+        JavaRelease,
+    ]);
+}

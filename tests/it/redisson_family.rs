@@ -660,6 +660,49 @@ fn read_write_lock_a_release_frees_a_lock_whose_other_readers_expired() {
     assert_eq!(next_message(&mut listener), "0");
 }
 
+/// Our read release as their reader's lease runs out: like their own read unlock, it frees
+/// the lock only when their lease key has no whole millisecond left (such a key lasts to
+/// the end of that millisecond, then expires), and otherwise leaves the hash lasting as
+/// long as the key; nothing extends the key, and nothing is left once its lease has ended.
+#[test]
+fn read_write_lock_a_read_release_as_their_read_lease_ends_frees_only_what_ended() {
+    let server = Server::start();
+    let ours = server.client().read_write_lock("rw");
+    let their_lease = format!("{{rw}}:{THEM}:rwlock_timeout:1");
+    let mut redis = server.conn();
+    // Both expiries, the hash's first, read in one step.
+    let both =
+        redis::Script::new("return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}");
+    // Our release lands in the last millisecond of their lease, or one or two before.
+    for left in (0..=2).cycle().take(30) {
+        let read = ours.read().lock_with_lease(LONG).unwrap();
+        assert_eq!(their_read_acquire_for(&server, "3"), None);
+        while redis::cmd("PTTL")
+            .arg(&their_lease)
+            .query::<i64>(&mut redis)
+            .unwrap()
+            > left
+        {}
+        read.unlock().unwrap();
+        let (hash, lease): (i64, i64) =
+            both.key("rw").key(&their_lease).invoke(&mut redis).unwrap();
+        if hash == -2 {
+            assert!(lease <= 0, "freed with {lease} ms of their lease left");
+        } else {
+            assert!(
+                hash >= lease,
+                "the hash ({hash} ms) ends before their lease ({lease} ms)"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            !server.exists(&their_lease),
+            "their lease key outlived its lease"
+        );
+        assert!(!server.exists("rw"), "the hash outlived every lease");
+    }
+}
+
 // Permit-expirable semaphore, §10 (with its purge step).
 const SEMAPHORE_ACQUIRE: &str = r#"
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])

@@ -307,7 +307,8 @@ struct Case<'h> {
     name: String,
     parties: Vec<Party>,
     java: JavaParty,
-    /// Until when the read leases of forcibly deleted holds may linger.
+    /// Until when read lease keys may linger: those of forcibly deleted holds, and the
+    /// Java owner's once a release of its finds nothing.
     linger: Bound,
     /// The writers' windows.
     history: History,
@@ -726,7 +727,12 @@ impl Case<'_> {
         self.java.holds.pop();
         self.messaged = released == Some(1);
         if released.is_none() {
-            // Gone already: so is everything else of Java's.
+            // Its holds are gone from the hash, but not always its lease keys: Redisson's
+            // read unlock deletes no other reader's key, and frees the lock when none has
+            // more than 0 ms left (a key with 0 ms lasts to the end of that millisecond);
+            // a write release that leaves holds cuts the hash to its lease, below a read
+            // lease key. Each lasts until its own lease ends.
+            self.linger = self.linger.max(self.java.bound.unwrap_or(Bound::Gone));
             self.java.holds.clear();
         }
         if side == Side::Write && released == Some(0) {
