@@ -14,6 +14,8 @@ use std::time::Duration;
 use redis::RedisError;
 
 use crate::base::cause::{self, Cause};
+pub(crate) use crate::base::subject::Noun;
+pub use crate::base::subject::Subject;
 
 /// Everything that can go wrong, with the context needed to act on it.
 ///
@@ -237,75 +239,6 @@ pub struct NodeError {
     pub node: String,
     /// What went wrong there.
     pub error: Error,
-}
-
-/// What an error is about: a lock, a read-write lock or a semaphore, by its name. Prints as
-/// the kind of thing and its quoted name, such as `semaphore "db-connections"`, and compares
-/// equal to its name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subject {
-    noun: Noun,
-    name: String,
-}
-
-/// What kind of thing a [`Subject`] is, as its errors name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Noun {
-    Lock,
-    ReadWriteLock,
-    Semaphore,
-}
-
-impl Subject {
-    pub(crate) fn new(noun: Noun, name: String) -> Self {
-        Subject { noun, name }
-    }
-
-    /// Its name (lossily decoded, cut to 64 bytes).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// What it is: `"lock"`, `"read-write lock"` or `"semaphore"`.
-    pub fn noun(&self) -> &'static str {
-        match self.noun {
-            Noun::Lock => "lock",
-            Noun::ReadWriteLock => "read-write lock",
-            Noun::Semaphore => "semaphore",
-        }
-    }
-}
-
-impl fmt::Display for Subject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {:?}", self.noun(), self.name)
-    }
-}
-
-/// A lock of that name.
-impl From<&str> for Subject {
-    fn from(name: &str) -> Self {
-        Subject::new(Noun::Lock, name.to_owned())
-    }
-}
-
-/// A lock of that name.
-impl From<String> for Subject {
-    fn from(name: String) -> Self {
-        Subject::new(Noun::Lock, name)
-    }
-}
-
-impl PartialEq<str> for Subject {
-    fn eq(&self, name: &str) -> bool {
-        self.name == name
-    }
-}
-
-impl PartialEq<&str> for Subject {
-    fn eq(&self, name: &&str) -> bool {
-        self.name == *name
-    }
 }
 
 /// `Result` with this crate's [`Error`].

@@ -11,4 +11,5 @@ pub(crate) mod lost;
 pub(crate) mod metrics;
 pub(crate) mod retry;
 pub(crate) mod stats;
+pub(crate) mod subject;
 pub(crate) mod tls;
