@@ -184,6 +184,7 @@ pub use kinds::kind::Kind;
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
+pub use lock::election::{Election, Leader, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
 pub use lock::hold_watch::HoldWatch;
@@ -199,8 +200,10 @@ const _: () = {
     send_sync::<Lock<Fair>>();
     send_sync::<ReadWriteLock>();
     send_sync::<Semaphore>();
+    send_sync::<Election>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send::<Permit>();
+    send::<Leadership>();
     send_sync::<Error>();
 };

@@ -254,6 +254,7 @@ pub(crate) enum Noun {
     Lock,
     ReadWriteLock,
     Semaphore,
+    Election,
 }
 
 impl Subject {
@@ -266,12 +267,13 @@ impl Subject {
         &self.name
     }
 
-    /// What it is: `"lock"`, `"read-write lock"` or `"semaphore"`.
+    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"` or `"election"`.
     pub fn noun(&self) -> &'static str {
         match self.noun {
             Noun::Lock => "lock",
             Noun::ReadWriteLock => "read-write lock",
             Noun::Semaphore => "semaphore",
+            Noun::Election => "election",
         }
     }
 }
@@ -653,6 +655,9 @@ impl Error {
             Error::NotHeld { lock } => write!(f, "{lock} is not held by this thread"),
             Error::Lost { lock } if lock.noun == Noun::Semaphore => {
                 write!(f, "{lock}: a permit was lost while held: {GONE}")
+            }
+            Error::Lost { lock } if lock.noun == Noun::Election => {
+                write!(f, "{lock}: this leadership was lost: {GONE}")
             }
             Error::Lost { lock } => write!(f, "{lock} was lost while held: {GONE}"),
             Error::WrongKind { lock, found } => {
