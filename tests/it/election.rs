@@ -285,3 +285,348 @@ fn an_attempt_sent_again_after_a_lost_reply_leads_once_with_one_epoch() {
     assert_eq!(status, 0, "another attempt finds it taken");
     assert!(pttl > 0 && pttl <= 30_000);
 }
+
+// The promises against processes that crash and pause: each candidate below is a worker
+// process of this test binary, named `w<pid>` so that the test can find the leader's pid
+// from `leader()` and signal it.
+
+const URL_VAR: &str = "REDMUTEX_TEST_URL";
+const LEASE_VAR: &str = "REDMUTEX_TEST_LEASE_MS";
+const HOLD_VAR: &str = "REDMUTEX_TEST_HOLD_MS";
+/// The election the worker processes campaign in.
+const CHAOS: &str = "chaos";
+/// Where workers send their leaderships' windows, and the leaderships they found lost.
+const HISTORY: &str = "history";
+const LOST: &str = "lost";
+
+/// One candidate process: campaigns for ever; while it leads, sends the window in which
+/// its leadership was valid every few milliseconds (a killed leader's last window stands),
+/// and gives the leadership up after `HOLD_VAR` ms of such heartbeats (0: never), counted
+/// in heartbeats, so that a leader paused in between goes on after it resumes. A
+/// leadership it finds lost is sent to `LOST` as `<epoch>`.
+#[test]
+#[ignore = "run as a child process by the election tests"]
+fn candidate_worker() {
+    let url = std::env::var(URL_VAR).expect("started by a parent test");
+    let lease = Duration::from_millis(std::env::var(LEASE_VAR).unwrap().parse().unwrap());
+    let hold: u64 = std::env::var(HOLD_VAR).unwrap().parse().unwrap();
+    let pid = std::process::id();
+    let client = LockClient::builder(&url)
+        .lease(lease)
+        .response_timeout(support::response_timeout_for(lease))
+        .client_name(&format!("w{pid}"))
+        .build()
+        .unwrap();
+    let election = client.election(CHAOS);
+    let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
+    loop {
+        let Ok(leadership) = election.campaign() else {
+            continue;
+        };
+        let taken = Instant::now();
+        let holder = format!("w{pid}-{}", leadership.epoch());
+        let beat = Duration::from_millis(20);
+        let mut beats = 0;
+        loop {
+            let valid_until = leadership.valid_until();
+            if leadership.is_lost() {
+                break;
+            }
+            support::history::send(
+                &mut redis,
+                HISTORY,
+                &holder,
+                (taken, Instant::now(), valid_until),
+            );
+            beats += 1;
+            if hold > 0 && beat * beats >= Duration::from_millis(hold) {
+                break;
+            }
+            let _ = leadership.watch().wait_lost(beat);
+        }
+        if leadership.is_lost() {
+            let _: () = redis::cmd("RPUSH")
+                .arg(LOST)
+                .arg(leadership.epoch())
+                .query(&mut redis)
+                .unwrap();
+        }
+        let _ = leadership.resign();
+    }
+}
+
+/// A worker process, killed when dropped.
+struct Candidate(std::process::Child);
+
+impl Candidate {
+    fn start(server: &Server, lease: Duration, hold: Duration) -> Candidate {
+        Candidate(support::spawn_worker(
+            "election::candidate_worker",
+            &[
+                (URL_VAR, server.url()),
+                (LEASE_VAR, lease.as_millis().to_string()),
+                (HOLD_VAR, hold.as_millis().to_string()),
+            ],
+        ))
+    }
+
+    fn name(&self) -> String {
+        format!("w{}", self.0.id())
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(self.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until someone leads `election` with an epoch above `after`; who, and when that
+/// was seen.
+fn next_leader(election: &redmutex::Election, after: u64) -> (redmutex::Leader, Instant) {
+    let mut found = None;
+    assert!(
+        eventually(NO_HANG, || {
+            found = election.leader().unwrap().filter(|l| l.epoch() > after);
+            found.is_some()
+        }),
+        "no leader after epoch {after}"
+    );
+    (found.unwrap(), Instant::now())
+}
+
+/// The leaderships' windows must not overlap, and sorted by their start their epochs must
+/// grow.
+fn check_history(server: &Server) -> usize {
+    let history = support::history::received(&mut server.conn(), HISTORY);
+    history.assert_exclusive();
+    let mut windows = history.windows();
+    windows.sort_by_key(|w| w.from);
+    let epochs: Vec<u64> = windows
+        .iter()
+        .map(|w| w.holder.rsplit_once('-').unwrap().1.parse().unwrap())
+        .collect();
+    let mut leaders = epochs.clone();
+    leaders.dedup();
+    assert!(
+        leaders.windows(2).all(|pair| pair[0] < pair[1]),
+        "epochs out of order: {leaders:?}"
+    );
+    leaders.len()
+}
+
+#[test]
+fn never_two_leaders_while_leaders_are_killed_and_paused_at_random() {
+    use rand::RngExt;
+    let server = Server::start();
+    let lease = SHORT_LEASE;
+    let hold = Duration::from_millis(300);
+    let mut candidates: Vec<Candidate> = (0..4)
+        .map(|_| Candidate::start(&server, lease, hold))
+        .collect();
+    let observer = server.client().election(CHAOS);
+    let mut epoch = 0;
+    let mut rng = rand::rng();
+    // One kill and one pause for sure, in either order, then four of either.
+    let first_kill = rng.random_range(0..2) == 0;
+    for event in 0..6 {
+        let kill = match event {
+            0 => first_kill,
+            1 => !first_kill,
+            _ => rng.random_range(0..2) == 0,
+        };
+        let (leader, _) = next_leader(&observer, epoch);
+        epoch = leader.epoch();
+        let Some(at) = candidates.iter().position(|c| c.name() == leader.name()) else {
+            continue;
+        };
+        if kill {
+            candidates[at].signal("-KILL");
+            candidates.remove(at);
+            candidates.push(Candidate::start(&server, lease, hold));
+        } else {
+            candidates[at].signal("-STOP");
+            // Paused past its lease: someone else leads before it comes back.
+            let (next, _) = next_leader(&observer, epoch);
+            epoch = next.epoch();
+            candidates[at].signal("-CONT");
+        }
+    }
+    // A few more hand-overs after the last resumed leader has come back.
+    for _ in 0..3 {
+        epoch = next_leader(&observer, epoch).0.epoch();
+    }
+    drop(candidates);
+    let leaders = check_history(&server);
+    assert!(leaders >= 6, "only {leaders} leaderships recorded");
+}
+
+#[test]
+fn a_crashed_leader_is_followed_within_its_lease_and_a_second() {
+    let server = Server::start();
+    let lease = Duration::from_secs(2);
+    let crashing = Candidate::start(&server, lease, Duration::ZERO);
+    let observer = server.client().election(CHAOS);
+    let (first, _) = next_leader(&observer, 0);
+    assert_eq!(first.name(), crashing.name());
+    let follower = server
+        .builder_with_lease(lease)
+        .client_name("follower")
+        .build()
+        .unwrap()
+        .election(CHAOS);
+    let (sender, receiver) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let leadership = follower.campaign().unwrap();
+        sender.send((Instant::now(), leadership.epoch())).unwrap();
+        leadership
+    });
+    await_subscribers(&server, &channel(CHAOS), 1);
+    let killed = Instant::now();
+    crashing.signal("-KILL");
+    let (led, epoch) = receiver.recv_timeout(NO_HANG).expect("the follower leads");
+    assert!(epoch > first.epoch());
+    assert!(
+        led - killed <= lease + Duration::from_secs(1),
+        "the next leader came {:?} after the crash",
+        led - killed
+    );
+    drop(waiter.join().unwrap());
+}
+
+#[test]
+fn a_leader_paused_past_its_lease_learns_it_lost_with_a_lower_epoch() {
+    let server = Server::start();
+    let lease = SHORT_LEASE;
+    let paused = Candidate::start(&server, lease, Duration::ZERO);
+    let observer = server.client().election(CHAOS);
+    let (first, _) = next_leader(&observer, 0);
+    assert_eq!(first.name(), paused.name());
+    paused.signal("-STOP");
+    let next = server
+        .builder_with_lease(lease)
+        .client_name("next")
+        .build()
+        .unwrap()
+        .election(CHAOS)
+        .campaign()
+        .unwrap();
+    let taken = Instant::now();
+    assert!(
+        next.epoch() > first.epoch(),
+        "the new leader's epoch is higher"
+    );
+    paused.signal("-CONT");
+    let lost = || {
+        redis::cmd("LRANGE")
+            .arg(LOST)
+            .arg(0)
+            .arg(-1)
+            .query::<Vec<u64>>(&mut server.conn())
+            .unwrap()
+    };
+    assert!(
+        eventually(NO_HANG, || lost() == [first.epoch()]),
+        "the paused leader did not learn it lost: {:?}",
+        lost()
+    );
+    // Its windows end before the new leader's begins.
+    let history = support::history::received(&mut server.conn(), HISTORY);
+    history.add(support::history::Window {
+        holder: format!("next-{}", next.epoch()),
+        from: support::history::nanos_at_least(taken),
+        to: support::history::nanos_at_most(Instant::now().min(next.valid_until())),
+    });
+    history.assert_exclusive();
+    assert_eq!(next.health(), Health::Held);
+    next.resign().unwrap();
+}
+
+#[test]
+fn a_sentinel_failover_during_an_election_keeps_one_leader_and_growing_epochs() {
+    let d = support::Deployment::start(support::Options::default());
+    let urls = d.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let client = |name: &str| {
+        LockClient::sentinel(&urls, support::MASTER)
+            .client_name(name)
+            .min_replica_acks(1, Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    let (alpha, beta, bystander) = (client("alpha"), client("beta"), client("bystander"));
+    let first = alpha.election(NAME).campaign().unwrap();
+    let candidate = beta.election(NAME);
+    let waiter = std::thread::spawn(move || candidate.campaign().unwrap());
+    await_subscribers(&d.servers[0], &channel(NAME), 1);
+    let new = d.failover();
+    // The leadership reached the replica before the campaign returned, so the new primary
+    // has it, and the watchdog renews it there.
+    assert!(eventually(NO_HANG, || {
+        d.servers[new].exists(NAME)
+            && bystander
+                .election(NAME)
+                .leader()
+                .ok()
+                .flatten()
+                .map(|l| l.epoch())
+                == Some(1)
+    }));
+    assert!(!first.is_lost());
+    let reached = eventually(NO_HANG, || {
+        let attempt = alpha.election("probe").try_campaign();
+        attempt.is_ok_and(|l| l.is_some())
+    });
+    assert!(reached, "the client never reached the new primary");
+    first.resign().unwrap();
+    let second = waiter.join().unwrap();
+    assert_eq!(second.epoch(), 2, "the counter came through the failover");
+    let leader = bystander.election(NAME).leader().unwrap().unwrap();
+    assert_eq!((leader.name(), leader.epoch()), ("beta", 2));
+    let stored: Option<String> = redis::cmd("HGET")
+        .arg(NAME)
+        .arg("name")
+        .query(&mut d.servers[new].conn())
+        .unwrap();
+    assert_eq!(stored.as_deref(), Some("beta"), "on the new primary");
+    second.resign().unwrap();
+}
+
+#[test]
+fn on_a_cluster_the_elections_keys_share_one_slot() {
+    let cluster = support::Cluster::start();
+    let client = |name: &str| cluster.builder().client_name(name).build().unwrap();
+    let (alpha, beta) = (client("alpha"), client("beta"));
+    for name in ["cron", "{tenant-7}:cron"] {
+        let first = alpha.election(name).campaign().unwrap();
+        let owner = cluster.owner_of(name);
+        let counter = format!("redisson_lock_token:{{{name}}}");
+        let counter = if name.contains('{') {
+            format!("redisson_lock_token:{name}")
+        } else {
+            counter
+        };
+        assert!(owner.exists(name) && owner.exists(&counter));
+        assert!(owner.exists(&format!("{counter}:redmutex_leaders")));
+        let candidate = beta.election(name);
+        let waiter = std::thread::spawn(move || candidate.campaign().unwrap());
+        assert!(beta.election(name).try_campaign().unwrap().is_none());
+        let epoch = first.epoch();
+        first.resign().unwrap();
+        let second = waiter.join().unwrap();
+        assert!(second.epoch() > epoch);
+        let leader = alpha.election(name).leader().unwrap().unwrap();
+        assert_eq!((leader.name(), leader.epoch()), ("beta", second.epoch()));
+        second.resign().unwrap();
+    }
+}
