@@ -188,6 +188,7 @@ pub use lock::election::{Election, Leader, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
 pub use lock::hold_watch::HoldWatch;
+pub use lock::observer::{Change, Observer};
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};
 pub use notify::cancel::Cancel;
@@ -205,5 +206,6 @@ const _: () = {
     send::<LockGuard<Token>>();
     send::<Permit>();
     send::<Leadership>();
+    send::<Observer>();
     send_sync::<Error>();
 };

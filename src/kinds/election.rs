@@ -53,10 +53,14 @@ impl LeadingHeld {
     }
 }
 
-/// Who leads an election, as one read found it.
+/// Who leads an election and who led it lately, as one read found it.
 pub(crate) struct Snapshot {
     /// The leader's epoch and name, and its lease left (`None`: no expiry).
     pub leader: Option<(u64, String, Option<Duration>)>,
+    /// The last epoch handed out.
+    pub counter: u64,
+    /// The recorded leaders after the epoch asked about, oldest first.
+    pub record: Vec<(u64, String)>,
 }
 
 /// The election's one node, or [`Error::Unsupported`] on a client over several.
@@ -70,7 +74,7 @@ pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
     }
 }
 
-/// Reads who leads (and the leaders recorded after epoch `after`), by `end` at the latest.
+/// Reads who leads and the leaders recorded after epoch `after`, by `end` at the latest.
 pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot> {
     let node = node(target)?;
     let key = target.open()?;
@@ -81,7 +85,7 @@ pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot
         after,
     );
     type Reply = (i64, String, i64, i64, Vec<(i64, String)>);
-    let (epoch, name, pttl, _, _): Reply =
+    let (epoch, name, pttl, counter, record): Reply =
         node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
     let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
     Ok(Snapshot {
@@ -89,6 +93,10 @@ pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot
             .ok()
             .filter(|&epoch| epoch > 0)
             .map(|epoch| (epoch, name, lease_left)),
+        counter: u64::try_from(counter).unwrap_or_default(),
+        record: (record.into_iter())
+            .filter_map(|(epoch, name)| Some((u64::try_from(epoch).ok()?, name)))
+            .collect(),
     })
 }
 

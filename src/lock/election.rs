@@ -2,16 +2,20 @@
 //! calls of an election, and the selector loop that leads whenever it can.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::health::Health;
+use crate::base::retry::Backoff;
 use crate::kinds::election::{self, Leading};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
+use crate::lock::observer::Observer;
 use crate::notify::cancel::Cancel;
+use crate::notify::hub::Signal;
 
 /// A leader election among the clients that name it: at most one of them leads at a time.
 /// Made by [`LockClient::election`](crate::LockClient::election); `Clone + Send + Sync`.
@@ -23,7 +27,9 @@ use crate::notify::cancel::Cancel;
 /// [`resign`](Leadership::resign)ing wakes the next candidate at once. A leader that
 /// crashes is followed once its lease runs out.
 ///
-/// Anyone, candidate or not, can ask [who leads](Self::leader).
+/// Anyone, candidate or not, can ask [who leads](Self::leader), or
+/// [observe](Self::observe) every change of leader. [`lead`](Self::lead) runs a closure
+/// each time this client leads, the way a selector does.
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::builder("redis://127.0.0.1:6379/")
@@ -51,7 +57,7 @@ pub struct Leadership {
     guard: LockGuard<Leading>,
 }
 
-/// Who leads an election, as [`Election::leader`] tells it.
+/// Who leads an election, as [`Election::leader`] and [`Observer`] tell it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leader {
     name: String,
@@ -92,9 +98,10 @@ impl Election {
 
     /// This election, with its blocking calls ([`campaign`](Self::campaign),
     /// [`try_campaign_for`](Self::try_campaign_for),
-    /// [`try_campaign_until`](Self::try_campaign_until)) cancellable by `cancel`: once it
-    /// is cancelled they end with [`Error::Cancelled`](crate::Error::Cancelled) within one
-    /// round trip with Redis. An attempt already on its way when
+    /// [`try_campaign_until`](Self::try_campaign_until), [`lead`](Self::lead) and the
+    /// waits of its [observers](Self::observe)) cancellable by `cancel`: once it is
+    /// cancelled they end with [`Error::Cancelled`](crate::Error::Cancelled) within one
+    /// round trip with Redis (`lead` returns `Ok(())`). An attempt already on its way when
     /// the token is cancelled finishes: if it won, the call returns the leadership.
     pub fn with_cancel(&self, cancel: &Cancel) -> Self {
         Election {
@@ -144,6 +151,96 @@ impl Election {
         let snapshot = election::read(self.target(), u64::MAX, end)?;
         Ok(snapshot.leader.and_then(|(_, _, left)| left))
     }
+
+    /// An [`Observer`] of this election: it tells who leads now, then every change of
+    /// leader, in order, woken by the election's messages rather than by polling.
+    /// Nothing is sent until its first wait.
+    pub fn observe(&self) -> Observer {
+        Observer::new(self.target().clone(), self.lock.cancel.clone())
+    }
+
+    /// Leads whenever it can, the way a selector does: campaigns, runs `work` with the
+    /// leadership at hand, resigns when `work` returns, and campaigns again, until the
+    /// election's [`Cancel`] token ([`with_cancel`](Self::with_cancel)) is cancelled or the
+    /// client closed; then returns `Ok(())`.
+    ///
+    /// `work` should return once the leadership is lost or no longer healthy: check
+    /// [`Leadership::health`] between steps, or block on
+    /// [`watch().wait_lost(..)`](HoldWatch::wait_lost). After `work` returns, this client
+    /// waits a short jittered pause (the client's retry delays) before it campaigns again,
+    /// so that the candidates woken by its resignation get the first chance.
+    ///
+    /// Errors that another try may cure (connections, timeouts, a lost leadership's
+    /// release) are logged and retried after a pause; any other error (a wrong kind of key,
+    /// a Redlock client, missing rights) is returned.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let stop = redmutex::Cancel::new();
+    /// let election = client.election("queue-drainer").with_cancel(&stop);
+    /// let runner = std::thread::spawn(move || {
+    ///     election.lead(|leadership| {
+    ///         while leadership.health() == redmutex::Health::Held {
+    ///             // ... drain a batch, fenced by leadership.epoch() ...
+    ///             # break;
+    ///         }
+    ///     })
+    /// });
+    /// // on shutdown:
+    /// stop.cancel();
+    /// runner.join().expect("no panic")?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn lead(&self, mut work: impl FnMut(&Leadership)) -> Result<()> {
+        let config = self.target().shared.config();
+        let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+        loop {
+            match self.campaign() {
+                Ok(leadership) => {
+                    work(&leadership);
+                    match leadership.resign() {
+                        Ok(()) => {}
+                        Err(err) if err.is_lost() || err.is_cancelled() => {}
+                        Err(err) => log::warn!("resigning {}: {err:#}", self.target().subject()),
+                    }
+                }
+                Err(err) if err.is_cancelled() => return Ok(()),
+                Err(err) if passing(&err) => {
+                    log::warn!("campaigning in {}: {err:#}", self.target().subject());
+                }
+                Err(err) => return Err(err),
+            }
+            if !self.pause(backoff.next_delay(None)) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sleeps `delay` unless the election's token is cancelled or the client closed
+    /// meanwhile; whether it slept to the end.
+    fn pause(&self, delay: Duration) -> bool {
+        let signal = Arc::new(Signal::default());
+        let shared = &self.target().shared;
+        let _closing = shared.closing().register(&signal);
+        let _cancel = self.lock.cancel.as_ref().map(|c| c.register(&signal));
+        !signal.wait(delay) && !self.cancelled()
+    }
+
+    fn cancelled(&self) -> bool {
+        self.target().shared.closing().is_cancelled()
+            || self.lock.cancel.as_ref().is_some_and(Cancel::is_cancelled)
+    }
+}
+
+/// Whether a campaign's error may pass by itself, so that a selector tries again.
+fn passing(err: &Error) -> bool {
+    err.is_connection()
+        || err.is_timeout()
+        || err.is_not_replicated()
+        || err.is_no_quorum()
+        || err.is_validity_exhausted()
+        || err.is_lost()
 }
 
 impl fmt::Debug for Election {

@@ -7,5 +7,6 @@ pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod hold_watch;
+pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod semaphore;

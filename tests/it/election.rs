@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Script;
-use redmutex::{Cancel, Health, LockClient};
+use redmutex::{Cancel, Change, Health, LockClient};
 use support::{SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually};
 
 const NAME: &str = "e";
@@ -618,6 +618,9 @@ fn on_a_cluster_the_elections_keys_share_one_slot() {
         };
         assert!(owner.exists(name) && owner.exists(&counter));
         assert!(owner.exists(&format!("{counter}:redmutex_leaders")));
+        let mut observer = beta.election(name).observe();
+        let seen = changes_until(&mut observer, |_| true);
+        assert_eq!(elected(&seen), [("alpha".to_owned(), first.epoch())]);
         let candidate = beta.election(name);
         let waiter = std::thread::spawn(move || candidate.campaign().unwrap());
         assert!(beta.election(name).try_campaign().unwrap().is_none());
@@ -625,8 +628,161 @@ fn on_a_cluster_the_elections_keys_share_one_slot() {
         first.resign().unwrap();
         let second = waiter.join().unwrap();
         assert!(second.epoch() > epoch);
+        let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+        assert_eq!(elected(&seen), [("beta".to_owned(), second.epoch())]);
         let leader = alpha.election(name).leader().unwrap().unwrap();
         assert_eq!((leader.name(), leader.epoch()), ("beta", second.epoch()));
         second.resign().unwrap();
     }
+}
+
+/// The changes `observer` reports until `done` holds for the last one.
+fn changes_until(observer: &mut redmutex::Observer, done: impl Fn(&Change) -> bool) -> Vec<Change> {
+    let mut seen = Vec::new();
+    loop {
+        let change = observer
+            .recv_timeout(NO_HANG)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no change within {NO_HANG:?} after {seen:?}"));
+        let last = done(&change);
+        seen.push(change);
+        if last {
+            return seen;
+        }
+    }
+}
+
+fn elected(changes: &[Change]) -> Vec<(String, u64)> {
+    changes
+        .iter()
+        .filter_map(|change| match change {
+            Change::Elected(leader) => Some((leader.name().to_owned(), leader.epoch())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_observer_sees_every_change_in_order_woken_by_messages() {
+    let server = Server::start();
+    // Leases far beyond the test: only the election's messages wake the observer in time.
+    let mut observer = patient(&server, "observer").election(NAME).observe();
+    assert_eq!(
+        observer.recv_timeout(NO_HANG).unwrap(),
+        Some(Change::Vacant)
+    );
+    let candidates: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|name| patient(&server, name).election(NAME))
+        .collect();
+    // Faster than the observer reads: it catches up from the record of leaders.
+    let mut expected = Vec::new();
+    for round in 0..12 {
+        let candidate = &candidates[round % 3];
+        let leadership = candidate.campaign().unwrap();
+        expected.push((["a", "b", "c"][round % 3].to_owned(), leadership.epoch()));
+        leadership.resign().unwrap();
+    }
+    let seen = changes_until(
+        &mut observer,
+        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 12),
+    );
+    assert_eq!(elected(&seen), expected, "{seen:?}");
+    let last = changes_until(&mut observer, |_| true);
+    assert_eq!(last, [Change::Vacant], "the last resignation");
+
+    // A leader as the observer starts is its first change; then the hand-over.
+    let first = candidates[0].campaign().unwrap();
+    let mut late = patient(&server, "late").election(NAME).observe();
+    let now = late.recv_timeout(NO_HANG).unwrap().unwrap();
+    assert_eq!(elected(&[now]), [("a".to_owned(), 13)]);
+    assert_eq!(
+        late.recv_timeout(Duration::ZERO).unwrap(),
+        None,
+        "no change"
+    );
+    let waiter = {
+        let candidate = candidates[1].clone();
+        std::thread::spawn(move || candidate.campaign().unwrap())
+    };
+    await_subscribers(&server, &channel(NAME), 1);
+    first.resign().unwrap();
+    let second = waiter.join().unwrap();
+    let seen = changes_until(&mut late, |change| matches!(change, Change::Elected(_)));
+    assert_eq!(elected(&seen), [("b".to_owned(), second.epoch())]);
+    drop(second);
+}
+
+#[test]
+fn an_observer_notices_an_expired_leader_and_a_cancel_ends_it() {
+    let server = Server::start();
+    let stop = Cancel::new();
+    let mut observer = server.client().election(NAME).with_cancel(&stop).observe();
+    assert_eq!(
+        observer.recv_timeout(NO_HANG).unwrap(),
+        Some(Change::Vacant)
+    );
+    let leader = server
+        .builder_with_lease(SHORT_LEASE)
+        .client_name("expiring")
+        .build()
+        .unwrap();
+    let leadership = leader.election(NAME).campaign().unwrap();
+    let seen = changes_until(&mut observer, |_| true);
+    assert_eq!(elected(&seen), [("expiring".to_owned(), 1)]);
+    // Gone without a message, as when a leader's lease runs out.
+    let _: () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(changes_until(&mut observer, |_| true), [Change::Vacant]);
+    drop(leadership);
+
+    let thread = std::thread::spawn(move || observer.collect::<Vec<_>>());
+    assert!(eventually(NO_HANG, || server
+        .subscribers("redisson_lock__channel:{e}:leader")
+        == 1));
+    stop.cancel();
+    let rest = thread.join().unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn lead_runs_the_work_whenever_this_client_leads_until_stopped() {
+    let server = Server::start();
+    let stop = Cancel::new();
+    let led = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let runners: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let election = named(&server, name).election(NAME).with_cancel(&stop);
+            let (led, name) = (led.clone(), name.to_string());
+            std::thread::spawn(move || {
+                election.lead(|leadership| {
+                    assert_eq!(leadership.health(), Health::Held);
+                    led.lock().push((name.clone(), leadership.epoch()));
+                    // Until the leadership is lost, or a short while.
+                    leadership.watch().wait_lost(Duration::from_millis(20));
+                })
+            })
+        })
+        .collect();
+    assert!(eventually(NO_HANG, || led.lock().len() >= 6));
+    // A leadership taken away: the work sees it lost, and the loop campaigns again.
+    let before = led.lock().len();
+    let _: () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(eventually(NO_HANG, || led.lock().len() > before + 1));
+    stop.cancel();
+    for runner in runners {
+        runner.join().unwrap().unwrap();
+    }
+    let epochs: Vec<u64> = led.lock().iter().map(|(_, epoch)| *epoch).collect();
+    assert!(
+        epochs.windows(2).all(|pair| pair[0] < pair[1]),
+        "{epochs:?}"
+    );
+    assert_eq!(server.client().election(NAME).leader().unwrap(), None);
 }
