@@ -69,6 +69,9 @@
 //!   `RPermitExpirableSemaphore`; up to N [`Permit`]s at once, each with a lease.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
+//! - [`client.election(name)`](LockClient::election): an [`Election`]; one leader at a
+//!   time, whose [`Leadership`] carries an epoch that only grows, and [`Observer`]s of who
+//!   leads.
 //!
 //! ```no_run
 //! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
