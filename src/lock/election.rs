@@ -13,6 +13,7 @@ use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
+use crate::lock::leader::Leader;
 use crate::lock::observer::Observer;
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
@@ -55,29 +56,6 @@ pub struct Election {
 #[must_use = "leadership is given up as soon as it is dropped"]
 pub struct Leadership {
     guard: LockGuard<Leading>,
-}
-
-/// Who leads an election, as [`Election::leader`] and [`Observer`] tell it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leader {
-    name: String,
-    epoch: u64,
-}
-
-impl Leader {
-    pub(crate) fn new(name: String, epoch: u64) -> Self {
-        Leader { name, epoch }
-    }
-
-    /// The leader's [`client_name`](crate::LockClientBuilder::client_name).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The leadership's epoch: greater than every earlier leader's of the election.
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
 }
 
 impl Election {

@@ -7,6 +7,7 @@ pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod hold_watch;
+pub(crate) mod leader;
 pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod semaphore;

@@ -786,3 +786,70 @@ fn lead_runs_the_work_whenever_this_client_leads_until_stopped() {
     );
     assert_eq!(server.client().election(NAME).leader().unwrap(), None);
 }
+
+/// Runs the operations tool against `url`; its standard output.
+fn tool(url: &str, args: &[&str]) -> String {
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    let output = cmd
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .timeout(NO_HANG)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_operations_tool_shows_the_leader_its_epoch_lease_and_candidates() {
+    let server = Server::start();
+    let leadership = named(&server, "scheduler-1")
+        .election(NAME)
+        .campaign()
+        .unwrap();
+    let candidate = patient(&server, "scheduler-2").election(NAME);
+    let waiter = std::thread::spawn(move || candidate.campaign().unwrap());
+    await_subscribers(&server, &channel(NAME), 1);
+
+    let info = server.client().inspect(NAME).unwrap();
+    assert_eq!(info.kind, redmutex::LockKind::Election);
+    assert_eq!(info.epoch, Some(1));
+    assert_eq!(info.fence, Some(1), "the last epoch handed out");
+    assert_eq!(info.waiters, Some(1), "one candidate waits");
+    assert!(info.lease_left.is_some());
+    let [holder] = &info.holders[..] else {
+        panic!("{:?}", info.holders)
+    };
+    assert_eq!(holder.client.as_deref(), Some("scheduler-1"));
+
+    let shown = tool(&server.url(), &["show", NAME]);
+    assert!(shown.contains("kind:       election"), "{shown}");
+    assert!(
+        shown.contains("leader:     scheduler-1 (epoch 1)"),
+        "{shown}"
+    );
+    assert!(shown.contains("candidates: 1 waiting"), "{shown}");
+    let table = tool(&server.url(), &["locks"]);
+    let row = table.lines().find(|line| line.starts_with("e ")).unwrap();
+    assert!(
+        row.contains("election") && row.contains("scheduler-1 (epoch 1)"),
+        "{table}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&tool(&server.url(), &["--json", "show", NAME])).unwrap();
+    assert_eq!(json["epoch"], 1);
+    assert_eq!(json["holders"][0]["client"], "scheduler-1");
+
+    leadership.resign().unwrap();
+    let second = waiter.join().unwrap();
+    let info = server.client().inspect(NAME).unwrap();
+    assert_eq!(info.epoch, Some(second.epoch()));
+    assert_eq!(info.holders[0].client.as_deref(), Some("scheduler-2"));
+    drop(second);
+    assert_eq!(
+        server.client().inspect(NAME).unwrap().kind,
+        redmutex::LockKind::Free
+    );
+}
