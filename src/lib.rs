@@ -69,6 +69,9 @@
 //!   `RPermitExpirableSemaphore`; up to N [`Permit`]s at once, each with a lease.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
+//! - [`client.election(name)`](LockClient::election): an [`Election`]; one leader at a
+//!   time, whose [`Leadership`] carries an epoch that only grows, and [`Observer`]s of who
+//!   leads.
 //!
 //! ```no_run
 //! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
@@ -184,9 +187,12 @@ pub use kinds::kind::Kind;
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
+pub use lock::election::{Election, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
 pub use lock::hold_watch::HoldWatch;
+pub use lock::leader::Leader;
+pub use lock::observer::{Change, Observer};
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};
 pub use notify::cancel::Cancel;
@@ -199,8 +205,11 @@ const _: () = {
     send_sync::<Lock<Fair>>();
     send_sync::<ReadWriteLock>();
     send_sync::<Semaphore>();
+    send_sync::<Election>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send::<Permit>();
+    send::<Leadership>();
+    send::<Observer>();
     send_sync::<Error>();
 };

@@ -587,6 +587,9 @@ impl Error {
             Error::Lost { lock } if lock.noun == Noun::Semaphore => {
                 write!(f, "{lock}: a permit was lost while held: {GONE}")
             }
+            Error::Lost { lock } if lock.noun == Noun::Election => {
+                write!(f, "{lock}: this leadership was lost: {GONE}")
+            }
             Error::Lost { lock } => write!(f, "{lock} was lost while held: {GONE}"),
             Error::WrongKind { lock, found } => {
                 write!(f, "{lock} is of another kind: its key holds {found}")

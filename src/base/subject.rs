@@ -1,10 +1,11 @@
-//! What an error is about: a lock, a read-write lock or a semaphore, by its name.
+//! What an error is about: a lock, a read-write lock, a semaphore or an election, by its
+//! name.
 
 use std::fmt;
 
-/// What an error is about: a lock, a read-write lock or a semaphore, by its name. Prints as
-/// the kind of thing and its quoted name, such as `semaphore "db-connections"`, and compares
-/// equal to its name.
+/// What an error is about: a lock, a read-write lock, a semaphore or an election, by its
+/// name. Prints as the kind of thing and its quoted name, such as `semaphore
+/// "db-connections"`, and compares equal to its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
     pub(crate) noun: Noun,
@@ -17,6 +18,7 @@ pub(crate) enum Noun {
     Lock,
     ReadWriteLock,
     Semaphore,
+    Election,
 }
 
 impl Subject {
@@ -29,12 +31,13 @@ impl Subject {
         &self.name
     }
 
-    /// What it is: `"lock"`, `"read-write lock"` or `"semaphore"`.
+    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"` or `"election"`.
     pub fn noun(&self) -> &'static str {
         match self.noun {
             Noun::Lock => "lock",
             Noun::ReadWriteLock => "read-write lock",
             Noun::Semaphore => "semaphore",
+            Noun::Election => "election",
         }
     }
 }

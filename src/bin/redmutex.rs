@@ -210,6 +210,7 @@ fn unlock(
             lock.write().force_unlock()? || lock.read().force_unlock()?
         }
         LockKind::Token => client.token_lock(name).force_unlock()?,
+        // An election's key is a hash without a mode, as force_unlock deletes it.
         _ => client.lock(name).force_unlock()?,
     };
     if cli.json {
@@ -256,6 +257,7 @@ fn kind_name(kind: &LockKind) -> String {
         LockKind::ReadWrite => "read-write".into(),
         LockKind::Token => "token".into(),
         LockKind::Semaphore => "semaphore".into(),
+        LockKind::Election => "election".into(),
         LockKind::NotALock(what) => format!("no lock: {what}"),
         _ => "unknown".into(),
     }
@@ -276,6 +278,22 @@ fn holder_text(holder: &Holder) -> String {
         text += &format!(" ({} left)", duration_text(Some(left)));
     }
     text
+}
+
+/// An election's leader by name and epoch, or the holders of any other lock.
+fn leader_or_holders(info: &LockInfo) -> String {
+    match (&info.kind, info.holders.first(), info.epoch) {
+        (
+            LockKind::Election,
+            Some(Holder {
+                client: Some(name), ..
+            }),
+            Some(epoch),
+        ) => {
+            format!("{name} (epoch {epoch})")
+        }
+        _ => holders_text(&info.holders),
+    }
 }
 
 fn holders_text(holders: &[Holder]) -> String {
@@ -306,7 +324,7 @@ fn print_table(locks: &[LockInfo]) {
             [
                 info.name.clone(),
                 kind_name(&info.kind),
-                holders_text(&info.holders),
+                leader_or_holders(info),
                 duration_text(info.lease_left),
                 waiters_text(info),
             ]
@@ -332,8 +350,13 @@ fn print_lock(info: &LockInfo) {
     println!("kind:       {}", kind_name(&info.kind));
     println!("server:     {}", info.server);
     println!("lease left: {}", duration_text(info.lease_left));
-    println!("holders:    {}", holders_text(&info.holders));
-    println!("waiters:    {}", waiters_text(info));
+    if info.kind == LockKind::Election {
+        println!("leader:     {}", leader_or_holders(info));
+        println!("candidates: {} waiting", waiters_text(info));
+    } else {
+        println!("holders:    {}", holders_text(&info.holders));
+        println!("waiters:    {}", waiters_text(info));
+    }
     if !info.queue.is_empty() {
         println!("queue:      {}", info.queue.join(", "));
     }
@@ -365,6 +388,7 @@ fn lock_json(info: &LockInfo) -> Value {
         "waiters": info.waiters,
         "queue": info.queue,
         "fence": info.fence,
+        "epoch": info.epoch,
         "available": info.available,
         "keys": info.keys,
         "server": info.server,

@@ -30,6 +30,10 @@ pub enum LockKind {
     /// A string holding a number, with the semaphore's held permits beside it: the
     /// permits left.
     Semaphore,
+    /// An election's leader: a hash of its token, epoch and name. Its one holder is the
+    /// leader, by token, with its name as the holder's client;
+    /// [`LockInfo::epoch`] is its epoch.
+    Election,
     /// A key that has no lock's shape: of another Redis type, a hash whose fields are not
     /// owners with hold counts, a string that is no lock token, a number without held
     /// permits beside it (a counter, or a semaphore of which no permit is held). Says what
@@ -72,8 +76,10 @@ pub struct LockInfo {
     pub waiters: Option<u64>,
     /// The fair lock's waiting owners, first in line first.
     pub queue: Vec<String>,
-    /// The fencing counter: the last token issued.
+    /// The fencing counter: the last token issued (for an election, the last epoch).
     pub fence: Option<u64>,
+    /// An election's leader's epoch.
+    pub epoch: Option<u64>,
     /// A semaphore's permits left to take.
     pub available: Option<u64>,
     /// The Redis keys and channels this lock is made of.
@@ -332,59 +338,76 @@ fn pairs<T>(
 fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     let mut holders = Vec::new();
     let mut available = None;
-    let kind = match raw.kind.as_str() {
-        "none" if raw.queue.is_empty() => LockKind::Free,
-        "none" => LockKind::Fair,
-        "hash" => match hash_holders(&raw.fields) {
-            Ok(found) => {
-                holders = found;
-                let read_write = raw.fields.iter().any(|(field, _)| field == "mode");
-                if read_write {
-                    LockKind::ReadWrite
-                } else if !raw.queue.is_empty() {
-                    LockKind::Fair
-                } else if raw.fence >= 0 {
-                    LockKind::Fenced
-                } else {
-                    LockKind::Reentrant
-                }
-            }
-            Err(why) => LockKind::NotALock(why),
-        },
-        "string" if shape::is_token(&raw.value) => {
+    let mut epoch = None;
+    let leader = (raw.kind == "hash")
+        .then(|| shape::leader(&raw.fields))
+        .flatten();
+    let kind = match (raw.kind.as_str(), leader) {
+        ("hash", Some(leader)) => {
+            epoch = Some(leader.epoch);
             holders.push(Holder {
-                id: raw.value.clone(),
+                id: leader.token.to_owned(),
                 holds: 1,
                 mode: None,
                 lease_left: None,
-                client: None,
+                client: Some(leader.name.to_owned()),
             });
-            LockKind::Token
+            LockKind::Election
         }
-        "string" => match raw.value.parse::<u64>() {
-            Ok(left) if !raw.permits.is_empty() => {
-                available = Some(left);
-                for (id, ends) in &raw.permits {
-                    holders.push(Holder {
-                        id: id.clone(),
-                        holds: 1,
-                        mode: None,
-                        lease_left: Some(Duration::from_millis(
-                            ends.saturating_sub(raw.now).max(0) as u64,
-                        )),
-                        client: None,
-                    });
+        (kind, _) => match kind {
+            "none" if raw.queue.is_empty() => LockKind::Free,
+            "none" => LockKind::Fair,
+            "hash" => match hash_holders(&raw.fields) {
+                Ok(found) => {
+                    holders = found;
+                    let read_write = raw.fields.iter().any(|(field, _)| field == "mode");
+                    if read_write {
+                        LockKind::ReadWrite
+                    } else if !raw.queue.is_empty() {
+                        LockKind::Fair
+                    } else if raw.fence >= 0 {
+                        LockKind::Fenced
+                    } else {
+                        LockKind::Reentrant
+                    }
                 }
-                LockKind::Semaphore
+                Err(why) => LockKind::NotALock(why),
+            },
+            "string" if shape::is_token(&raw.value) => {
+                holders.push(Holder {
+                    id: raw.value.clone(),
+                    holds: 1,
+                    mode: None,
+                    lease_left: None,
+                    client: None,
+                });
+                LockKind::Token
             }
-            Ok(_) => LockKind::NotALock(
-                "a number with no held permits beside it: a counter, or a semaphore of \
+            "string" => match raw.value.parse::<u64>() {
+                Ok(left) if !raw.permits.is_empty() => {
+                    available = Some(left);
+                    for (id, ends) in &raw.permits {
+                        holders.push(Holder {
+                            id: id.clone(),
+                            holds: 1,
+                            mode: None,
+                            lease_left: Some(Duration::from_millis(
+                                ends.saturating_sub(raw.now).max(0) as u64,
+                            )),
+                            client: None,
+                        });
+                    }
+                    LockKind::Semaphore
+                }
+                Ok(_) => LockKind::NotALock(
+                    "a number with no held permits beside it: a counter, or a semaphore of \
                  which no permit is held"
-                    .into(),
-            ),
-            Err(_) => LockKind::NotALock("a string that is no lock token".into()),
+                        .into(),
+                ),
+                Err(_) => LockKind::NotALock("a string that is no lock token".into()),
+            },
+            other => LockKind::NotALock(format!("a {other}")),
         },
-        other => LockKind::NotALock(format!("a {other}")),
     };
     let queue: Vec<String> = raw.queue.iter().map(|(owner, _)| owner.clone()).collect();
     let waiters = (raw.subscribers >= 0).then(|| (raw.subscribers as u64).max(queue.len() as u64));
@@ -397,6 +420,7 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
         waiters,
         queue,
         fence: (raw.fence >= 0).then_some(raw.fence as u64),
+        epoch,
         available,
         keys,
         server: server.to_owned(),
@@ -420,7 +444,9 @@ fn connection_owner(line: &str) -> Option<(String, String)> {
 fn name_holders(info: &mut LockInfo, names: &HashMap<String, String>) {
     for holder in &mut info.holders {
         let client = holder.id.rsplit_once(':').map(|(client, _)| client);
-        holder.client = client.and_then(|id| names.get(id)).cloned();
+        if let Some(name) = client.and_then(|id| names.get(id)) {
+            holder.client = Some(name.clone());
+        }
     }
 }
 
@@ -464,7 +490,7 @@ fn hash_holders(fields: &[(String, String)]) -> std::result::Result<Vec<Holder>,
 fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
     let picks: &[usize] = match kind {
         LockKind::Fair => &[0, 1, 2, 3],
-        LockKind::Fenced => &[0, 1, 4],
+        LockKind::Fenced | LockKind::Election => &[0, 1, 4],
         LockKind::ReadWrite => &[0, 6],
         LockKind::Semaphore => &[0, 5, 7],
         LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],

@@ -12,6 +12,7 @@ use crate::kinds::fenced::Fenced;
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
+use crate::lock::election::Election;
 use crate::lock::handle::Lock;
 use crate::lock::read_write_lock::ReadWriteLock;
 use crate::lock::semaphore::Semaphore;
@@ -110,6 +111,14 @@ impl LockClient {
     /// its guards may move between threads. See [`Token`](crate::Token).
     pub fn token_lock(&self, name: impl AsRef<[u8]>) -> Lock<Token> {
         Lock::new(self.target(name.as_ref(), Noun::Lock))
+    }
+
+    /// The leader election `name`, among every client that names it: candidates
+    /// [campaign](Election::campaign) for it under this client's
+    /// [`client_name`](crate::LockClientBuilder::client_name), and anyone may ask who
+    /// leads. Its key is `key_prefix + name`. See [`Election`].
+    pub fn election(&self, name: impl AsRef<[u8]>) -> Election {
+        Election::new(self.target(name.as_ref(), Noun::Election))
     }
 
     /// The state behind the client, for the bench hooks.

@@ -118,12 +118,28 @@ pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
 }
 
+/// The channel on which an election's observers hear of every change of leader (a new
+/// leader, a resignation): `redisson_lock__channel:{<key>}:leader`. Its candidates wait on
+/// the lock channel, [`channel`]; the two are apart so that an election wakes no
+/// candidate when a leader is elected.
+pub(crate) fn election_channel(key: &[u8]) -> Vec<u8> {
+    [&channel(key)[..], b":leader"].concat()
+}
+
+/// An election's record of its recent leaders, oldest first, as `"<epoch> <name>"`:
+/// `redisson_lock_token:{<key>}:redmutex_leaders`, beside the epoch counter (the fencing
+/// counter, [`fence_counter`]) so that the rights an election's user has cover it.
+pub(crate) fn election_record(key: &[u8]) -> Vec<u8> {
+    [&fence_counter(key)[..], b":redmutex_leaders"].concat()
+}
+
 /// What a key of the Redis type `redis_type` holds, as a lock, for errors: a hash is
 /// Redisson's reentrant (or fenced) lock; a string is a SET-NX lock, which no kind refuses.
 pub(crate) fn kind_of(redis_type: &str) -> &'static str {
     match redis_type {
         "hash" => "a reentrant, fenced or fair lock (a hash)",
         "rwlock" => "a read-write lock (a hash with a mode)",
+        "election" => "an election's leader (a hash with an epoch)",
         "string" => "a string: a semaphore's permits, or a SET-NX lock",
         "list" => "a list",
         "set" => "a set",
@@ -164,6 +180,8 @@ pub(crate) fn one_slot(key: &[u8]) -> bool {
         semaphore_timeouts(key),
         semaphore_channel(key),
         fence_counter(key),
+        election_channel(key),
+        election_record(key),
         unlock_latch(key, request),
     ]
     .iter()

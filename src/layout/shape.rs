@@ -46,6 +46,33 @@ pub(crate) fn is_token(value: &str) -> bool {
     hex || base64
 }
 
+/// An election's leader, as its hash holds it.
+pub(crate) struct Leader<'a> {
+    pub token: &'a str,
+    pub epoch: u64,
+    pub name: &'a str,
+}
+
+/// The leader an election's hash names: exactly the fields `token` (32 hex digits),
+/// `epoch` (a positive number) and `name`; `None` for any other hash.
+pub(crate) fn leader(fields: &[(String, String)]) -> Option<Leader<'_>> {
+    let field = |wanted: &str| {
+        let mut found = fields.iter().filter(|(field, _)| field == wanted);
+        let (_, value) = found.next()?;
+        found.next().is_none().then_some(value.as_str())
+    };
+    let (token, epoch, name) = (field("token")?, field("epoch")?, field("name")?);
+    let shaped = fields.len() == 3
+        && token.len() == 32
+        && token.bytes().all(|b| b.is_ascii_hexdigit())
+        && is_count(epoch);
+    shaped.then(|| Leader {
+        token,
+        epoch: epoch.parse().unwrap_or_default(),
+        name,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +99,35 @@ mod tests {
         assert_eq!(rw_owner(&format!("{owner}:write")), Some((owner, "write")));
         assert_eq!(rw_owner("mode"), None);
         assert_eq!(rw_owner("name:write"), None);
+    }
+
+    #[test]
+    fn a_leader_is_a_token_an_epoch_and_a_name_and_nothing_else() {
+        let hash = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            (pairs.iter())
+                .map(|(f, v)| (f.to_string(), v.to_string()))
+                .collect()
+        };
+        let token = "0123456789abcdef0123456789abcdef";
+        let found = hash(&[("token", token), ("epoch", "7"), ("name", "web-3/41")]);
+        let leader = leader(&found).expect("a leader");
+        assert_eq!(
+            (leader.token, leader.epoch, leader.name),
+            (token, 7, "web-3/41")
+        );
+        for not in [
+            hash(&[("token", token), ("epoch", "7")]),
+            hash(&[("token", token), ("epoch", "0"), ("name", "n")]),
+            hash(&[("token", "x"), ("epoch", "7"), ("name", "n")]),
+            hash(&[
+                ("token", token),
+                ("epoch", "7"),
+                ("name", "n"),
+                ("mode", "read"),
+            ]),
+        ] {
+            assert!(super::leader(&not).is_none(), "{not:?}");
+        }
     }
 
     #[test]

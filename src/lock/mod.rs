@@ -3,8 +3,11 @@
 //! retries and pub/sub waiting, and the guards. Uses `kinds` and everything below.
 
 pub(crate) mod acquire;
+pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod hold_watch;
+pub(crate) mod leader;
+pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod semaphore;

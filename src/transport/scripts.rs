@@ -60,6 +60,10 @@ scripts! {
     SEMAPHORE_SET => "semaphore_set.lua",
     SEMAPHORE_REDUCE => "semaphore_reduce.lua",
     SEMAPHORE_DELETE => "semaphore_delete.lua",
+    ELECTION_ACQUIRE => "election_acquire.lua",
+    ELECTION_RENEW => "election_renew.lua",
+    ELECTION_RESIGN => "election_resign.lua",
+    ELECTION_READ => "election_read.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
@@ -528,6 +532,57 @@ pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: boo
 /// `scripts/inspect.lua` says.
 pub(crate) fn inspect(keys: &[&[u8]; 8]) -> Cmd {
     evalsha(&INSPECT, keys)
+}
+
+/// The keys of an election: its key, its epoch counter, its record of leaders and its
+/// observers' channel.
+pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+
+/// Take the lead of the election `keys` for the attempt `token` and the candidate `name`,
+/// for `lease`, keeping the last `record` leaders. Replies `{1, epoch}` (leads), `{0, pttl}`
+/// (someone else leads), or `WRONGKIND <type>`.
+pub(crate) fn election_acquire(
+    (key, counter, record_key, observers): Election<'_>,
+    token: &str,
+    lease: Duration,
+    name: &str,
+    record: usize,
+) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key, observers]);
+    cmd.arg(token).arg(millis(lease)).arg(name).arg(record);
+    cmd
+}
+
+/// Extend the leadership `token` to `lease`. Replies [`Renewed`]: kept or gone.
+pub(crate) fn election_renew(key: &[u8], token: &str, lease: Duration) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_RENEW, &[key]);
+    cmd.arg(token).arg(millis(lease));
+    cmd
+}
+
+/// End the leadership `token` of the election at `key`, waking a candidate on `channel` if
+/// it is to `wake` one and every observer on `observers`, and leaving `latch`. Replies
+/// [`Released`]: deleted or not ours.
+pub(crate) fn election_resign(
+    (key, channel, observers, latch): (&[u8], &[u8], &[u8], &[u8]),
+    token: &str,
+    latch_ttl: Duration,
+    wake: bool,
+) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_RESIGN, &[key, channel, observers, latch]);
+    cmd.arg(token)
+        .arg(unlock_message(wake))
+        .arg(millis(latch_ttl));
+    cmd
+}
+
+/// Who leads the election at `key` (its counter and record of leaders beside), and the
+/// recorded leaders after epoch `after`. Replies `{epoch, name, pttl, counter, record}` as
+/// `scripts/election_read.lua` says.
+pub(crate) fn election_read(key: &[u8], counter: &[u8], record: &[u8], after: u64) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_READ, &[key, counter, record]);
+    cmd.arg(after);
+    cmd
 }
 
 /// `EVALSHA <sha> <number of keys> <keys...>`, with room for up to 6 arguments, so that

@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod defaults;
 mod doctor;
+mod election;
 mod errors;
 mod exclusion;
 mod explain;

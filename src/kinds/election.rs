@@ -1,0 +1,268 @@
+//! Leadership of an election as a kind: a hold owned by a random token, like the token
+//! lock's, that also draws an epoch from a counter that never expires, like the fenced
+//! lock's, and says who leads to anyone who reads the key.
+//!
+//! The election's key is a hash `{token, epoch, name}` that expires with the leader's
+//! lease; beside it, in the same cluster slot, the epoch counter (the fencing counter's
+//! name), a short record of the recent leaders and a channel on which every change of
+//! leader is announced to observers. Candidates wait on the lock channel as every waiter
+//! does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::Cmd;
+
+use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::layout::names;
+use crate::lease::holding::Holding;
+use crate::lease::shared::Shared;
+use crate::lease::target::Target;
+use crate::lease::watchdog::{self, Renewal};
+use crate::lease::workers::Ticket;
+use crate::topology::quorum::validity_end;
+use crate::transport::node::Node;
+use crate::transport::scripts::{self, Released};
+
+/// How many leaders an election's record keeps: an observer that falls further behind
+/// than this misses the oldest of them.
+pub(crate) const RECORD: usize = 100;
+
+/// Why an election refuses a client over several independent masters.
+const ONE_COUNTER: &str =
+    "an election's epochs need one counter, and Redlock's masters each keep their own";
+
+/// The kind behind a [`Leadership`](crate::Leadership).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Leading;
+
+/// What a leadership carries.
+pub struct LeadingHeld {
+    token: String,
+    epoch: u64,
+    /// The watchdog's ticket; dropped at resignation.
+    watchdog: Mutex<Option<Ticket>>,
+}
+
+impl LeadingHeld {
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// Who leads an election and who led it lately, as one read found it.
+pub(crate) struct Snapshot {
+    /// The leader's epoch and name, and its lease left (`None`: no expiry).
+    pub leader: Option<(u64, String, Option<Duration>)>,
+    /// The last epoch handed out.
+    pub counter: u64,
+    /// The recorded leaders after the epoch asked about, oldest first.
+    pub record: Vec<(u64, String)>,
+}
+
+/// The election's one node, or [`Error::Unsupported`] on a client over several.
+pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
+    match target.shared.nodes().list() {
+        [node] => Ok(node),
+        _ => Err(Error::Unsupported {
+            lock: target.subject().clone(),
+            reason: ONE_COUNTER,
+        }),
+    }
+}
+
+/// Reads who leads and the leaders recorded after epoch `after`, by `end` at the latest.
+pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot> {
+    let node = node(target)?;
+    let key = target.open()?;
+    let cmd = scripts::election_read(
+        key,
+        &names::fence_counter(key),
+        &names::election_record(key),
+        after,
+    );
+    type Reply = (i64, String, i64, i64, Vec<(i64, String)>);
+    let (epoch, name, pttl, counter, record): Reply =
+        node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
+    let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
+    Ok(Snapshot {
+        leader: u64::try_from(epoch)
+            .ok()
+            .filter(|&epoch| epoch > 0)
+            .map(|epoch| (epoch, name, lease_left)),
+        counter: u64::try_from(counter).unwrap_or_default(),
+        record: (record.into_iter())
+            .filter_map(|(epoch, name)| Some((u64::try_from(epoch).ok()?, name)))
+            .collect(),
+    })
+}
+
+impl Machinery for Leading {
+    const LABEL: &'static str = "election";
+
+    type Held = LeadingHeld;
+    type Affinity = ();
+
+    fn attempt(
+        target: &Target,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<LeadingHeld>> {
+        node(target)?;
+        let shared = &target.shared;
+        let key = target.key()?;
+        let token = names::random_id();
+        let script_lease = lease.unwrap_or(shared.config().lease);
+        let (counter, record) = (names::fence_counter(key), names::election_record(key));
+        let observers = names::election_channel(key);
+        let cmd = scripts::election_acquire(
+            (key, &counter, &record, &observers),
+            &token,
+            script_lease,
+            &shared.config().client_name,
+            RECORD,
+        );
+        let sent = Instant::now();
+        let nodes = shared.nodes();
+        let reply = nodes
+            .acquire::<(i64, i64)>(&cmd, limit, |&(status, _)| status == 1)
+            .pop()
+            .unwrap_or_else(|| Err(target.lost()));
+        let (status, number) = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                if err.is_not_replicated() {
+                    give_back(target, &token, None);
+                }
+                return Err(target.wrong_kind(err));
+            }
+        };
+        if status != 1 {
+            return Ok(Attempt::Busy(
+                u64::try_from(number).ok().map(Duration::from_millis),
+            ));
+        }
+        let Some(valid_until) =
+            validity_end(sent, script_lease).filter(|end| *end > Instant::now())
+        else {
+            give_back(target, &token, limit);
+            return Ok(Attempt::Retry(Error::ValidityExhausted {
+                lock: target.subject().clone(),
+                elapsed: sent.elapsed(),
+                lease: script_lease,
+            }));
+        };
+        let epoch = u64::try_from(number).unwrap_or_default();
+        acquired(target, lease, token, epoch, sent, valid_until)
+    }
+
+    fn release(target: &Target, hold: &Hold<LeadingHeld>) -> Result<()> {
+        target.begin()?;
+        if hold.holding.is_lost() {
+            return Err(target.lost());
+        }
+        // Stops the renewals; a renewal already on its way finishes first.
+        drop(hold.held.watchdog.lock().take());
+        let node = node(target)?;
+        let cmd = resign_cmd(target, &hold.held.token, true);
+        let end = Instant::now() + target.shared.config().response_timeout;
+        let released = hold.holding.exclusively(|| node.run::<Released>(&cmd, end));
+        match released.map_err(|err| err.with_lock(target.subject()))? {
+            Released::NotOurs => Err(target.found_lost(&hold.holding)),
+            _ => Ok(()),
+        }
+    }
+
+    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let snapshot = read(target, u64::MAX, end)
+            .map_err(|err| log::debug!("asking who leads {:?}: {err:#}", target.name()))
+            .ok()?;
+        let (epoch, name, ttl) = snapshot.leader?;
+        Some(HeldBy {
+            key: String::from_utf8_lossy(&target.shared_key()).into_owned(),
+            found: format!("a leader of epoch {epoch}"),
+            holder: Some(name),
+            ttl,
+        })
+    }
+}
+
+/// The resignation of the leadership `token`, with a latch of its own, waking a candidate
+/// if it is to `wake` one; observers are always told.
+fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
+    let key = target.shared_key();
+    let latch = names::unlock_latch(&key, &names::random_id());
+    let observers = names::election_channel(&key);
+    let latch_ttl = target.shared.config().latch_ttl();
+    scripts::election_resign(
+        (&key, target.channel(), &observers, &latch),
+        token,
+        latch_ttl,
+        wake,
+    )
+}
+
+/// Ends a leadership that an attempt took but does not keep (granted too slowly, or not
+/// acknowledged by enough replicas); failures are only logged, the lease ends it anyway.
+fn give_back(target: &Target, token: &str, limit: Option<Instant>) {
+    target.give_back(|wake| resign_cmd(target, token, wake), limit);
+}
+
+fn acquired(
+    target: &Target,
+    lease: Option<Duration>,
+    token: String,
+    epoch: u64,
+    sent: Instant,
+    valid_until: Instant,
+) -> Result<Attempt<LeadingHeld>> {
+    let holding = Arc::new(Holding::new(valid_until));
+    let mut ticket = None;
+    if lease.is_none() {
+        let renewal = Box::new(Renew {
+            key: target.shared_key(),
+            token: token.clone(),
+        });
+        match watchdog::start(target, &holding, sent, renewal) {
+            Ok(started) => ticket = Some(started),
+            Err(source) => {
+                give_back(target, &token, None);
+                return Err(Error::Watchdog {
+                    lock: target.subject().clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(Attempt::Acquired(Hold {
+        holding,
+        watched: lease.is_none(),
+        held: LeadingHeld {
+            token,
+            epoch,
+            watchdog: Mutex::new(ticket),
+        },
+    }))
+}
+
+/// What the watchdog renews for a leadership.
+struct Renew {
+    key: Arc<[u8]>,
+    token: String,
+}
+
+impl Renewal for Renew {
+    fn command(&self, _: &Shared, lease: Duration, _: bool) -> Cmd {
+        scripts::election_renew(&self.key, &self.token, lease)
+    }
+
+    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
+        // Only a resignation stops a leadership's renewals, and the watchdog checks for
+        // that before it calls a leadership lost.
+        true
+    }
+}

@@ -1,0 +1,45 @@
+-- Read who leads an election and who led it lately, writing nothing.
+-- KEYS[1]  the election's key
+-- KEYS[2]  the epoch counter "redisson_lock_token:{<key>}"
+-- KEYS[3]  the record of recent leaders "redisson_lock_token:{<key>}:redmutex_leaders"
+-- ARGV[1]  the last epoch the reader knows of (0: none): the record's entries after it are
+--          returned
+-- Reply    {epoch, name, pttl, counter, record}:
+--            epoch    the leader's epoch, 0 when nobody leads (no key, or a string key: a
+--                     SET-NX lock of another library);
+--            name     the leader's name, "" when nobody leads;
+--            pttl     the leader's lease left in milliseconds (-1: no expiry, -2: no key);
+--            counter  the last epoch handed out, 0 when none was;
+--            record   the recorded leaders after ARGV[1], oldest first, flat: epoch, name;
+--          the error "WRONGKIND <type>" when the key holds another kind of data.
+local kind = redis.call('type', KEYS[1]).ok
+local epoch, name = 0, ''
+if kind == 'hash' then
+    local held = redis.call('hmget', KEYS[1], 'epoch', 'name')
+    if not held[1] then
+        if redis.call('hexists', KEYS[1], 'mode') == 1 then
+            return redis.error_reply('WRONGKIND rwlock')
+        end
+        return redis.error_reply('WRONGKIND hash')
+    end
+    epoch, name = tonumber(held[1]), held[2] or ''
+elseif kind ~= 'none' and kind ~= 'string' then
+    return redis.error_reply('WRONGKIND ' .. kind)
+end
+local counter = 0
+if redis.call('type', KEYS[2]).ok == 'string' then
+    counter = tonumber(redis.call('get', KEYS[2])) or 0
+end
+local record = {}
+local after = tonumber(ARGV[1])
+if redis.call('type', KEYS[3]).ok == 'list' then
+    for _, entry in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+        local at = string.find(entry, ' ', 1, true)
+        local led = at and tonumber(string.sub(entry, 1, at - 1))
+        if led and led > after then
+            record[#record + 1] = led
+            record[#record + 1] = string.sub(entry, at + 1)
+        end
+    end
+end
+return {epoch, name, redis.call('pttl', KEYS[1]), counter, record}
