@@ -143,13 +143,16 @@ impl Config {
     }
 
     /// Sets what the user left unset and depends on another setting: the response timeout
-    /// is the smaller of 2 s and two thirds of the renew interval, so that every lease
-    /// builds, a third of the interval is left for a renewal to be tried again, and leases
-    /// of 9 s and more keep the 2 s (at 10,000 held locks a 10 s lease lost holds with
-    /// less: renewals in a burst took over 1.7 s on a 2-core machine).
+    /// is the smaller of 2 s and a third of what the lease leaves after the renew interval
+    /// (two thirds of the renew interval when it is the default third of the lease), so
+    /// that every lease and every renew interval builds, a renewal that hangs can be tried
+    /// again before the lease runs out, and leases of 9 s and more keep the 2 s (at 10,000
+    /// held locks a 10 s lease lost holds with less: renewals in a burst took over 1.7 s on
+    /// a 2-core machine).
     pub fn derive_defaults(&mut self) {
         if !self.response_timeout_set {
-            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(self.renew_interval() * 2 / 3);
+            let after_renewal = self.lease.saturating_sub(self.renew_interval());
+            self.response_timeout = DEFAULT_RESPONSE_TIMEOUT.min(after_renewal / 3);
         }
     }
 
@@ -185,12 +188,13 @@ impl Config {
         }
         // The lease and the renew interval first: the response timeout may follow them.
         check_lease(self.lease).or_else(|reason| bad("lease", reason))?;
+        // At most half the lease: a renewal that fails is tried again before it runs out.
         let renew = self.renew_interval();
-        if renew < Duration::from_millis(1) || renew >= self.lease {
+        if renew < Duration::from_millis(1) || renew > self.lease / 2 {
             return bad(
                 "renew_interval",
                 format!(
-                    "must be at least 1 ms and below the lease ({:?})",
+                    "must be at least 1 ms and at most half the lease ({:?})",
                     self.lease
                 ),
             );
@@ -206,13 +210,16 @@ impl Config {
                 );
             }
         }
-        // A renewal that hangs for a response timeout as long as the renew interval would let
-        // the lease run out before the watchdog sees an error.
-        if self.response_timeout >= renew {
+        // A renewal, and its retry, that each hang for the whole response timeout must both
+        // end before the lease left after the renew interval runs out; with the default
+        // renew interval (a third of the lease), that is below the interval.
+        let most = (self.lease - renew) / 2;
+        if self.response_timeout >= most {
             return bad(
                 "response_timeout",
                 format!(
-                    "must be below the renew interval ({renew:?}); keep it small against the lease"
+                    "must be below half of what the lease leaves after the renew interval \
+                     ({most:?}); keep it small against the lease"
                 ),
             );
         }

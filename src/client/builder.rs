@@ -153,13 +153,15 @@ impl LockClientBuilder {
     /// round on all nodes may take. A call with a deadline returns at most this long after
     /// it.
     ///
-    /// Defaults to the smaller of 2 s and two thirds of the [renew
-    /// interval](Self::renew_interval), so that any lease builds with this left unset: 2 s
-    /// for leases of 9 s and more (the default lease of 30 s is renewed every 10 s), 222 ms
-    /// for a 1 s lease. A value set here
-    /// is used as given: above zero, at most 600 s, and below the renew interval (a renewal
-    /// that hangs longer would let the lease run out unnoticed); keep it small against the
-    /// lease.
+    /// Defaults to the smaller of 2 s and a third of what the lease leaves after the [renew
+    /// interval](Self::renew_interval) (two thirds of the renew interval when that is the
+    /// default third of the lease), so that any lease and renew interval build with this left
+    /// unset: 2 s for leases of 9 s and more (the default lease of 30 s is renewed every
+    /// 10 s), 222 ms for a 1 s lease. A value set here is used as given: above zero, at most
+    /// 600 s, and below half of what the lease leaves after the renew interval, so that a
+    /// renewal and its retry, each hanging for the whole timeout, both end before the lease
+    /// does (with the default renew interval: below the interval); keep it small against
+    /// the lease.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
         self.config.response_timeout_set = true;
@@ -176,8 +178,9 @@ impl LockClientBuilder {
         self
     }
 
-    /// How often the watchdog renews: at least 1 ms and below the lease. Defaults to a third
-    /// of the lease. Unless set, the [response timeout](Self::response_timeout) follows it.
+    /// How often the watchdog renews: at least 1 ms and at most half the lease, so that a
+    /// renewal that fails is tried again before the lease runs out. Defaults to a third of
+    /// the lease. Unless set, the [response timeout](Self::response_timeout) follows it.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.config.renew_interval = Some(interval);
         self

@@ -72,16 +72,42 @@ fn hold_past_leases(server: &Server, lease: Duration, leases: u32) {
     assert_eq!(client.stats().locks_lost, 0, "lease {lease:?}");
 }
 
+/// Every renew interval the builder accepts with the default lease (1 ms to half of 30 s)
+/// builds, and renews a held lock, with the response timeout and the rest left alone;
+/// above half the lease it is refused.
 #[test]
-fn a_renew_interval_alone_builds_across_its_range() {
+fn a_renew_interval_alone_builds_and_renews_across_its_range() {
     let server = Server::start();
-    for millis in [1, 10, 300, 2_000, 9_999, 29_999] {
+    for millis in [1, 10, 300, 2_000, 9_999, 15_000] {
         let interval = Duration::from_millis(millis);
-        LockClient::builder(&server.url())
+        let client = LockClient::builder(&server.url())
             .renew_interval(interval)
             .build()
             .unwrap_or_else(|err| panic!("renew interval {interval:?} alone: {err}"));
+        let guard = client.lock("renewed").lock().unwrap();
+        assert!(
+            support::eventually(interval + Duration::from_secs(10), || client
+                .stats()
+                .renewals
+                > 0),
+            "renew interval {interval:?}: never renewed"
+        );
+        guard.unlock().unwrap();
     }
+    let err = LockClient::builder(&server.url())
+        .renew_interval(Duration::from_millis(15_001))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                setting: "renew_interval",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
