@@ -2,12 +2,13 @@
 //! formed with cluster commands (no `redis-cli`), and the faults played on it: a slot
 //! migrated by hand, a replica promoted with `CLUSTER FAILOVER`, a primary SIGKILLed.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use redis::Value;
 use redmutex::{LockClient, LockClientBuilder};
 
-use super::{Args, Server, eventually, free_port};
+use super::{Args, Server, eventually};
 
 /// How long a node may be silent before the others hold it failed: short, so that a killed
 /// primary's replica is promoted within seconds.
@@ -336,15 +337,18 @@ pub fn lone_primary() -> Server {
 /// default, port + 10000, may be taken or out of range) and its node table in the temporary
 /// directory.
 fn start_node() -> Server {
-    let bus = free_port();
-    let file = std::env::temp_dir().join(format!("redmutex-cluster-{bus}.conf"));
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let file = std::env::temp_dir().join(format!(
+        "redmutex-cluster-{}-{}.conf",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_file(&file);
     Server::start_with(Args {
+        own_port: Some("--cluster-port"),
         trailing: vec![
             "--cluster-enabled".into(),
             "yes".into(),
-            "--cluster-port".into(),
-            bus.to_string(),
             "--cluster-config-file".into(),
             file.display().to_string(),
             "--cluster-node-timeout".into(),

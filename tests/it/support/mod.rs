@@ -64,6 +64,9 @@ pub struct Args {
     pub trailing: Vec<String>,
     /// The password the server wants (`requirepass`), for `url` and `conn`.
     pub password: Option<String>,
+    /// An argument that takes a free port of its own (`--cluster-port`): drawn with the
+    /// server's port for each try to start, and kept across restarts.
+    pub own_port: Option<&'static str>,
 }
 
 /// A running redis-server and its supervisor.
@@ -105,10 +108,15 @@ impl Server {
     pub fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
         for _ in 0..5 {
             let port = free_port();
+            let mut args = args.clone();
+            if let Some(flag) = args.own_port.take() {
+                args.trailing
+                    .extend([flag.to_owned(), free_port().to_string()]);
+            }
             let mut server = Server {
                 process: None,
                 port,
-                args: args.clone(),
+                args,
                 tls: tls.clone(),
             };
             if server.spawn() {

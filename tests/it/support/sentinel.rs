@@ -80,9 +80,9 @@ impl Deployment {
                 own.extend(["--tls-replication".into(), "yes".into()]);
             }
             Args {
-                leading: Vec::new(),
                 trailing: [auth.clone(), own, trailing].concat(),
                 password: options.password.clone(),
+                ..Args::default()
             }
         };
         let tls = options.tls.clone().map(|certs| (certs, false));
@@ -115,8 +115,8 @@ impl Deployment {
             std::fs::write(&conf, deployment.sentinel_conf()).unwrap();
             let args = Args {
                 leading: vec![conf.to_str().unwrap().into(), "--sentinel".into()],
-                trailing: Vec::new(),
                 password: options.sentinel_password.clone(),
+                ..Args::default()
             };
             let sentinel = Server::start_configured(args, tls.clone());
             deployment.sentinels.push(sentinel);
