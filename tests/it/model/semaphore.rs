@@ -28,6 +28,12 @@ pub enum Op {
     Release {
         which: usize,
     },
+    /// A release that reaches Redis `ms` late, as on a busy machine: the server is paused
+    /// from just before the call until `ms` after.
+    LateRelease {
+        which: usize,
+        ms: u64,
+    },
     Pass {
         ms: u64,
     },
@@ -45,6 +51,7 @@ pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
         2 => (0..2usize, 10u64..60, 5u64..40)
             .prop_map(|(client, lease, wait)| Op::Wait { client, lease, wait }),
         5 => (0..4usize).prop_map(|which| Op::Release { which }),
+        1 => (0..4usize, 1u64..40).prop_map(|(which, ms)| Op::LateRelease { which, ms }),
         4 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
         1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
         3 => (10u64..80).prop_map(|lease| Op::JavaTake { lease }),
@@ -169,34 +176,8 @@ impl Case<'_> {
                 let result = sem.try_acquire_for_with_lease(wait, lease_d);
                 self.taken(Lease::Ms(lease), result, free)
             }
-            Op::Release { which } => {
-                if self.ours.is_empty() {
-                    return Ok(());
-                }
-                let ours = self.ours.remove(which % self.ours.len());
-                let (health, until) = (ours.permit.health(), ours.permit.valid_until());
-                let started = Instant::now();
-                let result = ours.permit.release();
-                self.log.push(format!("  {result:?}"));
-                match result {
-                    Ok(()) => Ok(()),
-                    Err(err) if err.is_lost() => {
-                        if health == Health::Held && until > started + SLACK {
-                            return Err(format!(
-                                "a permit's release found it gone, while it said Held for {:?} \
-                                 more: {err}",
-                                until - started
-                            ));
-                        }
-                        Ok(())
-                    }
-                    Err(err) if err.is_connection() => {
-                        self.ghost = self.ghost.extend(Instant::now() + ours.lease.script());
-                        Ok(())
-                    }
-                    Err(err) => Err(format!("a permit's release failed: {err}")),
-                }
-            }
+            Op::Release { which } => self.release(which, None),
+            Op::LateRelease { which, ms } => self.release(which, Some(Duration::from_millis(ms))),
             Op::Pass { ms } => {
                 std::thread::sleep(Duration::from_millis(ms));
                 Ok(())
@@ -249,6 +230,49 @@ impl Case<'_> {
                 self.log.push(format!("  Java released: {released}"));
                 Ok(())
             }
+        }
+    }
+
+    /// Releases one of our permits, with the server paused for `late` first.
+    fn release(&mut self, which: usize, late: Option<Duration>) -> Result<(), String> {
+        if self.ours.is_empty() {
+            return Ok(());
+        }
+        let ours = self.ours.remove(which % self.ours.len());
+        let (health, until) = (ours.permit.health(), ours.permit.valid_until());
+        let server = &self.h.server;
+        let result = std::thread::scope(|scope| {
+            if let Some(late) = late {
+                server.pause();
+                scope.spawn(move || {
+                    std::thread::sleep(late);
+                    server.resume();
+                });
+            }
+            ours.permit.release()
+        });
+        // The script ran at some time during the call, not necessarily as it began: a busy
+        // machine can hold a call back for longer than a lease has left. Only a guard still
+        // valid when the reply came says the permit was gone while held.
+        let ended = Instant::now();
+        self.log.push(format!("  {result:?}"));
+        match result {
+            Ok(()) => Ok(()),
+            Err(err) if err.is_lost() => {
+                if health == Health::Held && until > ended + SLACK {
+                    return Err(format!(
+                        "a permit's release found it gone, while it said Held for {:?} \
+                         more after the reply: {err}",
+                        until - ended
+                    ));
+                }
+                Ok(())
+            }
+            Err(err) if err.is_connection() => {
+                self.ghost = self.ghost.extend(Instant::now() + ours.lease.script());
+                Ok(())
+            }
+            Err(err) => Err(format!("a permit's release failed: {err}")),
         }
     }
 
