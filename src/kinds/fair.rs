@@ -10,7 +10,10 @@ use crate::base::error::{Error, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
 use crate::layout::names;
+use crate::layout::owner::current_thread;
+use crate::lease::hold_table::Mode;
 use crate::lease::target::Target;
+use crate::topology::quorum::validity_end;
 use crate::transport::scripts;
 
 /// The fair kind, Redisson's `RFairLock` layout: the [`Reentrant`] lock's hash, plus a
@@ -30,6 +33,46 @@ use crate::transport::scripts;
 ///
 /// Reentrant, and held by a thread like the [`Reentrant`] lock: a thread that holds it
 /// takes it again without queuing.
+///
+/// # Direct hand-off
+///
+/// With [`direct_handoff`](crate::LockClientBuilder::direct_handoff) on (the default), the
+/// last release hands the lock to the head of the queue when that waiter is ours and takes
+/// grants, and the waiter returns its guard without asking Redis again: one round trip from
+/// release to the next holder instead of two. Every step, and how each edge is undone:
+///
+/// - **Who is granted.** The release script (`fair_release.lua`) grants only a head whose
+///   owner field has a version-8 UUID as client id — the ids of clients with the hand-off
+///   on; Redisson's are random version-4 UUIDs, and so are ours with it off — and that is
+///   in this crate's set of its own waiters. Telling them apart reads nothing but the queue
+///   the release reads anyway. Anyone else at the head is woken with Redisson's `0` and
+///   takes the lock itself, exactly as without the hand-off.
+/// - **The grant.** In the release's script, the head leaves the queue and its field is
+///   set to 1 hold; the key expires when the head's place in the queue would have run out
+///   (its last attempt plus `fair_queue_wait`), or one watchdog lease of the releasing
+///   client from now if that is sooner (the *grant lease*). `granted:<lease ms>` is
+///   published on the head's channel.
+/// - **The waiter.** Its subscriber thread marks its signal granted, if the signal is
+///   armed: only a message published after the waiter registered counts (see
+///   `notify::hub::Signal`), so that a grant from an earlier wait can never be taken for
+///   this one. The release ran after the waiter's last attempt that found the lock busy,
+///   so the key lasts at least the smaller of its own `fair_queue_wait` and the releasing
+///   client's lease from that attempt's sending: that, less the drift allowance, is the
+///   guard's validity. Its watchdog renews at once, which confirms the grant and sets the
+///   waiter's own lease. A waiter with an explicit lease, one that needs replica
+///   acknowledgements, or one whose grant has less than a third of its validity left, confirms by an
+///   attempt instead (two round trips, as without the hand-off).
+/// - **Lost message.** An attempt finds the waiter's field at 1 while it believes it has
+///   no hold: it takes the lock with that count, 1, never 2 (the acquire script sets the
+///   count the owner expects, it does not add).
+/// - **Gave up.** A waiter that leaves without a guard (deadline, cancellation, error) runs
+///   its give-up script, which gives back a hold it did not know it had and passes the
+///   turn on: granted to the next waiter that takes grants, or woken.
+/// - **Crashed.** A granted waiter that never confirms loses the lock when the grant lease
+///   runs out: no later than it would have kept its place at the head of the queue (which
+///   held everyone up just as long before), nor later than a watchdog lease.
+/// - **Off.** With the hand-off off, a client's id is a version-4 UUID, its releases and
+///   give-ups grant nothing, and it is never granted: Redisson's protocol, unchanged.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fair;
 
@@ -95,6 +138,33 @@ impl Machinery for Fair {
         scripts::fair_force_unlock(key, target.channel(), latch, keys.get(), latch_ttl)
     }
 
+    fn takes_grants(target: &Target) -> bool {
+        target.shared.config().direct_handoff
+    }
+
+    /// Takes the hold a release granted, valid for what the grant lease keeps at least; it
+    /// confirms by an attempt instead when it has an explicit lease, needs replica
+    /// acknowledgements, or when less than a third of that validity is left.
+    fn granted(
+        target: &Target,
+        lease: Option<Duration>,
+        since: Instant,
+        cap: Duration,
+    ) -> Option<Result<Attempt<()>>> {
+        let config = target.shared.config();
+        if lease.is_some() || !config.direct_handoff || config.replica_acks.is_some() {
+            return None;
+        }
+        let bound = config.fair_queue_wait.min(cap);
+        let valid_until = validity_end(since, bound)?;
+        // A waiter comes back every third of its place at least: a live one has two
+        // thirds of it left, less the delivery, unless it was held up.
+        if valid_until <= Instant::now() + bound / 3 {
+            return None;
+        }
+        reentrant::take_granted::<Self>(target, valid_until)
+    }
+
     fn longest_wait(target: &Target) -> Option<Duration> {
         Some(target.shared.config().fair_queue_wait / 3)
     }
@@ -107,7 +177,16 @@ impl Machinery for Fair {
             return; // refused before anything was sent: see `attempt`
         }
         let keys = QueueKeys::of(key);
-        let cmd = scripts::fair_give_up(key, target.channel(), keys.get(), &owner(target));
+        let id = (target.shared_key(), current_thread(), Mode::Only);
+        let held = target.shared.holds().state(&id).0;
+        let cmd = scripts::fair_give_up(
+            key,
+            target.channel(),
+            keys.get(),
+            &owner(target),
+            held,
+            grant_cap(target),
+        );
         let nodes = target.shared.nodes();
         for result in nodes.run_all::<i64>(&cmd, None) {
             if let Err(err) = result {
@@ -119,6 +198,13 @@ impl Machinery for Fair {
             }
         }
     }
+}
+
+/// The longest lease this client's releases and give-ups grant the next waiter: its
+/// watchdog lease, or `None` with the hand-off off.
+fn grant_cap(target: &Target) -> Option<Duration> {
+    let config = target.shared.config();
+    config.direct_handoff.then_some(config.lease)
 }
 
 impl Hashed for Fair {
@@ -143,6 +229,7 @@ impl Hashed for Fair {
             held,
             latch_ttl,
             wake,
+            grant_cap(target),
         )
     }
 

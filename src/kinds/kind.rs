@@ -150,6 +150,26 @@ pub(crate) mod sealed {
             })
         }
 
+        /// Whether this thread's waits take grants: a release that hands the lock straight
+        /// to its waiter (the fair lock's direct hand-off).
+        fn takes_grants(_: &Target) -> bool {
+            false
+        }
+
+        /// A grant was received (see [`takes_grants`](Self::takes_grants)) by a waiter whose
+        /// last attempt that found the lock busy was sent at `since`; the release that
+        /// granted it ran after that attempt and set a grant lease of at least the smaller
+        /// of `cap` and the waiter's own place in the queue. The hold, taken on the grant's
+        /// word; `None` when the waiter is to confirm it by an attempt instead.
+        fn granted(
+            _: &Target,
+            _lease: Option<Duration>,
+            _since: Instant,
+            _cap: Duration,
+        ) -> Option<Result<Attempt<Self::Held>>> {
+            None
+        }
+
         /// Run when an acquisition ends without the lock (deadline, busy on a `try_lock`,
         /// error, a re-entry that found its hold lost) after an attempt that may have
         /// queued it: one that found the lock busy, or failed after it may have reached

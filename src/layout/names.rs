@@ -113,6 +113,18 @@ pub(crate) fn woken_by(channel: &[u8], payload: &[u8]) -> Option<usize> {
     (payload != b"1").then_some(1)
 }
 
+/// The prefix of the message with which a fair lock's release tells the waiter at the head
+/// of its queue that it holds the lock now (a direct hand-off): `granted:<ms>`, `<ms>` the
+/// longest the grant lease may be (the releasing client's watchdog lease). Redisson never
+/// sends it, and is never sent it.
+pub(crate) const GRANT_MESSAGE: &str = "granted:";
+
+/// The longest grant lease a grant message names; `None` for any other message.
+pub(crate) fn granted_by(payload: &[u8]) -> Option<std::time::Duration> {
+    let millis = std::str::from_utf8(payload.strip_prefix(GRANT_MESSAGE.as_bytes())?).ok()?;
+    Some(std::time::Duration::from_millis(millis.parse().ok()?))
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
@@ -221,6 +233,17 @@ mod tests {
         assert_eq!(woken_by(&semaphore, b"3"), Some(3));
         assert_eq!(woken_by(&semaphore, b"1"), Some(1));
         assert_eq!(woken_by(&semaphore, b"x"), Some(1));
+    }
+
+    #[test]
+    fn a_grant_message_names_its_longest_lease_and_others_name_none() {
+        assert_eq!(
+            granted_by(b"granted:30000"),
+            Some(std::time::Duration::from_secs(30))
+        );
+        for other in [&b"0"[..], b"1", b"granted:", b"granted:x", b"granted:-1"] {
+            assert_eq!(granted_by(other), None, "{other:?}");
+        }
     }
 
     #[test]

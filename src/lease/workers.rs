@@ -181,7 +181,8 @@ impl Workers {
         }
     }
 
-    /// Schedules `work`, whose first step is due at `due`, to run on a thread of its own.
+    /// Schedules `work`, whose first step is due at `due`, to run on a thread of its own;
+    /// work due already is handed over at once.
     /// Fails only when the timer thread cannot be started.
     pub fn start(&self, due: Instant, work: Work) -> std::io::Result<Ticket> {
         self.start_timer()?;
@@ -192,7 +193,9 @@ impl Workers {
         entries.next_id += 1;
         entries.waiting.insert(key);
         entries.slots.insert(key.1, slot.clone());
-        if entries.timer_dozing {
+        // Work due at once (a granted hold's confirming renewal) does not wait for the
+        // timer's next tick.
+        if entries.timer_dozing || key.0 <= Instant::now() {
             entries.timer_dozing = false;
             schedule.wake.notify_one();
         }
