@@ -58,10 +58,11 @@ use crate::transport::scripts;
 ///   this one. The release ran after the waiter's last attempt that found the lock busy,
 ///   so the key lasts at least the smaller of its own `fair_queue_wait` and the releasing
 ///   client's lease from that attempt's sending: that, less the drift allowance, is the
-///   guard's validity. Its watchdog renews at once, which confirms the grant and sets the
-///   waiter's own lease. A waiter with an explicit lease, one that needs replica
-///   acknowledgements, or one whose grant has less than a third of its validity left, confirms by an
-///   attempt instead (two round trips, as without the hand-off).
+///   guard's validity. Its watchdog renews a third of the way into that validity, which
+///   confirms the grant and sets the waiter's own lease (a hold released sooner needs no
+///   confirming). A waiter with an explicit lease, one that needs replica
+///   acknowledgements, or one whose grant has less than a third of its validity left,
+///   confirms by an attempt instead (two round trips, as without the hand-off).
 /// - **Lost message.** An attempt finds the waiter's field at 1 while it believes it has
 ///   no hold: it takes the lock with that count, 1, never 2 (the acquire script sets the
 ///   count the owner expects, it does not add).

@@ -26,8 +26,8 @@
 -- off) and it is in KEYS[6] (queued by fair_acquire.lua) — the head leaves the queue and
 -- becomes the holder here: its field is set to 1 and the key expires when its place would
 -- have run out (its time in KEYS[6]), or ARGV[6] from now if that is sooner. The message
--- "granted:<ARGV[6]>" on its channel tells it; its client renews at once, which confirms
--- the grant with its own lease. A crashed or departed head thus holds the lock no longer
+-- "granted:<ARGV[6]>" on its channel tells it; its client renews before a third of the
+-- grant has passed, which confirms the grant with its own lease. A crashed or departed head thus holds the lock no longer
 -- than it would have kept its place at the head of the queue (which stopped everyone just
 -- as long before), nor longer than a watchdog lease. A waiter that gave up passes the grant
 -- on (fair_give_up.lua); one that missed the message finds the hold by its next attempt,
