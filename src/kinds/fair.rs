@@ -9,7 +9,7 @@ use redis::{Cmd, Value};
 use crate::base::error::{Error, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
-use crate::layout::names;
+use crate::layout::names::{self, Granted};
 use crate::layout::owner::current_thread;
 use crate::lease::hold_table::Mode;
 use crate::lease::target::Target;
@@ -50,12 +50,16 @@ use crate::transport::scripts;
 /// - **The grant.** In the release's script, the head leaves the queue and its field is
 ///   set to 1 hold; the key expires when the head's place in the queue would have run out
 ///   (its last attempt plus `fair_queue_wait`), or one watchdog lease of the releasing
-///   client from now if that is sooner (the *grant lease*). `granted:<lease ms>` is
-///   published on the head's channel.
+///   client from now if that is sooner (the *grant lease*).
+///   `granted:<lease ms>:<place>` is published on the head's channel.
 /// - **The waiter.** Its subscriber thread marks its signal granted, if the signal is
 ///   armed: only a message published after the waiter registered counts (see
 ///   `notify::hub::Signal`), so that a grant from an earlier wait can never be taken for
-///   this one. The release ran after the waiter's last attempt that found the lock busy,
+///   this one. The message names the waiter's place as its last attempt set it, and the
+///   acquire script's busy reply tells the waiter that place: a grant naming another one
+///   came before that attempt, which found the lock busy all the same (the grant had
+///   lapsed, or was deleted by force), and only wakes the waiter. So the release ran
+///   after the waiter's last attempt that found the lock busy,
 ///   so the key lasts at least the smaller of its own `fair_queue_wait` and the releasing
 ///   client's lease from that attempt's sending: that, less the drift allowance, is the
 ///   guard's validity. Its watchdog renews a third of the way into that validity, which
@@ -82,6 +86,18 @@ pub struct Fair;
 /// of ours keeps that much in reserve for each Redisson waiter ahead of it, or the gap
 /// between that waiter's place and the one before, if larger.
 const JAVA_WAIT: Duration = Duration::from_secs(300);
+
+thread_local! {
+    /// The lock key and the place (this crate's time for the waiter in the queue, the
+    /// server's milliseconds) of this thread's last attempt that found a fair lock busy.
+    /// A grant names the place its waiter had: the same place shows that the grant came
+    /// after that attempt. A thread waits for one lock at a time, and its attempts and its
+    /// grants are its own.
+    static LAST_PLACE: std::cell::RefCell<Option<(std::sync::Arc<[u8]>, u64)>> =
+        const { std::cell::RefCell::new(None) };
+    /// The place in the reply being read, for [`Fair::attempt`] to keep.
+    static PLACE_SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
 
 /// The keys of a fair lock's queue, named after its key.
 struct QueueKeys {
@@ -121,7 +137,13 @@ impl Machinery for Fair {
                 reason: "a queue needs one order, and Redlock's masters each keep their own",
             });
         }
-        reentrant::take::<Self>(target, lease, limit)
+        PLACE_SEEN.set(None);
+        let attempt = reentrant::take::<Self>(target, lease, limit);
+        if let Ok(Attempt::Busy(_) | Attempt::Queued) = &attempt {
+            let place = PLACE_SEEN.take().map(|place| (target.shared_key(), place));
+            LAST_PLACE.set(place);
+        }
+        attempt
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
@@ -150,13 +172,22 @@ impl Machinery for Fair {
         target: &Target,
         lease: Option<Duration>,
         since: Instant,
-        cap: Duration,
+        grant: Granted,
     ) -> Option<Result<Attempt<()>>> {
         let config = target.shared.config();
         if lease.is_some() || !config.direct_handoff || config.replica_acks.is_some() {
             return None;
         }
-        let bound = config.fair_queue_wait.min(cap);
+        // Granted at the place the last busy attempt set: no attempt came after the grant.
+        // A grant made before that attempt was undone by the time it ran (it found the
+        // lock busy): a late message of it is no hold.
+        let key = target.shared_key();
+        let same =
+            |(last, place): &(std::sync::Arc<[u8]>, u64)| **last == *key && *place == grant.place;
+        if !LAST_PLACE.with_borrow(|last| last.as_ref().is_some_and(same)) {
+            return None;
+        }
+        let bound = config.fair_queue_wait.min(grant.cap);
         let valid_until = validity_end(since, bound)?;
         // A waiter comes back every third of its place at least: a live one has two
         // thirds of it left, less the delivery, unless it was held up.
@@ -234,8 +265,15 @@ impl Hashed for Fair {
         )
     }
 
+    /// As the reentrant lock's, but busy is `{pttl, place}`: the place is kept for this
+    /// thread (see `LAST_PLACE`).
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
-        Reentrant::grant(reply)
+        let Value::Array(_) = reply else {
+            return Reentrant::grant(reply);
+        };
+        let (ttl, place): (i64, u64) = redis::from_redis_value(reply)?;
+        PLACE_SEEN.set(Some(place));
+        Ok(Grant::Busy(ttl))
     }
 
     fn held(_: Option<u64>) -> Self::Held {}

@@ -15,6 +15,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
+use crate::layout::names::Granted;
 use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
@@ -157,15 +158,14 @@ pub(crate) mod sealed {
         }
 
         /// A grant was received (see [`takes_grants`](Self::takes_grants)) by a waiter whose
-        /// last attempt that found the lock busy was sent at `since`; the release that
-        /// granted it ran after that attempt and set a grant lease of at least the smaller
-        /// of `cap` and the waiter's own place in the queue. The hold, taken on the grant's
-        /// word; `None` when the waiter is to confirm it by an attempt instead.
+        /// last attempt that found the lock busy was sent at `since`. The hold, taken on
+        /// the grant's word, if the grant shows it came after that attempt; `None` when the
+        /// waiter is to confirm it by an attempt instead.
         fn granted(
             _: &Target,
             _lease: Option<Duration>,
             _since: Instant,
-            _cap: Duration,
+            _grant: Granted,
         ) -> Option<Result<Attempt<Self::Held>>> {
             None
         }

@@ -284,13 +284,13 @@ impl<K: Kind> Lock<K> {
                 woken_at = Some(woken);
                 // A direct hand-off: the release made this waiter the holder. A cancelled
                 // wait takes nothing: its give-up passes the grant on.
-                let grant = waiting.signal.take_grant().map(|cap| (cap, busy_since));
+                let grant = waiting.signal.take_grant();
                 if grant.is_some() {
                     self.check_cancelled()?;
                 }
-                if let Some((cap, since)) = grant
+                if let Some(grant) = grant
                     && let Some(Attempt::Acquired(hold)) =
-                        K::granted(target, lease, since, cap).transpose()?
+                        K::granted(target, lease, busy_since, grant).transpose()?
                 {
                     metrics::handoff(K::LABEL, woken.elapsed());
                     waiting.woken = false;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::layout::names::Granted;
 use crate::topology::server::Topology;
 
 /// Publishes a wake-up (the payload) on a channel over a pooled connection, waiting at most
@@ -111,9 +112,8 @@ pub(crate) struct Signal {
 struct Flags {
     raised: bool,
     armed: bool,
-    /// A grant received while armed: the longest its grant lease may be, as the releasing
-    /// client said.
-    grant: Option<Duration>,
+    /// A grant received while armed, as its message said.
+    grant: Option<Granted>,
 }
 
 impl Signal {
@@ -126,12 +126,12 @@ impl Signal {
         newly
     }
 
-    /// Raises the signal for a grant whose lease is at most `cap`, recorded if the signal
-    /// is armed; false if it was raised already.
-    pub fn raise_granted(&self, cap: Duration) -> bool {
+    /// Raises the signal for `grant`, recorded if the signal is armed; false if it was
+    /// raised already.
+    pub fn raise_granted(&self, grant: Granted) -> bool {
         let mut state = self.state.lock();
         if state.armed {
-            state.grant = Some(cap);
+            state.grant = Some(grant);
         }
         drop(state);
         self.raise()
@@ -144,7 +144,7 @@ impl Signal {
     }
 
     /// The grant received, if any, taken off the signal.
-    pub fn take_grant(&self) -> Option<Duration> {
+    pub fn take_grant(&self) -> Option<Granted> {
         self.state.lock().grant.take()
     }
 
@@ -176,14 +176,14 @@ impl State {
         }
     }
 
-    /// Raises the first waiter of `channel` with a grant whose lease is at most `cap`
-    /// (recorded if it is armed), and sends it to the back of the line. A channel that
-    /// carries grants is one owner's, so it has one waiter at most per client.
-    pub fn raise_granted(&mut self, channel: &[u8], cap: Duration) {
+    /// Raises the first waiter of `channel` with `grant` (recorded if it is armed), and
+    /// sends it to the back of the line. A channel that carries grants is one owner's, so
+    /// it has one waiter at most per client.
+    pub fn raise_granted(&mut self, channel: &[u8], grant: Granted) {
         if let Some(entry) = self.channels.get_mut(channel)
             && let Some(waiter) = entry.waiters.pop_front()
         {
-            waiter.raise_granted(cap);
+            waiter.raise_granted(grant);
             entry.waiters.push_back(waiter);
         }
     }

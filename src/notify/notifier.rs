@@ -319,7 +319,10 @@ mod tests {
     #[test]
     fn a_grant_counts_only_once_a_message_after_the_registration_armed_the_signal() {
         let (hub, subs) = hub_with(b"c", 1);
-        let cap = std::time::Duration::from_secs(1);
+        let cap = crate::layout::names::Granted {
+            cap: std::time::Duration::from_secs(1),
+            place: 7,
+        };
         let signal = &subs[0].signal;
         hub.state.lock().unarmed.push((5, signal.clone()));
         // Possibly from an earlier wait: a wake-up only.

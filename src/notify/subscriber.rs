@@ -371,7 +371,7 @@ impl<'a> Link<'a> {
                 };
                 let mut state = self.hub.state.lock();
                 match names::granted_by(&payload) {
-                    Some(cap) => state.raise_granted(&channel, cap),
+                    Some(grant) => state.raise_granted(&channel, grant),
                     None => state.raise(&channel, names::woken_by(&channel, &payload)),
                 }
             }

@@ -652,3 +652,48 @@ fn crashing_worker() {
         guard.unlock().unwrap();
     }
 }
+
+/// A grant message naming a place other than the one the waiter's last busy attempt set
+/// was sent before that attempt, and the attempt found the lock busy all the same: the
+/// grant was undone since (expired, or deleted by force). Its late message is no hold.
+#[test]
+fn a_late_grant_message_from_before_the_last_attempt_is_no_hold() {
+    let server = Server::start();
+    let guard = server.client().fair_lock(NAME).lock().unwrap();
+    let client = server.client();
+    let waiter = waiting(&server, client.fair_lock(NAME), NO_HANG);
+    let owner = holders(&server)[0].0.clone();
+    let field: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_ne!(field, owner);
+    let place: u64 = redis::cmd("ZSCORE")
+        .arg(ALIVE)
+        .arg(&field)
+        .query(&mut server.conn())
+        .unwrap();
+    let calls = server.calls("evalsha");
+    let channel = format!("redisson_lock__channel:{{fair}}:{field}");
+    let stale = format!("granted:30000:{}", place - 1);
+    let heard: u64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(&stale)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(heard, 1);
+    // The waiter is woken, attempts, finds the lock busy and waits on.
+    support::await_calls(&server, calls + 1);
+    assert!(waiter.got.try_recv().is_err(), "the late grant was taken");
+    assert_eq!(client.stats().grants_taken, 0);
+    assert_eq!(holders(&server)[0].0, owner);
+    guard.unlock().unwrap();
+    assert_eq!(waiter.outcome().unwrap(), Some(1));
+    assert_eq!(
+        client.stats().grants_taken,
+        1,
+        "the real grant was not taken"
+    );
+    waiter.unlock();
+}

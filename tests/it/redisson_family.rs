@@ -467,7 +467,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     assert!(java_fair_acquire(&server, &first).is_some());
     // A waiter of ours queues behind the first Java waiter, with a place that reserves
     // that waiter's wait, and never comes back: its process crashed after one attempt.
-    let crashed: Option<i64> = redisson(
+    let crashed: Option<(i64, i64)> = redisson(
         &server,
         include_str!("../../src/transport/scripts/fair_acquire.lua"),
         &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],

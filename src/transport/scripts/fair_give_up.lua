@@ -64,7 +64,7 @@ if channel and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
         local now = redis.call('time')
         now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
         grant = math.min(until_ - now, tonumber(ARGV[4]))
-        message = 'granted:' .. ARGV[4]
+        message = 'granted:' .. ARGV[4] .. ':' .. string.format('%.0f', until_)
     end
 end
 if check then

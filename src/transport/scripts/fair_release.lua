@@ -26,7 +26,8 @@
 -- off) and it is in KEYS[6] (queued by fair_acquire.lua) — the head leaves the queue and
 -- becomes the holder here: its field is set to 1 and the key expires when its place would
 -- have run out (its time in KEYS[6]), or ARGV[6] from now if that is sooner. The message
--- "granted:<ARGV[6]>" on its channel tells it; its client renews before a third of the
+-- "granted:<ARGV[6]>:<its time in KEYS[6]>" on its channel tells it (the time, which its
+-- last attempt set and was told, shows the waiter that no attempt of its came after); its client renews before a third of the
 -- grant has passed, which confirms the grant with its own lease. A crashed or departed head thus holds the lock no longer
 -- than it would have kept its place at the head of the queue (which stopped everyone just
 -- as long before), nor longer than a watchdog lease. A waiter that gave up passes the grant
@@ -75,7 +76,7 @@ if channel and ARGV[6] ~= '0' and head ~= ARGV[3] and #head > 37
     local until_ = tonumber(redis.call('zscore', KEYS[6], head))
     if until_ then
         grant = math.min(until_ - now, tonumber(ARGV[6]))
-        message = 'granted:' .. ARGV[6]
+        message = 'granted:' .. ARGV[6] .. ':' .. string.format('%.0f', until_)
     end
 end
 if check then
