@@ -139,10 +139,12 @@ impl Machinery for Fair {
         }
         PLACE_SEEN.set(None);
         let attempt = reentrant::take::<Self>(target, lease, limit);
-        if let Ok(Attempt::Busy(_) | Attempt::Queued) = &attempt {
-            let place = PLACE_SEEN.take().map(|place| (target.shared_key(), place));
-            LAST_PLACE.set(place);
-        }
+        // Only a busy attempt leaves a place a grant may name: after any other (one that
+        // took the lock and gave it back as too slow, say) no grant counts until the next
+        // busy attempt.
+        let busy = matches!(attempt, Ok(Attempt::Busy(_) | Attempt::Queued));
+        let place = PLACE_SEEN.take().filter(|_| busy);
+        LAST_PLACE.set(place.map(|place| (target.shared_key(), place)));
         attempt
     }
 
