@@ -58,11 +58,10 @@ use crate::transport::scripts;
 ///   this one. The message names the waiter's place as its last attempt set it, and the
 ///   acquire script's busy reply tells the waiter that place: a grant naming another one
 ///   came before that attempt, which found the lock busy all the same (the grant had
-///   lapsed, or was deleted by force), and only wakes the waiter. So the release ran
-///   after the waiter's last attempt that found the lock busy,
-///   so the key lasts at least the smaller of its own `fair_queue_wait` and the releasing
-///   client's lease from that attempt's sending: that, less the drift allowance, is the
-///   guard's validity. Its watchdog renews a third of the way into that validity, which
+///   lapsed, or was deleted by force), and only wakes the waiter. A grant taken thus ran
+///   after the waiter's last attempt that found the lock busy, and the key lasts at least
+///   the smaller of its own `fair_queue_wait` and the releasing client's lease from that
+///   attempt's sending: that, less the drift allowance, is the guard's validity. Its watchdog renews a third of the way into that validity, which
 ///   confirms the grant and sets the waiter's own lease (a hold released sooner needs no
 ///   confirming). A waiter with an explicit lease, one that needs replica
 ///   acknowledgements, or one whose grant has less than a third of its validity left,
