@@ -6,7 +6,8 @@
 //! times on shared machines swing severalfold; the ratios are the result.
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
-//! Cluster rows.
+//! Cluster rows; `bench handoff` only the fair lock's direct hand-off rows, on against off
+//! (with `quick` too, shorter).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -59,6 +60,9 @@ fn main() -> Result<()> {
         return print(cluster(&plan)?);
     }
     let (url, _throwaway) = redis_url();
+    if args.iter().any(|arg| arg == "handoff") {
+        return print(direct_handoff(&plan, &url)?);
+    }
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
 
@@ -195,6 +199,7 @@ fn main() -> Result<()> {
         ),
     ));
     rows.extend(family(&plan, &url, &client)?);
+    rows.extend(direct_handoff(&plan, &url)?);
     for &n in plan.held {
         rows.push(("many held", many_held(&url, n)?));
     }
@@ -543,6 +548,151 @@ impl Drop for Waiter {
     }
 }
 
+/// The fair lock with direct hand-off on against off, each measure taken in turns so that
+/// load from elsewhere hits both alike: the hand-off (release sent → the next holder's
+/// guard returned), 4 threads running GET + SET sections, and uncontended lock+unlock.
+fn direct_handoff(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
+    let on = LockClient::builder(url).direct_handoff(true).build()?;
+    let off = LockClient::builder(url).direct_handoff(false).build()?;
+    let mut rows = Vec::new();
+
+    let granted_before = on.stats().grants_taken;
+    let mut handoffs = interleaved(
+        plan,
+        vec![
+            ("on", handoff_thread(on.fair_lock("bench:direct-on"))),
+            ("off", handoff_thread(off.fair_lock("bench:direct-off"))),
+        ],
+    )?;
+    let granted = on.stats().grants_taken - granted_before;
+    let (on_p50, on_p99) = (
+        percentile(&mut handoffs[0].1, 50),
+        percentile(&mut handoffs[0].1, 99),
+    );
+    let (off_p50, off_p99) = (
+        percentile(&mut handoffs[1].1, 50),
+        percentile(&mut handoffs[1].1, 99),
+    );
+    rows.push((
+        "direct hand-off",
+        format!(
+            "fair hand-off to another thread (release sent → guard returned): on p50 {} µs = {:.2} × off's {} µs (target ≤ 0.7); p99 on {} µs, off {} µs; {granted} of {} taken on the grant alone",
+            micros(on_p50),
+            on_p50.as_secs_f64() / off_p50.as_secs_f64(),
+            micros(off_p50),
+            micros(on_p99),
+            micros(off_p99),
+            plan.handoffs + 10
+        ),
+    ));
+
+    // 4 threads, each section a GET and a SET of a counter under the lock; the turns
+    // alternate, and the counter must come out exact.
+    let turns = 6;
+    let span = plan.contention / 2;
+    let mut sections = [Vec::new(), Vec::new()];
+    for turn in 0..turns {
+        for (i, client) in [&on, &off].into_iter().enumerate() {
+            let name = if i == 0 {
+                "bench:gs-on"
+            } else {
+                "bench:gs-off"
+            };
+            let rate = get_set_sections(url, &client.fair_lock(name), 4, span, turn);
+            sections[i].push(rate);
+        }
+    }
+    let mut ratios: Vec<f64> = (sections[0].iter().zip(&sections[1]))
+        .map(|(on, off)| on / off)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let mean = |rates: &[f64]| rates.iter().sum::<f64>() / rates.len() as f64;
+    rows.push((
+        "direct hand-off",
+        format!(
+            "4 threads of GET + SET under the fair lock: on {:.0} sections/s, off {:.0}; on / off per turn, median of {turns}: {:.2} (target ≥ 1.2; range {:.2}–{:.2})",
+            mean(&sections[0]),
+            mean(&sections[1]),
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        ),
+    ));
+
+    let (lock_on, lock_off) = (
+        on.fair_lock("bench:solo-on"),
+        off.fair_lock("bench:solo-off"),
+    );
+    let mut pairs = [Vec::new(), Vec::new()];
+    for _ in 0..plan.rounds {
+        pairs[0].push(mean_of(plan.pairs, || {
+            lock_on.lock().and_then(|g| g.unlock()).expect("fair on");
+        }));
+        pairs[1].push(mean_of(plan.pairs, || {
+            lock_off.lock().and_then(|g| g.unlock()).expect("fair off");
+        }));
+    }
+    let (on_pair, off_pair) = (percentile(&mut pairs[0], 50), percentile(&mut pairs[1], 50));
+    rows.push((
+        "direct hand-off",
+        format!(
+            "uncontended fair lock+unlock: on {} µs = {:.3} × off's {} µs (target within 3 %)",
+            micros(on_pair),
+            on_pair.as_secs_f64() / off_pair.as_secs_f64(),
+            micros(off_pair)
+        ),
+    ));
+    Ok(rows)
+}
+
+/// Sections per second of `threads` threads for `span`, each section a GET and a SET of a
+/// counter of its own under `lock`; panics unless the counter comes out exact.
+fn get_set_sections<K: Kind>(
+    url: &str,
+    lock: &Lock<K>,
+    threads: usize,
+    span: Duration,
+    turn: usize,
+) -> f64 {
+    let counter = format!("bench:gs-counter:{}:{turn}", lock.name());
+    let stop = AtomicBool::new(false);
+    let total: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (lock, stop, counter) = (lock.clone(), &stop, &counter);
+                scope.spawn(move || {
+                    let mut redis = redis::Client::open(url)
+                        .and_then(|c| c.get_connection())
+                        .expect("raw connection");
+                    let mut count = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let guard = lock.lock().expect("section lock");
+                        let value: Option<u64> =
+                            redis::cmd("GET").arg(counter).query(&mut redis).unwrap();
+                        let () = redis::cmd("SET")
+                            .arg(counter)
+                            .arg(value.unwrap_or(0) + 1)
+                            .query(&mut redis)
+                            .unwrap();
+                        guard.unlock().expect("section unlock");
+                        count += 1;
+                    }
+                    count
+                })
+            })
+            .collect();
+        std::thread::sleep(span);
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let mut redis = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let value: Option<u64> = redis::cmd("GET").arg(&counter).query(&mut redis).unwrap();
+    assert_eq!(value.unwrap_or(0), total, "two holders at once");
+    total as f64 / span.as_secs_f64()
+}
+
 /// Pairs per second over all contenders on one key.
 fn contended_threads(plan: &Plan, client: &LockClient, threads: usize) -> f64 {
     let total: u64 = fairness_counts(&client.lock("bench:contended"), threads, plan.contention)
@@ -714,6 +864,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
                 .arg(owner)
                 .arg(1)
                 .arg(8_000)
+                .arg(30_000)
                 .invoke(&mut raw)
                 .expect("fair release");
             assert_eq!(released, Some(1));

@@ -46,6 +46,9 @@ pub(crate) struct Config {
     pub ping_interval: Duration,
     /// How long a fair-lock waiter keeps its place in the queue without coming back.
     pub fair_queue_wait: Duration,
+    /// Whether a fair lock's release hands the lock straight to the next waiter of this
+    /// crate's, and this client's waiters take such grants (see `kinds::fair`).
+    pub direct_handoff: bool,
     pub on_lock_lost: Option<LostCallback>,
     pub on_health_change: Option<HealthCallback>,
     /// Replicas that must acknowledge each acquisition, and how long to wait for them.
@@ -101,6 +104,7 @@ impl Default for Config {
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
             fair_queue_wait: Duration::from_secs(5),
+            direct_handoff: true,
             on_lock_lost: None,
             on_health_change: None,
             replica_acks: None,

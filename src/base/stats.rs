@@ -14,6 +14,10 @@ pub struct Stats {
     pub renewal_failures: u64,
     /// Holdings found lost: by the watchdog, by a release or by a re-entry.
     pub locks_lost: u64,
+    /// Holds this client's waiters took on a release's word, without an attempt of their
+    /// own: a fair lock's direct hand-off (see
+    /// [`direct_handoff`](crate::LockClientBuilder::direct_handoff)).
+    pub grants_taken: u64,
 }
 
 /// The live counters behind [`Stats`].
@@ -22,6 +26,7 @@ pub(crate) struct Counters {
     renewals: AtomicU64,
     renewal_failures: AtomicU64,
     locks_lost: AtomicU64,
+    grants_taken: AtomicU64,
 }
 
 impl Counters {
@@ -40,11 +45,16 @@ impl Counters {
         metrics::lost();
     }
 
+    pub fn grant_taken(&self) {
+        self.grants_taken.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> Stats {
         Stats {
             renewals: self.renewals.load(Ordering::Relaxed),
             renewal_failures: self.renewal_failures.load(Ordering::Relaxed),
             locks_lost: self.locks_lost.load(Ordering::Relaxed),
+            grants_taken: self.grants_taken.load(Ordering::Relaxed),
         }
     }
 }

@@ -71,7 +71,7 @@ impl LockClient {
         let mut config = first.shared.config().clone();
         // A client of its own: owner fields shared with the first client would make each
         // take the other's holds for its own.
-        config.client_id = crate::layout::owner::new_client_id();
+        config.client_id = crate::layout::owner::new_client_id(config.direct_handoff);
         Self::assemble(config, nodes)
     }
 

@@ -9,8 +9,11 @@ use redis::{Cmd, Value};
 use crate::base::error::{Error, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
-use crate::layout::names;
+use crate::layout::names::{self, Granted};
+use crate::layout::owner::current_thread;
+use crate::lease::hold_table::Mode;
 use crate::lease::target::Target;
+use crate::topology::quorum::validity_end;
 use crate::transport::scripts;
 
 /// The fair kind, Redisson's `RFairLock` layout: the [`Reentrant`] lock's hash, plus a
@@ -30,6 +33,50 @@ use crate::transport::scripts;
 ///
 /// Reentrant, and held by a thread like the [`Reentrant`] lock: a thread that holds it
 /// takes it again without queuing.
+///
+/// # Direct hand-off
+///
+/// With [`direct_handoff`](crate::LockClientBuilder::direct_handoff) on (the default), the
+/// last release hands the lock to the head of the queue when that waiter is ours and takes
+/// grants, and the waiter returns its guard without asking Redis again: one round trip from
+/// release to the next holder instead of two. Every step, and how each edge is undone:
+///
+/// - **Who is granted.** The release script (`fair_release.lua`) grants only a head whose
+///   owner field has a version-8 UUID as client id — the ids of clients with the hand-off
+///   on; Redisson's are random version-4 UUIDs, and so are ours with it off — and that is
+///   in this crate's set of its own waiters. Telling them apart reads nothing but the queue
+///   the release reads anyway. Anyone else at the head is woken with Redisson's `0` and
+///   takes the lock itself, exactly as without the hand-off.
+/// - **The grant.** In the release's script, the head leaves the queue and its field is
+///   set to 1 hold; the key expires when the head's place in the queue would have run out
+///   (its last attempt plus `fair_queue_wait`), or one watchdog lease of the releasing
+///   client from now if that is sooner (the *grant lease*).
+///   `granted:<lease ms>:<place>` is published on the head's channel.
+/// - **The waiter.** Its subscriber thread marks its signal granted, if the signal is
+///   armed: only a message published after the waiter registered counts (see
+///   `notify::hub::Signal`), so that a grant from an earlier wait can never be taken for
+///   this one. The message names the waiter's place as its last attempt set it, and the
+///   acquire script's busy reply tells the waiter that place: a grant naming another one
+///   came before that attempt, which found the lock busy all the same (the grant had
+///   lapsed, or was deleted by force), and only wakes the waiter. A grant taken thus ran
+///   after the waiter's last attempt that found the lock busy, and the key lasts at least
+///   the smaller of its own `fair_queue_wait` and the releasing client's lease from that
+///   attempt's sending: that, less the drift allowance, is the guard's validity. Its watchdog renews a third of the way into that validity, which
+///   confirms the grant and sets the waiter's own lease (a hold released sooner needs no
+///   confirming). A waiter with an explicit lease, one that needs replica
+///   acknowledgements, or one whose grant has less than a third of its validity left,
+///   confirms by an attempt instead (two round trips, as without the hand-off).
+/// - **Lost message.** An attempt finds the waiter's field at 1 while it believes it has
+///   no hold: it takes the lock with that count, 1, never 2 (the acquire script sets the
+///   count the owner expects, it does not add).
+/// - **Gave up.** A waiter that leaves without a guard (deadline, cancellation, error) runs
+///   its give-up script, which gives back a hold it did not know it had and passes the
+///   turn on: granted to the next waiter that takes grants, or woken.
+/// - **Crashed.** A granted waiter that never confirms loses the lock when the grant lease
+///   runs out: no later than it would have kept its place at the head of the queue (which
+///   held everyone up just as long before), nor later than a watchdog lease.
+/// - **Off.** With the hand-off off, a client's id is a version-4 UUID, its releases and
+///   give-ups grant nothing, and it is never granted: Redisson's protocol, unchanged.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fair;
 
@@ -38,6 +85,18 @@ pub struct Fair;
 /// of ours keeps that much in reserve for each Redisson waiter ahead of it, or the gap
 /// between that waiter's place and the one before, if larger.
 const JAVA_WAIT: Duration = Duration::from_secs(300);
+
+thread_local! {
+    /// The lock key and the place (this crate's time for the waiter in the queue, the
+    /// server's milliseconds) of this thread's last attempt that found a fair lock busy.
+    /// A grant names the place its waiter had: the same place shows that the grant came
+    /// after that attempt. A thread waits for one lock at a time, and its attempts and its
+    /// grants are its own.
+    static LAST_PLACE: std::cell::RefCell<Option<(std::sync::Arc<[u8]>, u64)>> =
+        const { std::cell::RefCell::new(None) };
+    /// The place in the reply being read, for [`Fair::attempt`] to keep.
+    static PLACE_SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
 
 /// The keys of a fair lock's queue, named after its key.
 struct QueueKeys {
@@ -77,7 +136,15 @@ impl Machinery for Fair {
                 reason: "a queue needs one order, and Redlock's masters each keep their own",
             });
         }
-        reentrant::take::<Self>(target, lease, limit)
+        PLACE_SEEN.set(None);
+        let attempt = reentrant::take::<Self>(target, lease, limit);
+        // Only a busy attempt leaves a place a grant may name: after any other (one that
+        // took the lock and gave it back as too slow, say) no grant counts until the next
+        // busy attempt.
+        let busy = matches!(attempt, Ok(Attempt::Busy(_) | Attempt::Queued));
+        let place = PLACE_SEEN.take().filter(|_| busy);
+        LAST_PLACE.set(place.map(|place| (target.shared_key(), place)));
+        attempt
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
@@ -95,6 +162,42 @@ impl Machinery for Fair {
         scripts::fair_force_unlock(key, target.channel(), latch, keys.get(), latch_ttl)
     }
 
+    fn takes_grants(target: &Target) -> bool {
+        target.shared.config().direct_handoff
+    }
+
+    /// Takes the hold a release granted, valid for what the grant lease keeps at least; it
+    /// confirms by an attempt instead when it has an explicit lease, needs replica
+    /// acknowledgements, or when less than a third of that validity is left.
+    fn granted(
+        target: &Target,
+        lease: Option<Duration>,
+        since: Instant,
+        grant: Granted,
+    ) -> Option<Result<Attempt<()>>> {
+        let config = target.shared.config();
+        if lease.is_some() || !config.direct_handoff || config.replica_acks.is_some() {
+            return None;
+        }
+        // Granted at the place the last busy attempt set: no attempt came after the grant.
+        // A grant made before that attempt was undone by the time it ran (it found the
+        // lock busy): a late message of it is no hold.
+        let key = target.shared_key();
+        let same =
+            |(last, place): &(std::sync::Arc<[u8]>, u64)| **last == *key && *place == grant.place;
+        if !LAST_PLACE.with_borrow(|last| last.as_ref().is_some_and(same)) {
+            return None;
+        }
+        let bound = config.fair_queue_wait.min(grant.cap);
+        let valid_until = validity_end(since, bound)?;
+        // A waiter comes back every third of its place at least: a live one has two
+        // thirds of it left, less the delivery, unless it was held up.
+        if valid_until <= Instant::now() + bound / 3 {
+            return None;
+        }
+        reentrant::take_granted::<Self>(target, valid_until)
+    }
+
     fn longest_wait(target: &Target) -> Option<Duration> {
         Some(target.shared.config().fair_queue_wait / 3)
     }
@@ -107,7 +210,16 @@ impl Machinery for Fair {
             return; // refused before anything was sent: see `attempt`
         }
         let keys = QueueKeys::of(key);
-        let cmd = scripts::fair_give_up(key, target.channel(), keys.get(), &owner(target));
+        let id = (target.shared_key(), current_thread(), Mode::Only);
+        let held = target.shared.holds().state(&id).0;
+        let cmd = scripts::fair_give_up(
+            key,
+            target.channel(),
+            keys.get(),
+            &owner(target),
+            held,
+            grant_cap(target),
+        );
         let nodes = target.shared.nodes();
         for result in nodes.run_all::<i64>(&cmd, None) {
             if let Err(err) = result {
@@ -119,6 +231,13 @@ impl Machinery for Fair {
             }
         }
     }
+}
+
+/// The longest lease this client's releases and give-ups grant the next waiter: its
+/// watchdog lease, or `None` with the hand-off off.
+fn grant_cap(target: &Target) -> Option<Duration> {
+    let config = target.shared.config();
+    config.direct_handoff.then_some(config.lease)
 }
 
 impl Hashed for Fair {
@@ -143,11 +262,19 @@ impl Hashed for Fair {
             held,
             latch_ttl,
             wake,
+            grant_cap(target),
         )
     }
 
+    /// As the reentrant lock's, but busy is `{pttl, place}`: the place is kept for this
+    /// thread (see `LAST_PLACE`).
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
-        Reentrant::grant(reply)
+        let Value::Array(_) = reply else {
+            return Reentrant::grant(reply);
+        };
+        let (ttl, place): (i64, u64) = redis::from_redis_value(reply)?;
+        PLACE_SEEN.set(Some(place));
+        Ok(Grant::Busy(ttl))
     }
 
     fn held(_: Option<u64>) -> Self::Held {}

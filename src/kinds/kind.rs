@@ -15,6 +15,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
+use crate::layout::names::Granted;
 use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
@@ -148,6 +149,25 @@ pub(crate) mod sealed {
                 holder,
                 ttl: u64::try_from(ttl).ok().map(Duration::from_millis),
             })
+        }
+
+        /// Whether this thread's waits take grants: a release that hands the lock straight
+        /// to its waiter (the fair lock's direct hand-off).
+        fn takes_grants(_: &Target) -> bool {
+            false
+        }
+
+        /// A grant was received (see [`takes_grants`](Self::takes_grants)) by a waiter whose
+        /// last attempt that found the lock busy was sent at `since`. The hold, taken on
+        /// the grant's word, if the grant shows it came after that attempt; `None` when the
+        /// waiter is to confirm it by an attempt instead.
+        fn granted(
+            _: &Target,
+            _lease: Option<Duration>,
+            _since: Instant,
+            _grant: Granted,
+        ) -> Option<Result<Attempt<Self::Held>>> {
+            None
         }
 
         /// Run when an acquisition ends without the lock (deadline, busy on a `try_lock`,

@@ -253,6 +253,33 @@ pub(crate) fn take<K: Hashed>(
 /// The busy reply of a fair lock that is free while others are ahead in its queue.
 const QUEUED: i64 = -2;
 
+/// Records a watched hold that a release granted to this thread (a fair lock's direct
+/// hand-off), valid until `valid_until` as the grant lease alone keeps it, and starts its
+/// watchdog with its first renewal due a third of the way there: that renewal confirms the
+/// grant, setting the watchdog lease (a hold released before then needs none). `None`
+/// when the thread holds the lock already by its own count (a grant is one hold, which its
+/// next attempt will find) or the clock cannot say when the renewal is due.
+pub(crate) fn take_granted<K: Hashed>(
+    target: &Target,
+    valid_until: Instant,
+) -> Option<Result<Attempt<K::Held>>> {
+    let shared = &target.shared;
+    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
+    if shared.holds().state(&id).0 != 0 {
+        return None;
+    }
+    let now = Instant::now();
+    let confirm = now + valid_until.saturating_duration_since(now) / 3;
+    // The watchdog renews a renew interval after the acquisition it is given.
+    let since = confirm.checked_sub(shared.config().renew_interval())?;
+    let field = K::field(target);
+    let taken = acquired::<K>(target, None, id, field, since, valid_until, None);
+    if matches!(taken, Ok(Attempt::Acquired(_))) {
+        shared.counters().grant_taken();
+    }
+    Some(taken)
+}
+
 /// Records a granted hold, starting the watchdog for the first watched one.
 fn acquired<K: Hashed>(
     target: &Target,

@@ -113,6 +113,32 @@ pub(crate) fn woken_by(channel: &[u8], payload: &[u8]) -> Option<usize> {
     (payload != b"1").then_some(1)
 }
 
+/// The prefix of the message with which a fair lock's release tells the waiter at the head
+/// of its queue that it holds the lock now (a direct hand-off): `granted:<ms>:<place>`,
+/// `<ms>` the longest the grant lease may be (the releasing client's watchdog lease) and
+/// `<place>` the waiter's time in this crate's set of its waiters when it was granted, as
+/// its last attempt set it. Redisson never sends it, and is never sent it.
+pub(crate) const GRANT_MESSAGE: &str = "granted:";
+
+/// What a grant message says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// The longest the grant lease may be.
+    pub cap: std::time::Duration,
+    /// The waiter's place (milliseconds, the server's clock) when it was granted.
+    pub place: u64,
+}
+
+/// What a grant message says; `None` for any other message.
+pub(crate) fn granted_by(payload: &[u8]) -> Option<Granted> {
+    let rest = std::str::from_utf8(payload.strip_prefix(GRANT_MESSAGE.as_bytes())?).ok()?;
+    let (cap, place) = rest.split_once(':')?;
+    Some(Granted {
+        cap: std::time::Duration::from_millis(cap.parse().ok()?),
+        place: place.parse().ok()?,
+    })
+}
+
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}`.
 pub(crate) fn fence_counter(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_lock_token", key)
@@ -239,6 +265,28 @@ mod tests {
         assert_eq!(woken_by(&semaphore, b"3"), Some(3));
         assert_eq!(woken_by(&semaphore, b"1"), Some(1));
         assert_eq!(woken_by(&semaphore, b"x"), Some(1));
+    }
+
+    #[test]
+    fn a_grant_message_names_its_longest_lease_and_place_and_others_name_none() {
+        assert_eq!(
+            granted_by(b"granted:30000:1764000000000"),
+            Some(Granted {
+                cap: std::time::Duration::from_secs(30),
+                place: 1_764_000_000_000
+            })
+        );
+        for other in [
+            &b"0"[..],
+            b"1",
+            b"granted:",
+            b"granted:30000",
+            b"granted:x:1",
+            b"granted:-1:1",
+            b"granted:1:1.5",
+        ] {
+            assert_eq!(granted_by(other), None, "{other:?}");
+        }
     }
 
     #[test]

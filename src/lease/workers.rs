@@ -74,6 +74,8 @@ struct Entries {
     timer_running: bool,
     /// Whether the timer sleeps until notified (nothing scheduled for a while).
     timer_dozing: bool,
+    /// When the sleeping timer wakes by itself next.
+    timer_wakes: Option<Instant>,
     closed: bool,
 }
 
@@ -165,7 +167,7 @@ impl Drop for Ticket {
 
 impl Workers {
     /// Threads with `stack_size` bytes of stack, for work whose first step is due a
-    /// `interval` or more after it is scheduled.
+    /// `interval` or more after it is scheduled, as a rule: work due sooner wakes the timer.
     pub fn new(stack_size: usize, interval: Duration) -> Self {
         Workers {
             threads: Arc::new(Threads {
@@ -188,11 +190,16 @@ impl Workers {
         let slot = Arc::new(Mutex::new(State::Waiting(work)));
         let schedule = &self.schedule;
         let mut entries = schedule.entries.lock();
-        let key = (due - schedule.lead, entries.next_id);
+        // Handed over `lead` before it is due, or, for work due sooner than twice the
+        // lead (a granted hold's confirming renewal), half way there.
+        let now = Instant::now();
+        let at = (due - schedule.lead).max(now + due.saturating_duration_since(now) / 2);
+        let key = (at, entries.next_id);
         entries.next_id += 1;
         entries.waiting.insert(key);
         entries.slots.insert(key.1, slot.clone());
-        if entries.timer_dozing {
+        // Ordinary work comes after the sleeping timer's next tick; sooner work wakes it.
+        if entries.timer_dozing || entries.timer_wakes.is_some_and(|wakes| at < wakes) {
             entries.timer_dozing = false;
             schedule.wake.notify_one();
         }
@@ -285,9 +292,10 @@ fn timer_loop(schedule: &Weak<Schedule>, threads: &Threads) {
                 schedule.wake.wait(&mut entries);
             } else {
                 let tick = now + schedule.lead.max(Duration::from_millis(1));
-                schedule
-                    .wake
-                    .wait_until(&mut entries, next.map_or(tick, |next| next.min(tick)));
+                let wakes = next.map_or(tick, |next| next.min(tick));
+                entries.timer_wakes = Some(wakes);
+                schedule.wake.wait_until(&mut entries, wakes);
+                entries.timer_wakes = None;
             }
             continue;
         }

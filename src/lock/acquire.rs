@@ -202,12 +202,15 @@ impl<K: Kind> Lock<K> {
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         // Whether this wait has looked at a holder without expiry yet (once per wait).
         let mut explained = false;
+        // When the last attempt that found the lock busy was sent: a grant comes after it.
+        let mut busy_since;
         let mut held_for_ever;
         loop {
             self.check_cancelled()?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
+            let sent = Instant::now();
             let attempt = K::attempt(target, lease, limit);
             *queued |= attempt
                 .as_ref()
@@ -228,12 +231,14 @@ impl<K: Kind> Lock<K> {
                     waiting.woken = false;
                     woken_at = None;
                     held_for_ever = ttl.is_none();
+                    busy_since = sent;
                     ttl
                 }
                 Attempt::Queued => {
                     waiting.woken = false;
                     woken_at = None;
                     held_for_ever = false;
+                    busy_since = sent;
                     None
                 }
                 Attempt::Retry(err) => {
@@ -260,7 +265,7 @@ impl<K: Kind> Lock<K> {
             }
             self.check_cancelled()?;
             if waiting.needs_subscription() {
-                waiting.subscribe(target, &K::wait_channel(target), deadline);
+                waiting.subscribe::<K>(target, &K::wait_channel(target), deadline);
                 if waiting.notifications {
                     continue;
                 }
@@ -275,7 +280,23 @@ impl<K: Kind> Lock<K> {
                 .signal
                 .wait(left.map_or(bound, |left| bound.min(left)));
             if waiting.woken {
-                woken_at = Some(Instant::now());
+                let woken = Instant::now();
+                woken_at = Some(woken);
+                // A direct hand-off: the release made this waiter the holder. A cancelled
+                // wait takes nothing: its give-up passes the grant on.
+                let grant = waiting.signal.take_grant();
+                if grant.is_some() {
+                    self.check_cancelled()?;
+                }
+                if let Some(grant) = grant
+                    && let Some(Attempt::Acquired(hold)) =
+                        K::granted(target, lease, busy_since, grant).transpose()?
+                {
+                    metrics::handoff(K::LABEL, woken.elapsed());
+                    waiting.woken = false;
+                    waiting.signal.take();
+                    return Ok(Some(LockGuard::new(self.clone(), hold)));
+                }
             }
         }
     }
@@ -338,11 +359,12 @@ impl Waiting {
 
     /// Subscribes to `channel` on every node that will have it, waiting for confirmations
     /// until `deadline` at most.
-    fn subscribe(&mut self, target: &Target, channel: &[u8], deadline: Option<Instant>) {
+    fn subscribe<K: Kind>(&mut self, target: &Target, channel: &[u8], deadline: Option<Instant>) {
         self.subscriptions.clear();
+        let grants = K::takes_grants(target);
         for node in target.shared.nodes().list() {
             let subscribed = match node.notifier(channel) {
-                Ok(notifier) => (notifier.subscribe(channel, &self.signal, deadline))
+                Ok(notifier) => (notifier.subscribe(channel, &self.signal, deadline, grants))
                     .map_err(|err| err.to_string()),
                 Err(err) => Err(format!("{err:#}")),
             };

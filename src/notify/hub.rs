@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::layout::names::Granted;
 use crate::topology::server::Topology;
 
-/// Publishes a wake-up on a channel over a pooled connection, waiting at most the given time
-/// for a connection.
-pub(crate) type Waker = Arc<dyn Fn(&[u8], Duration) -> redis::RedisResult<()> + Send + Sync>;
+/// Publishes a wake-up (the payload) on a channel over a pooled connection, waiting at most
+/// the given time for a connection.
+pub(crate) type Waker = Arc<dyn Fn(&[u8], &[u8], Duration) -> redis::RedisResult<()> + Send + Sync>;
 
 /// How a subscriber connects and how it checks its connection.
 #[derive(Clone)]
@@ -55,6 +56,11 @@ pub(crate) struct State {
     pub warned_refusal: bool,
     /// The server moved (a Sentinel failover): the thread is to connect to where it is now.
     pub moved: bool,
+    /// Signals registered on a channel that was subscribed (or being subscribed) already,
+    /// each with the number of the arming message published after it (see [`Signal`]).
+    pub unarmed: Vec<(u64, Arc<Signal>)>,
+    /// The number of the next arming message.
+    pub next_arming: u64,
 }
 
 /// Where a channel's subscription stands on the current connection.
@@ -80,41 +86,83 @@ pub(crate) struct Channel {
     pub sub: Sub,
     /// Set by a reconnect: when the new subscription is confirmed, every waiter retries.
     pub wake_all_on_confirm: bool,
+    /// The waiters registered when the SUBSCRIBE now under way was sent: armed by its
+    /// confirmation.
+    pub arming: Vec<Arc<Signal>>,
 }
 
 /// What one waiting thread blocks on, raised by an unlock message on any of its channels.
 /// A raise while the thread is not waiting is kept for its next wait.
+///
+/// A signal may also carry a grant: a fair lock's release made its waiter the holder and
+/// said so on the waiter's channel. A grant counts only once the signal is *armed*: once a
+/// message is known to have been published after the signal was registered (the
+/// confirmation of a SUBSCRIBE sent after it, or an arming message its waiter published
+/// after it on the hub's wake channel), since Redis delivers one connection's messages in
+/// the order it published them. A grant delivered before that may be a late one from an
+/// earlier wait of the same owner, which took the lock by its own attempt and may have
+/// released it since: it only wakes the waiter, whose next attempt finds what it holds.
 #[derive(Default)]
 pub(crate) struct Signal {
-    raised: Mutex<bool>,
+    state: Mutex<Flags>,
     cond: Condvar,
+}
+
+#[derive(Default)]
+struct Flags {
+    raised: bool,
+    armed: bool,
+    /// A grant received while armed, as its message said.
+    grant: Option<Granted>,
 }
 
 impl Signal {
     /// Raises the signal; false if it was raised already.
     pub fn raise(&self) -> bool {
-        let mut raised = self.raised.lock();
-        let newly = !*raised;
-        *raised = true;
+        let mut state = self.state.lock();
+        let newly = !state.raised;
+        state.raised = true;
         self.cond.notify_one();
         newly
+    }
+
+    /// Raises the signal for `grant`, recorded if the signal is armed; false if it was
+    /// raised already.
+    pub fn raise_granted(&self, grant: Granted) -> bool {
+        let mut state = self.state.lock();
+        if state.armed {
+            state.grant = Some(grant);
+        }
+        drop(state);
+        self.raise()
+    }
+
+    /// From now on a grant counts: every message delivered from here on was published
+    /// after this signal was registered.
+    pub fn arm(&self) {
+        self.state.lock().armed = true;
+    }
+
+    /// The grant received, if any, taken off the signal.
+    pub fn take_grant(&self) -> Option<Granted> {
+        self.state.lock().grant.take()
     }
 
     /// Waits until raised, at most `timeout`, and lowers it again. Returns whether it was raised.
     pub fn wait(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut raised = self.raised.lock();
-        while !*raised {
-            if self.cond.wait_until(&mut raised, deadline).timed_out() {
+        let mut state = self.state.lock();
+        while !state.raised {
+            if self.cond.wait_until(&mut state, deadline).timed_out() {
                 break;
             }
         }
-        std::mem::take(&mut *raised)
+        std::mem::take(&mut state.raised)
     }
 
     /// Lowers the signal; returns whether it was raised.
     pub fn take(&self) -> bool {
-        std::mem::take(&mut *self.raised.lock())
+        std::mem::take(&mut self.state.lock().raised)
     }
 }
 
@@ -126,6 +174,28 @@ impl State {
         for _ in 0..n.map_or(waiters, |n| n.min(waiters)) {
             self.raise_one(channel, None);
         }
+    }
+
+    /// Raises the first waiter of `channel` with `grant` (recorded if it is armed), and
+    /// sends it to the back of the line. A channel that carries grants is one owner's, so
+    /// it has one waiter at most per client.
+    pub fn raise_granted(&mut self, channel: &[u8], grant: Granted) {
+        if let Some(entry) = self.channels.get_mut(channel)
+            && let Some(waiter) = entry.waiters.pop_front()
+        {
+            waiter.raise_granted(grant);
+            entry.waiters.push_back(waiter);
+        }
+    }
+
+    /// Arms the signals registered before arming message `number` was published.
+    pub fn armed_by(&mut self, number: u64) {
+        self.unarmed.retain(|(at, signal)| {
+            if *at <= number {
+                signal.arm();
+            }
+            *at > number
+        });
     }
 
     /// Raises the first waiter of `channel` that is not `skip` and not raised already, and

@@ -50,12 +50,15 @@ impl Notifier {
     /// Registers `signal` on `channel` and waits until Redis confirms the subscription, so
     /// that an unlock after this returns is not missed; at most a response timeout, and never
     /// past `end`. Fails when Redis refused the subscription (the waiter should poll) or the
-    /// subscriber thread cannot start.
+    /// subscriber thread cannot start. A waiter that takes `grants` has its signal armed
+    /// (see [`Signal`]): by the confirmation of the SUBSCRIBE sent for it, or, when the
+    /// channel was subscribed already, by an arming message it publishes itself.
     pub fn subscribe(
         &self,
         channel: &[u8],
         signal: &Arc<Signal>,
         end: Option<Instant>,
+        grants: bool,
     ) -> io::Result<Subscription> {
         let hub = self.hub()?;
         let subscription = Subscription {
@@ -73,19 +76,39 @@ impl Notifier {
                 waiters: VecDeque::new(),
                 sub: Sub::Wanted,
                 wake_all_on_confirm: false,
+                arming: Vec::new(),
             });
         entry.waiters.push_back(signal.clone());
         if entry.sub == Sub::Gone {
             // The map has been read again since: try here once more.
             entry.sub = Sub::Wanted;
         }
-        if entry.sub == Sub::Wanted && entry.waiters.len() == 1 {
+        // Messages already on their way may reach this signal before the confirmation of
+        // a SUBSCRIBE sent before it was registered: such a signal is armed by a message
+        // of its own, published after it.
+        let (sub, alone) = (entry.sub, entry.waiters.len() == 1);
+        let arming = (grants && matches!(sub, Sub::Sent { .. } | Sub::Live)).then(|| {
+            let number = state.next_arming;
+            state.next_arming += 1;
+            state.unarmed.push((number, signal.clone()));
+            number
+        });
+        if let Some(number) = arming {
+            drop(state);
+            let wait = until.saturating_duration_since(Instant::now());
+            let payload = format!("a{number}");
+            if let Err(err) = (self.settings.waker)(&hub.wake_channel, payload.as_bytes(), wait) {
+                // Unarmed, a grant only wakes this waiter, whose attempt then finds it.
+                log::debug!("arming a waiter for grants failed: {err}");
+            }
+            state = hub.state.lock();
+        } else if sub == Sub::Wanted && alone {
             if !state.reading {
                 hub.changed.notify_all();
             } else if !std::mem::replace(&mut state.wake_asked, true) {
                 drop(state);
                 let wait = until.saturating_duration_since(Instant::now());
-                let woken = (self.settings.waker)(&hub.wake_channel, wait);
+                let woken = (self.settings.waker)(&hub.wake_channel, b"w", wait);
                 state = hub.state.lock();
                 if let Err(err) = woken {
                     // The thread subscribes when it next wakes by itself (a probe is due
@@ -218,16 +241,15 @@ impl Drop for Subscription {
     /// subscriber thread when it next wakes; one never sent is simply forgotten.
     fn drop(&mut self) {
         let mut state = self.hub.state.lock();
+        let signal = &self.signal;
+        state.unarmed.retain(|(_, w)| !Arc::ptr_eq(w, signal));
         let Some(entry) = state.channels.get_mut(&self.channel) else {
             return;
         };
-        if let Some(at) = entry
-            .waiters
-            .iter()
-            .position(|w| Arc::ptr_eq(w, &self.signal))
-        {
+        if let Some(at) = entry.waiters.iter().position(|w| Arc::ptr_eq(w, signal)) {
             entry.waiters.remove(at);
         }
+        entry.arming.retain(|w| !Arc::ptr_eq(w, signal));
         if entry.waiters.is_empty() && matches!(entry.sub, Sub::Wanted | Sub::Refused | Sub::Gone) {
             state.channels.remove(&self.channel);
         }
@@ -255,6 +277,7 @@ mod tests {
                         waiters: VecDeque::new(),
                         sub: Sub::Live,
                         wake_all_on_confirm: false,
+                        arming: Vec::new(),
                     });
                 entry.waiters.push_back(signal.clone());
                 Subscription {
@@ -291,6 +314,34 @@ mod tests {
             subs[0].signal.take(),
             "the wake-up reached the other waiter"
         );
+    }
+
+    #[test]
+    fn a_grant_counts_only_once_a_message_after_the_registration_armed_the_signal() {
+        let (hub, subs) = hub_with(b"c", 1);
+        let cap = crate::layout::names::Granted {
+            cap: std::time::Duration::from_secs(1),
+            place: 7,
+        };
+        let signal = &subs[0].signal;
+        hub.state.lock().unarmed.push((5, signal.clone()));
+        // Possibly from an earlier wait: a wake-up only.
+        hub.state.lock().raise_granted(b"c", cap);
+        assert!(signal.take());
+        assert_eq!(signal.take_grant(), None);
+        // An arming message published before the registration's arms nothing.
+        hub.state.lock().armed_by(4);
+        hub.state.lock().raise_granted(b"c", cap);
+        assert_eq!(signal.take_grant(), None);
+        hub.state.lock().armed_by(5);
+        assert!(hub.state.lock().unarmed.is_empty());
+        hub.state.lock().raise_granted(b"c", cap);
+        assert!(signal.take());
+        assert_eq!(signal.take_grant(), Some(cap));
+        // A plain unlock message carries no grant.
+        hub.state.lock().raise_one(b"c", None);
+        assert!(signal.take());
+        assert_eq!(signal.take_grant(), None);
     }
 
     #[test]

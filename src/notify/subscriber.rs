@@ -274,6 +274,7 @@ impl<'a> Link<'a> {
                     gone.push(name.clone());
                 }
                 Sub::Wanted => {
+                    entry.arming = entry.waiters.iter().cloned().collect();
                     if !self.wake_subscribed {
                         command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
                         self.wake_subscribed = true;
@@ -355,10 +356,12 @@ impl<'a> Link<'a> {
         };
         match kind {
             PushKind::Message if channel == self.hub.wake_channel => {
-                if let Some(Value::BulkString(payload)) = data.next()
-                    && let Some(number) = fence_number(&payload)
-                {
-                    self.on_fence(number);
+                if let Some(Value::BulkString(payload)) = data.next() {
+                    if let Some(number) = fence_number(&payload) {
+                        self.on_fence(number);
+                    } else if let Some(number) = arming_number(&payload) {
+                        self.hub.state.lock().armed_by(number);
+                    }
                 }
             }
             PushKind::Message | PushKind::SMessage => {
@@ -366,8 +369,11 @@ impl<'a> Link<'a> {
                     Some(Value::BulkString(payload)) => payload,
                     _ => Vec::new(),
                 };
-                let woken = names::woken_by(&channel, &payload);
-                self.hub.state.lock().raise(&channel, woken);
+                let mut state = self.hub.state.lock();
+                match names::granted_by(&payload) {
+                    Some(grant) => state.raise_granted(&channel, grant),
+                    None => state.raise(&channel, names::woken_by(&channel, &payload)),
+                }
             }
             PushKind::Subscribe | PushKind::SSubscribe => self.on_subscribed(&channel),
             PushKind::SUnsubscribe => self.on_moved_away(&channel),
@@ -403,6 +409,11 @@ impl<'a> Link<'a> {
             return;
         }
         entry.sub = Sub::Live;
+        // Registered before the SUBSCRIBE was sent: what arrives from here on was published
+        // after them.
+        for waiter in std::mem::take(&mut entry.arming) {
+            waiter.arm();
+        }
         if std::mem::take(&mut entry.wake_all_on_confirm) {
             for waiter in &entry.waiters {
                 waiter.raise();
@@ -460,6 +471,14 @@ fn fence_number(payload: &[u8]) -> Option<u64> {
         .ok()
 }
 
+/// `a<n>`, an arming message's payload (see [`crate::notify::hub::Signal`]).
+fn arming_number(payload: &[u8]) -> Option<u64> {
+    std::str::from_utf8(payload.strip_prefix(b"a")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// Appends `NAME channel [payload]` in RESP.
 fn command(out: &mut Vec<u8>, name: &str, channel: &[u8], payload: Option<&[u8]>) {
     let mut cmd = redis::cmd(name);
@@ -478,8 +497,12 @@ mod tests {
     fn probes_are_told_from_wake_ups() {
         assert_eq!(fence_number(b"f0"), Some(0));
         assert_eq!(fence_number(b"f42"), Some(42));
-        for other in [&b"w"[..], b"f", b"fx", b"42", b""] {
+        for other in [&b"w"[..], b"f", b"fx", b"42", b"", b"a3"] {
             assert_eq!(fence_number(other), None, "{other:?}");
+        }
+        assert_eq!(arming_number(b"a3"), Some(3));
+        for other in [&b"w"[..], b"a", b"f3"] {
+            assert_eq!(arming_number(other), None, "{other:?}");
         }
     }
 }

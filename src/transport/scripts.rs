@@ -228,7 +228,8 @@ pub(crate) fn fair_acquire(
 }
 
 /// The fair lock's release: like [`release`], the last hold waking the head of `queue`
-/// only, on its own channel under `channel`. Replies [`Released`].
+/// only, on its own channel under `channel`, or, with a `grant` lease cap, handing the lock
+/// to it when it takes grants. Replies [`Released`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fair_release(
     key: &[u8],
@@ -240,26 +241,34 @@ pub(crate) fn fair_release(
     held: u32,
     latch_ttl: Duration,
     wake: bool,
+    grant: Option<Duration>,
 ) -> Cmd {
     let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, places, ours]);
     cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
         .arg(held)
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(grant.map_or(0, millis));
     cmd
 }
 
-/// `field` leaves the fair lock's queue; the new head is woken if the lock is free.
-/// Replies 1 or 0.
+/// `field`, who believes it has `held` holds, leaves the fair lock's queue, giving back a
+/// hold granted to it meanwhile; if that leaves the lock free, the new head is woken, or
+/// granted the lock (with a `grant` lease cap) when it takes grants. Replies 1 or 0.
 pub(crate) fn fair_give_up(
     key: &[u8],
     channel: &[u8],
     (queue, places, ours): Queue<'_>,
     field: &str,
+    held: u32,
+    grant: Option<Duration>,
 ) -> Cmd {
     let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, places, ours]);
-    cmd.arg(field).arg(UNLOCK_MESSAGE);
+    cmd.arg(field)
+        .arg(UNLOCK_MESSAGE)
+        .arg(held)
+        .arg(grant.map_or(0, millis));
     cmd
 }
 

@@ -354,13 +354,19 @@ fn checkout(
     }
 }
 
-/// Publishes a wake-up for the subscriber thread over a pooled connection.
+/// Publishes a wake-up (or an arming message) for the subscriber thread over a pooled
+/// connection.
 fn waker(pool: r2d2::Pool<Manager>, topology: Arc<Topology>) -> Waker {
-    Arc::new(move |channel: &[u8], wait: Duration| {
+    Arc::new(move |channel: &[u8], payload: &[u8], wait: Duration| {
         let mut conn = checkout(&pool, &topology, || wait)
             .map_err(|err| redis::RedisError::from(std::io::Error::other(err.to_string())))?;
-        conn.run(|c| redis::cmd("PUBLISH").arg(channel).arg("w").query::<i64>(c))
-            .map(drop)
+        conn.run(|c| {
+            redis::cmd("PUBLISH")
+                .arg(channel)
+                .arg(payload)
+                .query::<i64>(c)
+        })
+        .map(drop)
     })
 }
 

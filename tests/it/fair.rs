@@ -237,3 +237,463 @@ fn a_fair_lock_on_redlock_is_unsupported() {
     assert!(err.is_unsupported(), "{err}");
     assert!(servers.iter().all(|server| !server.exists(QUEUE)));
 }
+
+// Direct hand-off: a release grants the lock to the head of the queue when that waiter is
+// one of ours with the hand-off on.
+
+const GRANT_VAR: &str = "REDMUTEX_TEST_QUEUE_WAIT_MS";
+
+/// The owner fields in the lock's hash, with their counts.
+fn holders(server: &Server) -> Vec<(String, i64)> {
+    support::hash(&mut server.conn(), NAME)
+}
+
+/// Whether the waiter `client`'s thread `thread_field` waits subscribed on its channel.
+fn subscribed(server: &Server) -> usize {
+    server.channels("redisson_lock__channel:{fair}:*")
+}
+
+/// Starts `lock`'s waiter and waits until it sleeps on its signal: its second attempt,
+/// after its subscription was confirmed, has run.
+fn waiting(server: &Server, lock: redmutex::Lock<redmutex::Fair>, wait: Duration) -> Waiter {
+    let calls = server.calls("evalsha");
+    let waiter = Waiter::start(lock, wait);
+    support::await_calls(server, calls + 2);
+    waiter
+}
+
+/// A waiter on a thread of its own: sends whether it took the lock (and its hold count
+/// then), holds it until told, then unlocks.
+struct Waiter {
+    got: std::sync::mpsc::Receiver<Result<Option<u32>, redmutex::Error>>,
+    release: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Waiter {
+    fn start(lock: redmutex::Lock<redmutex::Fair>, wait: Duration) -> Waiter {
+        let (tx, got) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || match lock.try_lock_for(wait) {
+            Ok(Some(guard)) => {
+                let _ = tx.send(Ok(Some(lock.hold_count().unwrap())));
+                let _ = release_rx.recv();
+                if let Err(err) = guard.unlock() {
+                    panic!("unlock: {err}");
+                }
+            }
+            other => {
+                let _ = tx.send(other.map(|_| None));
+            }
+        });
+        Waiter {
+            got,
+            release,
+            thread,
+        }
+    }
+
+    fn outcome(&self) -> Result<Option<u32>, redmutex::Error> {
+        self.got.recv_timeout(NO_HANG).expect("the waiter ended")
+    }
+
+    fn unlock(self) {
+        self.release.send(()).unwrap();
+        self.thread.join().unwrap();
+    }
+}
+
+#[test]
+fn a_release_grants_the_lock_to_our_waiter_at_the_head() {
+    let server = Server::start();
+    let holder = server.client();
+    let guard = holder.fair_lock(NAME).lock().unwrap();
+    let client = server.client();
+    let waiter = waiting(&server, client.fair_lock(NAME), NO_HANG);
+    assert_eq!((queued(&server), subscribed(&server)), (1, 1));
+    guard.unlock().unwrap();
+    assert_eq!(waiter.outcome().unwrap(), Some(1), "one hold");
+    assert_eq!(
+        client.stats().grants_taken,
+        1,
+        "taken on the release's word"
+    );
+    let held = holders(&server);
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].1, 1);
+    assert_eq!(queued(&server), 0);
+    assert!(
+        !server.exists(ALIVE),
+        "the granted waiter was left in the queue"
+    );
+    // The waiter's watchdog confirms the grant with its own lease (30 s), beyond the grant
+    // lease (its place: 5 s).
+    assert!(eventually(NO_HANG, || {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(NAME)
+            .query(&mut server.conn())
+            .unwrap();
+        ttl > 10_000
+    }));
+    waiter.unlock();
+    assert!(!server.exists(NAME));
+}
+
+#[test]
+fn direct_handoff_alone_turns_grants_on_and_off_with_every_other_default() {
+    let server = Server::start();
+    let client = |on: bool| {
+        LockClient::builder(&server.url())
+            .direct_handoff(on)
+            .build()
+            .unwrap()
+    };
+    // (releasing client's setting, waiting client's setting, granted)
+    for (releases, waits, granted) in [
+        (true, true, true),
+        (true, false, false),
+        (false, true, false),
+        (false, false, false),
+    ] {
+        let holder = client(releases);
+        let guard = holder.fair_lock(NAME).lock().unwrap();
+        let version = holders(&server)[0].0.as_bytes()[14];
+        assert_eq!(version, if releases { b'8' } else { b'4' });
+        let other = client(waits);
+        let waiter = waiting(&server, other.fair_lock(NAME), NO_HANG);
+        assert_eq!((queued(&server), subscribed(&server)), (1, 1));
+        guard.unlock().unwrap();
+        assert_eq!(waiter.outcome().unwrap(), Some(1));
+        assert_eq!(
+            other.stats().grants_taken,
+            u64::from(granted),
+            "releases {releases}, waits {waits}"
+        );
+        waiter.unlock();
+        assert!(!server.exists(NAME));
+        assert!(eventually(NO_HANG, || subscribed(&server) == 0));
+    }
+}
+
+#[test]
+fn a_waiter_that_missed_its_grant_message_finds_one_hold_not_two() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let holder = server.client();
+    let guard = holder.fair_lock(NAME).lock().unwrap();
+    // Its subscriptions reach the server but nothing comes back on them: the grant message
+    // is published and never heard. Its attempts come back within a third of its place.
+    proxy.silence_after(b"SUBSCRIBE");
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .fair_queue_wait(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let lock = client.fair_lock(NAME);
+    let waiter = Waiter::start(lock.clone(), NO_HANG);
+    assert!(eventually(NO_HANG, || queued(&server) == 1));
+    guard.unlock().unwrap();
+    assert_eq!(waiter.outcome().unwrap(), Some(1), "one hold, not two");
+    assert_eq!(client.stats().grants_taken, 0, "no message came");
+    assert_eq!(holders(&server)[0].1, 1);
+    waiter.unlock();
+    assert!(!server.exists(NAME), "a hold was left behind");
+}
+
+#[test]
+fn a_cancelled_waiter_passes_its_grant_on() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    // A grant lasts the smaller of the holder's lease and the waiter's place: an hour, far
+    // beyond this test, so that only the cancelled waiter's give-up can pass it on.
+    let hour = Duration::from_secs(3600);
+    let holder = server.builder().lease(hour).build().unwrap();
+    let guard = holder.fair_lock(NAME).lock().unwrap();
+    let cancelled = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .fair_queue_wait(hour)
+        .build()
+        .unwrap();
+    let stop = redmutex::Cancel::new();
+    let first = waiting(
+        &server,
+        cancelled.fair_lock(NAME).with_cancel(&stop),
+        NO_HANG,
+    );
+    let next = server.client();
+    let second = waiting(&server, next.fair_lock(NAME), NO_HANG);
+    assert_eq!((queued(&server), subscribed(&server)), (2, 2));
+    // The first waiter hears nothing while the release grants it the lock, and is
+    // cancelled before the message reaches it.
+    proxy.pause();
+    guard.unlock().unwrap();
+    assert_eq!(holders(&server)[0].1, 1, "granted");
+    assert_eq!(queued(&server), 1);
+    stop.cancel();
+    proxy.resume();
+    let err = first.outcome().unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(
+        second.outcome().unwrap(),
+        Some(1),
+        "the grant was not passed on"
+    );
+    assert_eq!(next.stats().grants_taken, 1, "passed on as a grant");
+    assert_eq!(cancelled.stats().grants_taken, 0);
+    second.unlock();
+    first.thread.join().unwrap();
+    assert!(!server.exists(NAME));
+    assert_eq!(queued(&server), 0);
+}
+
+#[test]
+fn a_waiter_whose_deadline_passed_as_it_was_granted_passes_the_grant_on() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let hour = Duration::from_secs(3600);
+    let holder = server.builder().lease(hour).build().unwrap();
+    let guard = holder.fair_lock(NAME).lock().unwrap();
+    let late = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(8))
+        .fair_queue_wait(hour)
+        .build()
+        .unwrap();
+    let lock = late.fair_lock(NAME);
+    assert!(
+        lock.is_locked().unwrap(),
+        "a pooled connection through the proxy"
+    );
+    // Its one attempt runs at once and its reply comes after its deadline: meanwhile the
+    // release grants it the lock, which its give-up must then pass on.
+    proxy.delay_replies(Duration::from_secs(5));
+    let first = Waiter::start(lock, Duration::from_millis(500));
+    assert!(eventually(NO_HANG, || queued(&server) == 1));
+    let next = server.client();
+    let second = waiting(&server, next.fair_lock(NAME), NO_HANG);
+    assert_eq!((queued(&server), subscribed(&server)), (2, 1));
+    let given_back = server.calls("hdel");
+    guard.unlock().unwrap();
+    assert_eq!(queued(&server), 1, "the late waiter was not granted");
+    assert_eq!(first.outcome().unwrap(), None);
+    assert_eq!(
+        second.outcome().unwrap(),
+        Some(1),
+        "the grant was not passed on"
+    );
+    assert_eq!(
+        server.calls("hdel"),
+        given_back + 1,
+        "given back by the give-up"
+    );
+    assert_eq!(next.stats().grants_taken, 1);
+    second.unlock();
+    first.thread.join().unwrap();
+    proxy.delay_replies(Duration::ZERO);
+    assert!(!server.exists(NAME));
+}
+
+#[test]
+fn a_crashed_granted_waiter_holds_the_lock_no_longer_than_its_place() {
+    let server = Server::start();
+    let guard = server.client().fair_lock(NAME).lock().unwrap();
+    // A waiter in another process with a 1 s place, frozen once queued, then killed after
+    // the grant: it never confirms.
+    let mut crashed = spawn_worker(
+        "fair::granted_worker",
+        &[(URL_VAR, server.url()), (GRANT_VAR, "1000".into())],
+    );
+    assert!(eventually(NO_HANG, || queued(&server) == 1 && subscribed(&server) == 1));
+    let pid = crashed.id().to_string();
+    let frozen = std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap();
+    assert!(frozen.success());
+    let client = server.client();
+    let next = Waiter::start(client.fair_lock(NAME), NO_HANG);
+    assert!(eventually(NO_HANG, || queued(&server) == 2));
+    guard.unlock().unwrap();
+    let held = holders(&server);
+    assert_eq!((held.len(), held[0].1), (1, 1), "granted");
+    assert_ne!(held[0].0, "", "granted to the frozen waiter");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        (1..=1000).contains(&ttl),
+        "a grant lease of {ttl} ms: more than the waiter's place, or none"
+    );
+    crashed.kill().unwrap();
+    crashed.wait().unwrap();
+    // The grant lapses and the next waiter's attempt takes the lock.
+    assert_eq!(next.outcome().unwrap(), Some(1));
+    assert_eq!(client.stats().grants_taken, 0);
+    next.unlock();
+    assert_eq!(queued(&server), 0);
+}
+
+/// The waiter of the test above: waits for the lock with the place given, and holds it.
+#[test]
+#[ignore = "run as a child process by a_crashed_granted_waiter_holds_the_lock_no_longer_than_its_place"]
+fn granted_worker() {
+    let url = std::env::var(URL_VAR).expect("started by the parent test");
+    let wait: u64 = std::env::var(GRANT_VAR).unwrap().parse().unwrap();
+    let client = LockClient::builder(&url)
+        .fair_queue_wait(Duration::from_millis(wait))
+        .build()
+        .unwrap();
+    let _guard = client.fair_lock(NAME).lock().unwrap();
+    std::thread::sleep(NO_HANG);
+}
+
+const CRASH_COUNTER: &str = "crash-sections";
+
+/// Jepsen-style: threads increment a counter under the fair lock with direct hand-off on,
+/// two of them on a client that never hears its messages (every grant to them is found by
+/// an attempt), while a worker process with a short lease and place takes turns in the
+/// same queue and is killed at some point of its loop (holding, granted and unconfirmed,
+/// or waiting). The counter comes out exact and no two holders' windows overlap.
+#[test]
+fn grants_keep_holders_apart_through_lost_messages_and_a_killed_worker() {
+    use support::history::History;
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    proxy.silence_after(b"SUBSCRIBE");
+    let heard = server.client();
+    let deaf = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_millis(300))
+        .retry_cap(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let mut crashed = spawn_worker("fair::crashing_worker", &[(URL_VAR, server.url())]);
+    let history = History::default();
+    let sections = [(&heard, 60), (&heard, 60), (&deaf, 20), (&deaf, 20)];
+    std::thread::scope(|scope| {
+        for (thread, (client, rounds)) in sections.into_iter().enumerate() {
+            let (history, lock, mut redis) = (&history, client.fair_lock(NAME), server.conn());
+            scope.spawn(move || {
+                for _ in 0..rounds {
+                    let guard = lock.lock().unwrap();
+                    let taken = std::time::Instant::now();
+                    let value: Option<i64> =
+                        redis::cmd("GET").arg("counter").query(&mut redis).unwrap();
+                    let () = redis::cmd("SET")
+                        .arg("counter")
+                        .arg(value.unwrap_or(0) + 1)
+                        .query(&mut redis)
+                        .unwrap();
+                    let valid_until = guard.valid_until();
+                    history.record(
+                        &format!("thread-{thread}"),
+                        taken,
+                        std::time::Instant::now(),
+                        valid_until,
+                    );
+                    guard.unlock().unwrap();
+                }
+            });
+        }
+        // The worker is killed once it has taken the lock a few times, wherever it is.
+        let mut redis = server.conn();
+        assert!(eventually(NO_HANG, || {
+            redis::cmd("GET")
+                .arg(CRASH_COUNTER)
+                .query::<Option<u64>>(&mut redis)
+                .unwrap()
+                .unwrap_or(0)
+                >= 5
+        }));
+        crashed.kill().unwrap();
+        crashed.wait().unwrap();
+    });
+    let total: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(total, 2 * 60 + 2 * 20);
+    assert_eq!(history.len(), 160);
+    history.assert_exclusive();
+    assert!(
+        heard.stats().grants_taken > 0,
+        "no grant was taken on its message"
+    );
+}
+
+/// The worker of the test above: takes turns in the fair lock's queue with a short lease
+/// and place, counting its sections, until it is killed.
+#[test]
+#[ignore = "run as a child process by grants_keep_holders_apart_through_lost_messages_and_a_killed_worker"]
+fn crashing_worker() {
+    let url = std::env::var(URL_VAR).expect("started by the parent test");
+    let client = LockClient::builder(&url)
+        .lease(Duration::from_secs(1))
+        .response_timeout(Duration::from_millis(200))
+        .fair_queue_wait(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let lock = client.fair_lock(NAME);
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    loop {
+        let guard = lock.lock().unwrap();
+        let _: u64 = redis::cmd("INCR")
+            .arg(CRASH_COUNTER)
+            .query(&mut redis)
+            .unwrap();
+        guard.unlock().unwrap();
+    }
+}
+
+/// A grant message naming a place other than the one the waiter's last busy attempt set
+/// was sent before that attempt, and the attempt found the lock busy all the same: the
+/// grant was undone since (expired, or deleted by force). Its late message is no hold.
+#[test]
+fn a_late_grant_message_from_before_the_last_attempt_is_no_hold() {
+    let server = Server::start();
+    let guard = server.client().fair_lock(NAME).lock().unwrap();
+    let client = server.client();
+    let waiter = waiting(&server, client.fair_lock(NAME), NO_HANG);
+    let owner = holders(&server)[0].0.clone();
+    let field: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_ne!(field, owner);
+    let place: u64 = redis::cmd("ZSCORE")
+        .arg(ALIVE)
+        .arg(&field)
+        .query(&mut server.conn())
+        .unwrap();
+    let calls = server.calls("evalsha");
+    let channel = format!("redisson_lock__channel:{{fair}}:{field}");
+    let stale = format!("granted:30000:{}", place - 1);
+    let heard: u64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(&stale)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(heard, 1);
+    // The waiter is woken, attempts, finds the lock busy and waits on.
+    support::await_calls(&server, calls + 1);
+    assert!(waiter.got.try_recv().is_err(), "the late grant was taken");
+    assert_eq!(client.stats().grants_taken, 0);
+    assert_eq!(holders(&server)[0].0, owner);
+    guard.unlock().unwrap();
+    assert_eq!(waiter.outcome().unwrap(), Some(1));
+    assert_eq!(
+        client.stats().grants_taken,
+        1,
+        "the real grant was not taken"
+    );
+    waiter.unlock();
+}

@@ -26,6 +26,7 @@ mod java;
 mod read_write;
 mod semaphore;
 
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -277,6 +278,14 @@ fn exclusive_property<K: exclusive::Subject>(java: bool) {
     });
     if let Err(err) = result {
         panic!("{}: {err}", K::NAME);
+    }
+    let grants = harness.borrow().grants_taken();
+    if grants > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}: {grants} holds taken on a grant alone",
+            K::NAME
+        );
     }
 }
 

@@ -213,7 +213,12 @@ struct OurWaiter {
 
 impl OurWaiter {
     fn start(server: &Server, wait: Duration) -> OurWaiter {
-        let lock = server.client().fair_lock("fair");
+        Self::start_on(&server.client(), wait)
+    }
+
+    /// The same, on `client`.
+    fn start_on(client: &LockClient, wait: Duration) -> OurWaiter {
+        let lock = client.fair_lock("fair");
         let (taken_tx, taken) = std::sync::mpsc::channel();
         let (release, release_rx) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
@@ -462,7 +467,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     assert!(java_fair_acquire(&server, &first).is_some());
     // A waiter of ours queues behind the first Java waiter, with a place that reserves
     // that waiter's wait, and never comes back: its process crashed after one attempt.
-    let crashed: Option<i64> = redisson(
+    let crashed: Option<(i64, i64)> = redisson(
         &server,
         include_str!("../../src/transport/scripts/fair_acquire.lua"),
         &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
@@ -788,4 +793,94 @@ fn semaphore_each_side_excludes_and_wakes_the_other() {
     assert_eq!(next_message(&mut listener), "1");
     assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));
     assert_eq!(ours.available_permits().unwrap(), 0);
+}
+
+// Direct hand-off beside Redisson's waiters: only ours are granted the lock, and a Java
+// waiter is woken with Redisson's message and takes it itself, as before.
+
+/// Starts our waiter on `client` and waits until it sleeps on its signal: its second
+/// attempt, after its subscription was confirmed, has run.
+fn our_sleeping_waiter(server: &Server, client: &LockClient) -> OurWaiter {
+    let calls = server.calls("evalsha");
+    let waiter = OurWaiter::start_on(client, LONG);
+    support::await_calls(server, calls + 2);
+    waiter
+}
+
+#[test]
+fn fair_lock_a_java_waiter_behind_a_granted_one_of_ours_keeps_its_turn() {
+    let server = Server::start();
+    let guard = server.client().fair_lock("fair").lock().unwrap();
+    let client = server.client();
+    let ours = our_sleeping_waiter(&server, &client);
+    let theirs = java(1);
+    assert!(java_fair_acquire(&server, &theirs).is_some());
+    assert_eq!(fair_queue_len(&server), 2);
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
+    );
+
+    guard.unlock().unwrap();
+    assert!(ours.outcome(), "ours was not granted the lock");
+    assert_eq!(client.stats().grants_taken, 1, "taken without an attempt");
+    assert!(
+        java_fair_acquire(&server, &theirs).is_some(),
+        "the Java waiter got in beside ours"
+    );
+    assert_eq!(fair_queue_len(&server), 1, "the Java waiter lost its place");
+
+    ours.unlock();
+    assert_eq!(
+        next_message(&mut listener),
+        "0",
+        "woken as Redisson wakes it"
+    );
+    assert_eq!(
+        java_fair_acquire(&server, &theirs),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &theirs), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_a_java_waiter_ahead_of_ours_is_woken_and_takes_the_lock_itself() {
+    let server = Server::start();
+    let guard = server.client().fair_lock("fair").lock().unwrap();
+    let theirs = java(1);
+    assert!(java_fair_acquire(&server, &theirs).is_some());
+    let client = server.client();
+    let ours = our_sleeping_waiter(&server, &client);
+    assert_eq!(fair_queue_len(&server), 2);
+    let mut listener = listen(
+        &server,
+        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
+    );
+
+    guard.unlock().unwrap();
+    assert_eq!(
+        next_message(&mut listener),
+        "0",
+        "woken as Redisson wakes it"
+    );
+    assert!(
+        !server.exists("fair"),
+        "the lock was handed to the Java waiter"
+    );
+    assert_eq!(
+        java_fair_acquire(&server, &theirs),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &theirs), Some(1));
+    assert!(ours.outcome(), "ours was not woken");
+    assert_eq!(
+        client.stats().grants_taken,
+        0,
+        "a Java release grants nothing"
+    );
+    ours.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
 }

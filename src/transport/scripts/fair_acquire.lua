@@ -14,9 +14,12 @@
 -- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
 --          -3 when it was taken although the owner believed it held some already (they
 --             expired or were deleted): the field counts ARGV[3] + 1 too;
---          otherwise the lock key's PTTL in milliseconds (-1 without expiry, -2 when the
---             lock is free but others are ahead in the queue): busy, and the owner is
---             queued at the end, or, queued already, keeps its place for ARGV[4] more;
+--          otherwise {pttl, until}: the lock key's PTTL in milliseconds (-1 without expiry,
+--             -2 when the lock is free but others are ahead in the queue): busy, and the
+--             owner is queued at the end, or, queued already, keeps its place for ARGV[4]
+--             more: until `until`, its new time in KEYS[4], which a release that grants it
+--             the lock names in its message (see fair_release.lua), so that the owner
+--             can tell a grant made after this attempt from one made before it;
 --          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
 --             read-write lock's hash); nothing written;
 --          an error, with nothing written, when the user may not write the keys.
@@ -138,4 +141,4 @@ redis.call('zadd', KEYS[4], now + wait, ARGV[2])
 if redis.call('pttl', KEYS[4]) < wait then
     redis.call('pexpire', KEYS[4], wait)
 end
-return redis.call('pttl', KEYS[1])
+return {redis.call('pttl', KEYS[1]), now + wait}

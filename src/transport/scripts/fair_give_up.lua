@@ -1,6 +1,7 @@
--- A waiter of a fair lock leaves the queue (its deadline passed, or it failed); if the
--- lock is free, the waiter now at the head is told its turn has come. The places of the
--- waiters behind it stay as they are (see fair_acquire.lua).
+-- A waiter of a fair lock leaves the queue (its deadline passed, it was cancelled, or it
+-- failed); if that leaves the lock free, the turn passes to the waiter now at the head: it
+-- is granted the lock if it takes grants, else told its turn has come. The places of the
+-- waiters behind stay as they are (see fair_acquire.lua).
 -- KEYS[1]  lock key
 -- KEYS[2]  the lock's channel: a waiter's channel is this, ":", its owner field
 -- KEYS[3]  queue of the waiting owner fields (see fair_acquire.lua)
@@ -8,19 +9,90 @@
 -- KEYS[5]  our waiters (see fair_acquire.lua)
 -- ARGV[1]  the leaving owner field
 -- ARGV[2]  message published to the new head ("0")
--- Reply    1 when the owner was queued, else 0; an error, with nothing written, when the
---          user may not write the queue.
+-- ARGV[3]  holds the leaving owner believes it has (0 unless its earlier holds vanished)
+-- ARGV[4]  the longest grant lease in milliseconds, as in fair_release.lua; "0": grant
+--             nothing
+-- Reply    1 when the owner was queued or held a hold it did not know of (both are undone),
+--          else 0; an error, with nothing written, when the user may not write the queue,
+--          the lock key or publish to the head.
+-- A hold the leaving owner does not know of (it believes it has none, and its field is
+-- there) was granted to it by a release (fair_release.lua) whose message came too late or
+-- not at all, or taken by an attempt whose reply was lost: it is given back here, and the
+-- turn passes on, so that a waiter that gave up never keeps the lock. The new head is the
+-- first other waiter whose place has not run out; it is granted the lock exactly as
+-- fair_release.lua grants it (the two must agree), and left in the queue otherwise.
 local check = redis.acl_check_cmd
 if check and (not check('zrem', KEYS[4], ARGV[1]) or not check('zrem', KEYS[5], ARGV[1])) then
     return redis.error_reply('NOPERM this user may not write the fair lock queue')
 end
+local exists = redis.call('exists', KEYS[1]) == 1
+local unknown = false
+if exists and tonumber(ARGV[3]) == 0 then
+    local readable, count = pcall(redis.call, 'hget', KEYS[1], ARGV[1])
+    unknown = readable and count ~= false and redis.call('hexists', KEYS[1], 'mode') == 0
+end
+local free = not exists or (unknown and redis.call('hlen', KEYS[1]) == 1)
+local head = nil
+if free then
+    local queued = unknown
+    local now = redis.call('time')
+    now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    for _, waiter in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+        if waiter == ARGV[1] then
+            queued = true
+        elseif not head then
+            local until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
+            if not until_ then
+                until_ = tonumber(redis.call('zscore', KEYS[4], waiter))
+            end
+            if until_ and until_ > now then
+                head = waiter
+            end
+        end
+    end
+    if not queued then
+        head = nil
+    end
+end
+local channel = head and (KEYS[2] .. ':' .. head)
+local message = ARGV[2]
+local grant = nil
+if channel and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
+    and string.sub(head, 15, 15) == '8' and string.sub(head, 37, 37) == ':' then
+    local until_ = tonumber(redis.call('zscore', KEYS[5], head))
+    if until_ then
+        local now = redis.call('time')
+        now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+        grant = math.min(until_ - now, tonumber(ARGV[4]))
+        message = 'granted:' .. ARGV[4] .. ':' .. string.format('%.0f', until_)
+    end
+end
+if check then
+    if unknown and not check('hdel', KEYS[1], ARGV[1]) then
+        return redis.error_reply('NOPERM this user may not give back the lock')
+    end
+    if grant and (not check('lrem', KEYS[3], '1', head) or not check('hset', KEYS[1], head, '1')
+        or not check('pexpire', KEYS[1], grant) or not check('publish', channel, message)) then
+        return redis.error_reply('NOPERM this user may not hand the lock to the next waiter')
+    end
+end
 local removed = redis.call('lrem', KEYS[3], 0, ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
 redis.call('zrem', KEYS[5], ARGV[1])
-if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
-    local head = redis.call('lindex', KEYS[3], 0)
-    if head then
-        pcall(redis.call, 'publish', KEYS[2] .. ':' .. head, ARGV[2])
-    end
+if unknown then
+    redis.call('hdel', KEYS[1], ARGV[1])
 end
-return math.min(removed, 1)
+if grant then
+    redis.call('lrem', KEYS[3], 1, head)
+    redis.call('zrem', KEYS[4], head)
+    redis.call('zrem', KEYS[5], head)
+    redis.call('hset', KEYS[1], head, 1)
+    redis.call('pexpire', KEYS[1], grant)
+end
+if channel then
+    pcall(redis.call, 'publish', channel, message)
+end
+if removed > 0 or unknown then
+    return 1
+end
+return 0

@@ -81,6 +81,16 @@ pub fn lease() -> impl Strategy<Value = Lease> {
     ]
 }
 
+/// The lease of a waiter: a short explicit one, or watched, which a fair
+/// lock's waiter takes on a release's grant alone (a direct hand-off), where an explicit
+/// one confirms the grant by an attempt.
+fn wait_lease() -> impl Strategy<Value = Lease> {
+    prop_oneof![
+        1 => (10u64..60).prop_map(Lease::Ms),
+        1 => Just(Lease::Watched),
+    ]
+}
+
 /// Sequences of steps; with `java`, the Java owner's among them.
 pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
     let owner = || 0..OWNERS;
@@ -93,14 +103,14 @@ pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
         ),
         (
             3,
-            (owner(), (10u64..60).prop_map(Lease::Ms), 20u64..400)
+            (owner(), wait_lease(), 20u64..400)
                 .prop_map(|(owner, lease, wait)| Op::Wait { owner, lease, wait })
                 .boxed(),
         ),
         // The sleepy owner, which only a message wakes before its wait ends.
         (
             1,
-            ((10u64..60).prop_map(Lease::Ms), 2500u64..3500)
+            (wait_lease(), 2500u64..3500)
                 .prop_map(|(lease, wait)| Op::Wait {
                     owner: SLEEPY,
                     lease,
@@ -341,6 +351,11 @@ pub struct Harness<K: Subject> {
 }
 
 impl<K: Subject> Harness<K> {
+    /// Holds the owners took on a release's grant alone (a fair lock's direct hand-off).
+    pub fn grants_taken(&self) -> u64 {
+        self.clients.shared.stats().grants_taken + self.clients.own.stats().grants_taken
+    }
+
     pub fn new() -> Self {
         let server = Server::start();
         let clients = Clients::new(&server);
