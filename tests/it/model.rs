@@ -733,3 +733,63 @@ fn a_release_that_runs_after_the_lease_ends_finds_the_permit_gone() {
         }
     }
 }
+
+/// Found by the property with direct hand-off on: a release grants the lock to owner 2's
+/// wait (an explicit lease: it confirms by an attempt), a forced unlock deletes the grant
+/// first, and the wait queues anew, behind the Java owner, which rightly takes the lock
+/// before it. The model took the wait's first place as kept.
+#[test]
+fn fair_java_owner_queued_first_after_a_forced_grant_follows_its_model() {
+    use exclusive::{Lease::*, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 0,
+            lease: Watched,
+        },
+        Take {
+            owner: 2,
+            lease: Watched,
+        },
+        Take {
+            owner: 1,
+            lease: Watched,
+        },
+        Wait {
+            owner: 2,
+            lease: Ms(21),
+            wait: 107,
+        },
+        JavaTake {
+            lease: 79,
+            wait: 100,
+        },
+        Release { owner: 0, which: 2 },
+        Take {
+            owner: 2,
+            lease: Ms(14),
+        },
+        Take {
+            owner: 0,
+            lease: Ms(73),
+        },
+        Release { owner: 0, which: 1 },
+        Force,
+        Wait {
+            owner: 2,
+            lease: Ms(30),
+            wait: 208,
+        },
+        JavaTake {
+            lease: 22,
+            wait: 100,
+        },
+        Pass { ms: 20 },
+        Force,
+        Take {
+            owner: 1,
+            lease: Ms(62),
+        },
+        Pass { ms: 42 },
+        Release { owner: 1, which: 2 },
+    ]);
+}

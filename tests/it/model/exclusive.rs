@@ -260,8 +260,9 @@ struct Waiting {
     lease: Lease,
     /// When the owner was seen in the fair queue, and its rank among those seen.
     queued: Option<(Instant, u64)>,
-    /// A forced unlock ran meanwhile: what it took may have been deleted.
-    forced: bool,
+    /// When a forced unlock first ran meanwhile: what it took, or was granted by a release
+    /// before its call returned, may have been deleted, and then it queues anew, last.
+    forced: Option<Instant>,
     /// Since when nobody else could hold the lock or be ahead of it in a queue.
     free_since: Option<Instant>,
 }
@@ -493,7 +494,7 @@ impl<K: Subject> Case<'_, K> {
                     wait,
                     lease,
                     queued: None,
-                    forced: false,
+                    forced: None,
                     free_since: None,
                 };
                 if K::JAVA == Java::Fair {
@@ -616,7 +617,7 @@ impl<K: Subject> Case<'_, K> {
                         party.held = None;
                     }
                     if let Some(waiting) = &mut party.waiting {
-                        waiting.forced = true;
+                        waiting.forced.get_or_insert(at);
                     }
                 }
                 self.java.sure_until = None;
@@ -748,7 +749,7 @@ impl<K: Subject> Case<'_, K> {
             }
         }
         self.taken(owner, waiting.lease, taken, false, rank)?;
-        if let (true, Some(hold)) = (waiting.forced, self.parties[owner].holds.last_mut()) {
+        if let (Some(_), Some(hold)) = (waiting.forced, self.parties[owner].holds.last_mut()) {
             hold.revoked = true;
         }
         // The fair order: nobody queued after it, or not queued, took the lock while it
@@ -757,7 +758,8 @@ impl<K: Subject> Case<'_, K> {
             let me = format!("owner {owner}");
             for acq in &self.acquisitions {
                 let later = acq.rank.is_none_or(|r| r > rank);
-                if acq.who != me && later && acq.from >= seen && acq.to + SLACK < ended {
+                let placed = waiting.forced.is_none_or(|forced| acq.from < forced);
+                if acq.who != me && later && placed && acq.from >= seen && acq.to + SLACK < ended {
                     return Err(format!(
                         "{} took the fair lock while {me}, queued before, still waited ({:?} \
                          before its wait ended)",
