@@ -123,6 +123,12 @@ pub(crate) fn is_connection(err: &RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_timeout()
 }
 
+/// No reply came within the response timeout (on a connection that was open: a connect
+/// that timed out is `TimedOut` underneath, as `what` tells them apart).
+pub(crate) fn is_reply_timeout(err: &RedisError) -> bool {
+    err.is_timeout() && io_kind(err) != Some(io::ErrorKind::TimedOut)
+}
+
 /// The I/O error underneath, if any: the Redis client keeps it behind an `Arc`.
 pub(crate) fn io_error(err: &RedisError) -> Option<&io::Error> {
     type Shared = Arc<dyn StdError + Send + Sync>;

@@ -250,6 +250,14 @@ impl Error {
         matches!(self, Error::Timeout { .. })
     }
 
+    /// A server did not reply within the response timeout.
+    pub(crate) fn is_reply_timeout(&self) -> bool {
+        match self {
+            Error::Redis { cause, .. } => cause.as_redis().is_some_and(cause::is_reply_timeout),
+            _ => false,
+        }
+    }
+
     /// The wait was cancelled, by a [`Cancel`](crate::Cancel) token or by closing the
     /// client ([`is_closed`](Self::is_closed)).
     pub fn is_cancelled(&self) -> bool {

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::base::config::Config;
 use crate::base::error::{Error, Noun, Result};
@@ -187,7 +188,20 @@ impl LockClient {
         let shared = &client.shared;
         let probe = [&shared.config().key_prefix[..], b"redmutex:probe"].concat();
         let nodes = shared.nodes();
-        let checked: Vec<Result<()>> = nodes.list().iter().map(|n| n.check(&probe)).collect();
+        // A reply slower than a short lease's response timeout, on a busy machine, is no
+        // reason to refuse the client: each node's checks are tried again while another
+        // response timeout fits in the connect timeout and one response timeout from now,
+        // the bound of a server that never answers.
+        let config = shared.config();
+        let until = Instant::now() + config.connect_timeout + config.response_timeout;
+        let check = |node: &Arc<Node>| loop {
+            let checked = node.check(&probe);
+            let again = Instant::now() + config.response_timeout <= until;
+            if !(again && checked.as_ref().is_err_and(Error::is_reply_timeout)) {
+                return checked;
+            }
+        };
+        let checked: Vec<Result<()>> = nodes.list().iter().map(check).collect();
         let answered: Vec<_> = (nodes.list().iter().zip(&checked))
             .filter(|(_, checked)| checked.is_ok())
             .filter_map(|(node, _)| node.shards().ok())

@@ -210,3 +210,31 @@ fn a_client_name_alone_works_across_its_range() {
         );
     }
 }
+
+/// A short lease has a short response timeout (11 ms for 50 ms): a client built on a busy
+/// machine, whose first check's reply comes later than that, is built all the same, the
+/// checks tried again within the connect timeout.
+#[test]
+fn a_short_lease_builds_when_a_check_s_reply_is_late() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    // Loads the scripts, so that each check of the next build is one EVALSHA.
+    LockClient::open(&proxy.url()).unwrap();
+    let base = server.calls("evalsha");
+    proxy.delay_replies(Duration::from_millis(40));
+    let url = proxy.url();
+    let built = std::thread::spawn(move || {
+        LockClient::builder(&url)
+            .lease(Duration::from_millis(50))
+            .build()
+            .map(drop)
+    });
+    // A second check was sent: the first one's reply came too late.
+    let retried = support::eventually(Duration::from_secs(10), || {
+        server.calls("evalsha") >= base + 2 || built.is_finished()
+    });
+    proxy.delay_replies(Duration::ZERO);
+    let built = built.join().unwrap();
+    assert!(retried && server.calls("evalsha") >= base + 2, "{built:?}");
+    built.unwrap();
+}
