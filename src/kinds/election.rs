@@ -221,23 +221,14 @@ fn acquired(
     valid_until: Instant,
 ) -> Result<Attempt<LeadingHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
-    let mut ticket = None;
-    if lease.is_none() {
-        let renewal = Box::new(Renew {
+    let renewal = || -> Box<dyn Renewal> {
+        Box::new(Renew {
             key: target.shared_key(),
             token: token.clone(),
-        });
-        match watchdog::start(target, &holding, sent, renewal) {
-            Ok(started) => ticket = Some(started),
-            Err(source) => {
-                give_back(target, &token, None);
-                return Err(Error::Watchdog {
-                    lock: target.subject().clone(),
-                    source,
-                });
-            }
-        }
-    }
+        })
+    };
+    let undo = || give_back(target, &token, None);
+    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
     Ok(Attempt::Acquired(Hold {
         holding,
         watched: lease.is_none(),

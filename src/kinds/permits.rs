@@ -214,21 +214,12 @@ fn acquired(
     valid_until: Instant,
 ) -> Result<Attempt<PermitHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
-    let mut ticket = None;
-    if lease.is_none() {
+    let renewal = || -> Box<dyn Renewal> {
         let timeouts = names::semaphore_timeouts(&target.shared_key());
-        let renewal = Box::new(Renew { timeouts, id });
-        match watchdog::start(target, &holding, sent, renewal) {
-            Ok(started) => ticket = Some(started),
-            Err(source) => {
-                give_back(target, id);
-                return Err(Error::Watchdog {
-                    lock: target.subject().clone(),
-                    source,
-                });
-            }
-        }
-    }
+        Box::new(Renew { timeouts, id })
+    };
+    let undo = || give_back(target, id);
+    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
     Ok(Attempt::Acquired(Hold {
         holding,
         watched: lease.is_none(),

@@ -166,23 +166,14 @@ fn acquired(
     valid_until: Instant,
 ) -> Result<Attempt<TokenHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
-    let mut ticket = None;
-    if lease.is_none() {
-        let renewal = Box::new(Renew {
+    let renewal = || -> Box<dyn Renewal> {
+        Box::new(Renew {
             key: target.shared_key(),
             token: token.clone(),
-        });
-        match watchdog::start(target, &holding, sent, renewal) {
-            Ok(started) => ticket = Some(started),
-            Err(source) => {
-                target.give_back(|wake| release_cmd(target, &token, wake), None);
-                return Err(Error::Watchdog {
-                    lock: target.subject().clone(),
-                    source,
-                });
-            }
-        }
-    }
+        })
+    };
+    let give_back = || target.give_back(|wake| release_cmd(target, &token, wake), None);
+    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, give_back)?;
     Ok(Attempt::Acquired(Hold {
         holding,
         watched: lease.is_none(),

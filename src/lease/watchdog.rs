@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::base::error::{NodeError, Subject};
+use crate::base::error::{Error, NodeError, Result, Subject};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
 use crate::lease::holding::Holding;
@@ -54,6 +54,31 @@ pub(crate) fn start(
     shared
         .workers()
         .start(due, Box::new(move |stop| renew_loop(&client, &job, stop)))
+}
+
+/// The watchdog's ticket for a hold taken without an explicit lease (`lease` is `None`);
+/// none for an explicit lease. When its thread cannot start, `give_back` undoes the hold and
+/// the error says why.
+pub(crate) fn unless_leased(
+    target: &Target,
+    lease: Option<Duration>,
+    holding: &Arc<Holding>,
+    since: Instant,
+    renewal: impl FnOnce() -> Box<dyn Renewal>,
+    give_back: impl FnOnce(),
+) -> Result<Option<Ticket>> {
+    if lease.is_some() {
+        return Ok(None);
+    }
+    start(target, holding, since, renewal())
+        .map(Some)
+        .map_err(|source| {
+            give_back();
+            Error::Watchdog {
+                lock: target.subject().clone(),
+                source,
+            }
+        })
 }
 
 /// Renews until stopped or lost.
