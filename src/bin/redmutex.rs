@@ -210,7 +210,8 @@ fn unlock(
             lock.write().force_unlock()? || lock.read().force_unlock()?
         }
         LockKind::Token => client.token_lock(name).force_unlock()?,
-        // An election's key is a hash without a mode, as force_unlock deletes it.
+        // As a resignation: observers are told too.
+        LockKind::Election => client.election(name).force_resign()?,
         _ => client.lock(name).force_unlock()?,
     };
     if cli.json {

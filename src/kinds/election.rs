@@ -191,6 +191,28 @@ impl Machinery for Leading {
     }
 }
 
+/// Ends whoever's leadership holds the election now, as its own resignation would: a
+/// candidate and every observer are woken. False when nobody led, or the leader changed
+/// between reading its token and resigning it (the new leader is left alone).
+pub(crate) fn force_resign(target: &Target) -> Result<bool> {
+    target.begin()?;
+    let node = node(target)?;
+    let key = target.open()?;
+    let end = Instant::now() + target.shared.config().response_timeout;
+    let mut read = redis::cmd("HGET");
+    read.arg(key).arg("token");
+    let token: Option<String> = node.run(&read, end).map_err(|err| target.wrong_kind(err))?;
+    let Some(token) = token else {
+        return Ok(false);
+    };
+    let end = Instant::now() + target.shared.config().response_timeout;
+    let resigned = node.run::<Released>(&resign_cmd(target, &token, true), end);
+    match resigned.map_err(|err| err.with_lock(target.subject()))? {
+        Released::NotOurs => Ok(false),
+        _ => Ok(true),
+    }
+}
+
 /// The resignation of the leadership `token`, with a latch of its own, waking a candidate
 /// if it is to `wake` one; observers are always told.
 fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {

@@ -122,6 +122,24 @@ impl Election {
             .map(|(epoch, name, _)| Leader::new(name, epoch)))
     }
 
+    /// Ends the current leadership, whoever holds it, as its resignation would: the next
+    /// candidate and every observer are woken, and the leader finds it `Lost` at its next
+    /// renewal. For an operator ending a stuck leadership; `true` when one was ended,
+    /// `false` when nobody led (or another leader came in meanwhile, and was left alone).
+    ///
+    /// ```no_run
+    /// # fn main() -> redmutex::Result<()> {
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// if client.election("cron").force_resign()? {
+    ///     println!("the leader was removed");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn force_resign(&self) -> Result<bool> {
+        election::force_resign(self.target())
+    }
+
     /// How long the current leader's lease has left; `None` when nobody leads (or the key
     /// has no expiry).
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {

@@ -853,3 +853,32 @@ fn the_operations_tool_shows_the_leader_its_epoch_lease_and_candidates() {
         redmutex::LockKind::Free
     );
 }
+
+/// An operator's forced resignation ends a leadership as the leader's own would: with
+/// leases far beyond the test, the waiting candidate and the observer are told at once by
+/// its messages. With nobody leading it changes nothing.
+#[test]
+fn a_forced_resignation_wakes_the_candidates_and_the_observers() {
+    let server = Server::start();
+    let admin = patient(&server, "admin").election(NAME);
+    assert!(!admin.force_resign().unwrap(), "nobody leads");
+    let stuck = patient(&server, "stuck").election(NAME).campaign().unwrap();
+    let mut observer = patient(&server, "observer").election(NAME).observe();
+    let now = changes_until(&mut observer, |_| true);
+    assert_eq!(elected(&now), [("stuck".to_owned(), 1)]);
+    let candidate = patient(&server, "next").election(NAME);
+    let base = server.calls("evalsha");
+    let waiter = std::thread::spawn(move || candidate.campaign().map(|next| next.epoch()));
+    // Subscribed, and attempted once more after that: asleep until a message.
+    await_subscribers(&server, &channel(NAME), 1);
+    await_calls(&server, base + 2);
+    assert!(admin.force_resign().unwrap());
+    assert_eq!(waiter.join().unwrap().unwrap(), 2);
+    let seen = changes_until(
+        &mut observer,
+        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 2),
+    );
+    assert_eq!(elected(&seen), [("next".to_owned(), 2)], "{seen:?}");
+    // The removed leader learns it at its next renewal; its resignation ends nobody else's.
+    assert!(stuck.resign().unwrap_err().is_lost());
+}
