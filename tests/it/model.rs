@@ -20,9 +20,9 @@
 //! of every case of the exclusive kinds.
 
 use crate::support;
+use crate::support::redisson::epoch_ms;
 
 mod exclusive;
-mod java;
 mod read_write;
 mod semaphore;
 
@@ -242,14 +242,6 @@ fn expiry(ttl: i64, read: Instant) -> Option<Instant> {
     u64::try_from(ttl)
         .ok()
         .map(|ms| read + Duration::from_millis(ms) + SLACK)
-}
-
-/// Epoch milliseconds now, as a Redisson client passes its clock.
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 #[test]

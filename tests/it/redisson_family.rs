@@ -1,7 +1,8 @@
 //! The fair lock, the read-write lock and the leased semaphore against a Redisson client
 //! played from a raw connection: no Redisson port runs here, so each test runs the steps of
 //! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them; the
-//! fair lock's are the same up to 4.7), written here as Lua of our own. Each side excludes
+//! fair lock's are the same up to 4.7), written as Lua of our own in `support::redisson`,
+//! which the model-based tests play the Java owner with too. Each side excludes
 //! the other and wakes the other's waiters; Java and Rust waiters of a fair lock share one
 //! first-come, first-served queue.
 
@@ -10,6 +11,10 @@ use crate::support;
 use std::time::Duration;
 
 use redmutex::LockClient;
+use support::redisson::{
+    FAIR_GIVE_UP, PERMIT_ACQUIRE, PERMIT_RELEASE, READ_ACQUIRE, WRITE_ACQUIRE, WRITE_UNLOCK, arg,
+    epoch_ms, eval, fair_acquire, fair_unlock,
+};
 use support::{Server, eventually};
 
 /// The Redisson client's owner id: `<client uuid>:<thread id>`.
@@ -17,25 +22,6 @@ const THEM: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:1";
 /// A lease and a queue wait long enough that only a message can wake a waiter in time.
 const LONG: Duration = Duration::from_secs(120);
 const IN_TIME: Duration = Duration::from_secs(30);
-
-/// Runs one of the scripts below, as Redisson sends them (EVAL with keys and arguments).
-fn redisson<T: redis::FromRedisValue>(
-    server: &Server,
-    script: &str,
-    keys: &[&str],
-    args: &[&str],
-) -> T {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
-    cmd.query(&mut server.conn()).unwrap()
-}
-
-fn now() -> String {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    since.as_millis().to_string()
-}
 
 /// A client of ours whose waiters sleep on the holder's lease and poll almost never.
 fn sleepy(server: &Server) -> LockClient {
@@ -66,82 +52,7 @@ fn next_message(conn: &mut redis::Connection) -> String {
     payload
 }
 
-// Fair lock, §4. Purge step P, then as the section lists. A head without a place stops
-// the purge, as in Redisson.
-const FAIR_ACQUIRE: &str = r#"
-local now = tonumber(ARGV[4])
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then break end
-  local place = redis.call('zscore', KEYS[3], head)
-  if place and tonumber(place) <= now then
-    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
-  else break end
-end
-local head = redis.call('lindex', KEYS[2], 0)
-if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
-  redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], ARGV[2])
-  for _, m in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), m)
-  end
-  redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if redis.call('zscore', KEYS[3], ARGV[2]) then
-  return math.max(0, redis.call('pttl', KEYS[1]))
-end
-local tail = redis.call('lindex', KEYS[2], -1)
-local ttl
-if tail and tail ~= ARGV[2] and redis.call('zscore', KEYS[3], tail) then
-  ttl = tonumber(redis.call('zscore', KEYS[3], tail)) - now
-else
-  ttl = redis.call('pttl', KEYS[1])
-end
-if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
-  redis.call('rpush', KEYS[2], ARGV[2])
-end
-return ttl
-"#;
-
-const FAIR_UNLOCK: &str = r#"
-local now = tonumber(ARGV[4])
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then break end
-  local place = redis.call('zscore', KEYS[3], head)
-  if place and tonumber(place) <= now then
-    redis.call('zrem', KEYS[3], head); redis.call('lpop', KEYS[2])
-  else break end
-end
-local head = redis.call('lindex', KEYS[2], 0)
-if redis.call('exists', KEYS[1]) == 0 then
-  if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
-  return 1
-end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
-end
-redis.call('del', KEYS[1])
-if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
-return 1
-"#;
-
-// Give up: those behind the leaving waiter get its wait back off their places.
-const FAIR_GIVE_UP: &str = r#"
-local queue = redis.call('lrange', KEYS[1], 0, -1)
-local behind = false
-for _, m in ipairs(queue) do
-  if behind then redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), m) end
-  if m == ARGV[1] then behind = true end
-end
-redis.call('zrem', KEYS[2], ARGV[1]); redis.call('lrem', KEYS[1], 0, ARGV[1])
-"#;
-
+// Fair lock, §4.
 const FAIR_KEYS: [&str; 3] = [
     "fair",
     "redisson_lock_queue:{fair}",
@@ -169,11 +80,11 @@ fn java_fair_acquire(server: &Server, owner: &str) -> Option<i64> {
 
 /// One attempt of the Java thread `owner` in a `tryLock` that waits `wait` milliseconds.
 fn java_fair_try_lock(server: &Server, owner: &str, wait: &str) -> Option<i64> {
-    redisson(
-        server,
-        FAIR_ACQUIRE,
+    eval(
+        &mut server.conn(),
+        &fair_acquire(),
         &FAIR_KEYS,
-        &["120000", owner, wait, &now()],
+        &[arg(120000), arg(owner), arg(wait), arg(epoch_ms())],
     )
 }
 
@@ -184,11 +95,21 @@ fn java_fair_unlock(server: &Server, owner: &str) -> Option<i64> {
         FAIR_KEYS[2],
         "redisson_lock__channel:{fair}",
     ];
-    redisson(server, FAIR_UNLOCK, &keys, &["0", "120000", owner, &now()])
+    eval(
+        &mut server.conn(),
+        &fair_unlock(),
+        &keys,
+        &[arg(0), arg(120000), arg(owner), arg(epoch_ms())],
+    )
 }
 
 fn java_fair_give_up(server: &Server, owner: &str) {
-    let () = redisson(server, FAIR_GIVE_UP, &FAIR_KEYS[1..], &[owner, JAVA_WAIT]);
+    let () = eval(
+        &mut server.conn(),
+        FAIR_GIVE_UP,
+        &FAIR_KEYS[1..],
+        &[arg(owner), arg(JAVA_WAIT)],
+    );
 }
 
 /// A Java thread of the Redisson client: `<client uuid>:<thread id>`.
@@ -430,7 +351,7 @@ fn fair_lock_a_java_waiter_behind_ours_keeps_its_place_however_long_ours_waits()
     let second = OurWaiter::start(&server, LONG);
     assert!(eventually(IN_TIME, || fair_queue_len(&server) == 3));
     // Our first waiter waits on past the place the Java waiter was given when it queued.
-    assert!(eventually(IN_TIME, || now().parse::<f64>().unwrap() > place + 500.0));
+    assert!(eventually(IN_TIME, || epoch_ms() as f64 > place + 500.0));
 
     assert_eq!(java_fair_unlock(&server, &holder), Some(1));
     assert!(first.outcome(), "our first waiter was not woken");
@@ -467,16 +388,16 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     assert!(java_fair_acquire(&server, &first).is_some());
     // A waiter of ours queues behind the first Java waiter, with a place that reserves
     // that waiter's wait, and never comes back: its process crashed after one attempt.
-    let crashed: Option<(i64, i64)> = redisson(
-        &server,
+    let crashed: Option<(i64, i64)> = eval(
+        &mut server.conn(),
         include_str!("../../src/transport/scripts/fair_acquire.lua"),
         &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
         &[
-            "30000",
-            "0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1",
-            "0",
-            "1000",
-            JAVA_WAIT,
+            arg(30000),
+            arg("0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1"),
+            arg(0),
+            arg(1000),
+            arg(JAVA_WAIT),
         ],
     );
     assert!(crashed.is_some(), "queued");
@@ -523,52 +444,6 @@ fn ours_field(server: &Server) -> String {
 }
 
 // Read-write lock, §5.
-const READ_ACQUIRE: &str = r#"
-local mode = redis.call('hget', KEYS[1], 'mode')
-if not mode then
-  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
-  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
-  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
-end
-if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-  local i = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('set', KEYS[2] .. ':' .. i, 1, 'px', ARGV[1])
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-  return nil
-end
-return redis.call('pttl', KEYS[1])
-"#;
-
-const WRITE_UNLOCK: &str = r#"
-local mode = redis.call('hget', KEYS[1], 'mode')
-if not mode then redis.call('publish', KEYS[2], ARGV[1]); return nil end
-if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-  redis.call('pexpire', KEYS[1], ARGV[2]); return 0
-end
-redis.call('hdel', KEYS[1], ARGV[3])
-if redis.call('hlen', KEYS[1]) == 1 then
-  redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1])
-else
-  redis.call('hset', KEYS[1], 'mode', 'read')
-end
-return 1
-"#;
-
-const WRITE_ACQUIRE: &str = r#"
-local mode = redis.call('hget', KEYS[1], 'mode')
-if not mode then
-  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1]); return nil
-end
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))
-  return nil
-end
-return redis.call('pttl', KEYS[1])
-"#;
-
 fn their_read_acquire(server: &Server) -> Option<i64> {
     their_read_acquire_for(server, "120000")
 }
@@ -577,11 +452,11 @@ fn their_read_acquire(server: &Server) -> Option<i64> {
 fn their_read_acquire_for(server: &Server, lease_ms: &str) -> Option<i64> {
     let prefix = format!("{{rw}}:{THEM}:rwlock_timeout");
     let writer = format!("{THEM}:write");
-    redisson(
-        server,
+    eval(
+        &mut server.conn(),
         READ_ACQUIRE,
         &["rw", &prefix],
-        &[lease_ms, THEM, &writer],
+        &[arg(lease_ms), arg(THEM), arg(writer)],
     )
 }
 
@@ -590,7 +465,12 @@ fn read_write_lock_each_side_excludes_and_wakes_the_other() {
     let server = Server::start();
     let writer = format!("{THEM}:write");
     // Their writer holds: our reader waits, and their write unlock ("1") wakes it.
-    let taken: Option<i64> = redisson(&server, WRITE_ACQUIRE, &["rw"], &["120000", &writer]);
+    let taken: Option<i64> = eval(
+        &mut server.conn(),
+        WRITE_ACQUIRE,
+        &["rw"],
+        &[arg(120000), arg(&writer)],
+    );
     assert_eq!(taken, None);
     let ours = sleepy(&server).read_write_lock("rw");
     let (tx, got) = std::sync::mpsc::channel();
@@ -603,11 +483,11 @@ fn read_write_lock_each_side_excludes_and_wakes_the_other() {
         .subscribers("redisson_rwlock:{rw}")
         > 0));
     let keys = ["rw", "redisson_rwlock:{rw}", "redisson_unlock_latch:{rw}:x"];
-    let released: Option<i64> = redisson(
-        &server,
+    let released: Option<i64> = eval(
+        &mut server.conn(),
         WRITE_UNLOCK,
         &keys,
-        &["1", "120000", &writer, "PUBLISH", "1000"],
+        &[arg(1), arg(120000), arg(&writer), arg("PUBLISH"), arg(1000)],
     );
     assert_eq!(released, Some(1));
     assert_eq!(
@@ -708,47 +588,21 @@ fn read_write_lock_a_read_release_as_their_read_lease_ends_frees_only_what_ended
     }
 }
 
-// Permit-expirable semaphore, §10 (with its purge step).
-const SEMAPHORE_ACQUIRE: &str = r#"
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
-if #expired > 0 then
-  redis.call('zrem', KEYS[2], unpack(expired))
-  local total = redis.call('incrby', KEYS[1], #expired)
-  if total > 0 then redis.call('publish', KEYS[3], total) end
-end
-local value = redis.call('get', KEYS[1])
-if value and tonumber(value) >= tonumber(ARGV[1]) then
-  redis.call('decrby', KEYS[1], ARGV[1])
-  for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
-  return 'OK'
-end
-local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
-if first[2] and tonumber(first[2]) ~= tonumber(ARGV[4]) then return ':' .. first[2] end
-return nil
-"#;
-
-const SEMAPHORE_RELEASE: &str = r#"
-if redis.call('zrem', KEYS[3], ARGV[1]) == 0 then return 0 end
-local total = redis.call('incrby', KEYS[1], ARGV[2])
-redis.call('publish', KEYS[2], total)
-return 1
-"#;
-
+// Permit-expirable semaphore, §10.
 const SEMAPHORE_KEYS: [&str; 3] = ["pool", "{pool}:timeout", "redisson_sc:{pool}"];
 /// Their permit's id: 16 bytes.
 const THEIR_PERMIT: &str = "0123456789abcdef";
 
 fn their_semaphore_acquire(server: &Server) -> Option<String> {
-    let expiry = (now().parse::<u64>().unwrap() + 120_000).to_string();
     let args = [
-        "1",
-        &expiry,
-        &now(),
-        "922337203685477",
-        "PUBLISH",
-        THEIR_PERMIT,
+        arg(1),
+        arg(epoch_ms() + 120_000),
+        arg(epoch_ms()),
+        arg(922_337_203_685_477u64),
+        arg("PUBLISH"),
+        arg(THEIR_PERMIT),
     ];
-    redisson(server, SEMAPHORE_ACQUIRE, &SEMAPHORE_KEYS, &args)
+    eval(&mut server.conn(), PERMIT_ACQUIRE, &SEMAPHORE_KEYS, &args)
 }
 
 #[test]
@@ -772,11 +626,11 @@ fn semaphore_each_side_excludes_and_wakes_the_other() {
         .subscribers("redisson_sc:{pool}")
         > 0));
     let keys = [SEMAPHORE_KEYS[0], SEMAPHORE_KEYS[2], SEMAPHORE_KEYS[1]];
-    let released: i64 = redisson(
-        &server,
-        SEMAPHORE_RELEASE,
+    let released: i64 = eval(
+        &mut server.conn(),
+        PERMIT_RELEASE,
         &keys,
-        &[THEIR_PERMIT, "1", &now(), "PUBLISH"],
+        &[arg(THEIR_PERMIT), arg(1), arg(epoch_ms()), arg("PUBLISH")],
     );
     assert_eq!(released, 1);
     assert_eq!(

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use redmutex::{Fair, Fenced, Health, Lock, LockClient, LockGuard, Reentrant, Token};
 
-use super::java::{self, JAVA, arg};
 use super::{
     Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, epoch_ms, expiry, fresh_name,
     leftovers, pttl,
 };
 use crate::support::history::History;
+use crate::support::redisson::{self, JAVA, arg};
 use crate::support::{MakeLock, Server};
 
 /// A lease in a step: watched (the client's, renewed), or explicit in milliseconds.
@@ -802,12 +802,17 @@ impl<K: Subject> Case<'_, K> {
         let sent = Instant::now();
         let got: Option<i64> = match K::JAVA {
             Java::None => return Ok(()),
-            Java::Lock => java::eval(conn, java::LOCK_ACQUIRE, &[&name], &[arg(lease), arg(JAVA)]),
+            Java::Lock => redisson::eval(
+                conn,
+                redisson::LOCK_ACQUIRE,
+                &[&name],
+                &[arg(lease), arg(JAVA)],
+            ),
             Java::Fenced => {
                 let counter = format!("redisson_lock_token:{{{name}}}");
-                let (ttl, token): (i64, i64) = java::eval(
+                let (ttl, token): (i64, i64) = redisson::eval(
                     conn,
-                    java::FENCED_ACQUIRE,
+                    redisson::FENCED_ACQUIRE,
                     &[&name, &counter],
                     &[arg(lease), arg(JAVA)],
                 );
@@ -818,9 +823,9 @@ impl<K: Subject> Case<'_, K> {
                     Some(ttl)
                 }
             }
-            Java::Fair => java::eval(
+            Java::Fair => redisson::eval(
                 conn,
-                &java::fair_acquire(),
+                &redisson::fair_acquire(),
                 &[&name, &queue, &timeouts],
                 &[arg(lease), arg(JAVA), arg(wait), arg(epoch_ms())],
             ),
@@ -869,16 +874,16 @@ impl<K: Subject> Case<'_, K> {
         let sent = Instant::now();
         let released: Option<i64> = if K::JAVA == Java::Fair {
             let (queue, timeouts) = (self.queue(), self.timeouts());
-            java::eval(
+            redisson::eval(
                 &mut self.h.conn,
-                &java::fair_unlock(),
+                &redisson::fair_unlock(),
                 &[&name, &queue, &timeouts, &channel],
                 &[arg(0), arg(lease), arg(JAVA), arg(epoch_ms())],
             )
         } else {
-            java::eval(
+            redisson::eval(
                 &mut self.h.conn,
-                java::LOCK_UNLOCK,
+                redisson::LOCK_UNLOCK,
                 &[&name, &channel],
                 &[arg(0), arg(lease), arg(JAVA)],
             )
@@ -906,9 +911,9 @@ impl<K: Subject> Case<'_, K> {
             return Ok(());
         }
         let (queue, timeouts) = (self.queue(), self.timeouts());
-        let _: i64 = java::eval(
+        let _: i64 = redisson::eval(
             &mut self.h.conn,
-            java::FAIR_GIVE_UP,
+            redisson::FAIR_GIVE_UP,
             &[&queue, &timeouts],
             &[arg(JAVA), arg(300_000)],
         );

@@ -8,13 +8,13 @@ use proptest::prelude::*;
 use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
 
 use super::exclusive::{GRACE, Lease, lease};
-use super::java::{self, JAVA, arg};
 use super::{
     Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, expiry, fresh_name, leftovers,
     pttl,
 };
 use crate::support::Server;
 use crate::support::history::History;
+use crate::support::redisson::{self, JAVA, arg};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -670,16 +670,16 @@ impl Case<'_> {
         let got: Option<i64> = match side {
             Side::Read => {
                 let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
-                java::eval(
+                redisson::eval(
                     &mut self.h.conn,
-                    java::READ_ACQUIRE,
+                    redisson::READ_ACQUIRE,
                     &[&name, &prefix],
                     &[arg(lease), arg(JAVA), arg(format!("{JAVA}:write"))],
                 )
             }
-            Side::Write => java::eval(
+            Side::Write => redisson::eval(
                 &mut self.h.conn,
-                java::WRITE_ACQUIRE,
+                redisson::WRITE_ACQUIRE,
                 &[&name],
                 &[arg(lease), arg(format!("{JAVA}:write"))],
             ),
@@ -712,16 +712,16 @@ impl Case<'_> {
             Side::Read => {
                 let prefix = format!("{{{name}}}:{JAVA}:rwlock_timeout");
                 let key_prefix = format!("{{{name}}}");
-                java::eval(
+                redisson::eval(
                     &mut self.h.conn,
-                    java::READ_UNLOCK,
+                    redisson::READ_UNLOCK,
                     &[&name, &channel, &prefix, &key_prefix],
                     &[arg(0), arg(JAVA)],
                 )
             }
-            Side::Write => java::eval(
+            Side::Write => redisson::eval(
                 &mut self.h.conn,
-                java::WRITE_UNLOCK,
+                redisson::WRITE_UNLOCK,
                 &[&name, &channel],
                 &[arg(1), arg(lease), arg(format!("{JAVA}:write"))],
             ),

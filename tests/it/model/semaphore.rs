@@ -7,9 +7,9 @@ use proptest::prelude::*;
 use redmutex::{Health, Permit, Semaphore};
 
 use super::exclusive::{Lease, lease};
-use super::java::{self, arg};
 use super::{Bound, Clients, SLACK, epoch_ms, fresh_name, leftovers};
 use crate::support::Server;
+use crate::support::redisson::{self, arg};
 
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -201,7 +201,7 @@ impl Case<'_> {
                 ];
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 let got: Option<String> =
-                    java::eval(&mut self.h.conn, java::PERMIT_ACQUIRE, &keys, &args);
+                    redisson::eval(&mut self.h.conn, redisson::PERMIT_ACQUIRE, &keys, &args);
                 self.log.push(format!("  Java: {got:?}"));
                 if got.as_deref() == Some("OK") {
                     let lease = Duration::from_millis(lease);
@@ -226,7 +226,7 @@ impl Case<'_> {
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 let args = [theirs.id.to_vec(), arg(1), arg(epoch_ms()), arg("publish")];
                 let released: i64 =
-                    java::eval(&mut self.h.conn, java::PERMIT_RELEASE, &keys, &args);
+                    redisson::eval(&mut self.h.conn, redisson::PERMIT_RELEASE, &keys, &args);
                 self.log.push(format!("  Java released: {released}"));
                 Ok(())
             }

@@ -12,6 +12,7 @@
 mod binary;
 pub mod history;
 pub mod logs;
+pub mod redisson;
 
 mod cluster;
 mod peer;

@@ -1,6 +1,8 @@
 //! A Java owner using Redisson (3.52), played from a raw connection: the steps of its
 //! scripts as `../shared/LAYOUTS.md` lists them (§1, §4, §5, §6, §10), written here as Lua
-//! of our own. The unlock latch (§2) is left out: these calls are never retried.
+//! of our own. The unlock latch (§2) is left out: these calls are never retried. The
+//! model-based tests (`model::*`) and the cross-client tests (`redisson_family`) both run
+//! these, so each Redisson step is written once.
 
 /// The Java owner's id: `<client uuid>:<thread id>`.
 pub const JAVA: &str = "0b6f2c1e-7a44-4d2b-9c3e-5f1a2b3c4d5e:77";
@@ -20,6 +22,14 @@ pub fn eval<T: redis::FromRedisValue>(
 /// One argument, as Redisson sends numbers and strings: UTF-8 text.
 pub fn arg(value: impl std::fmt::Display) -> Vec<u8> {
     value.to_string().into_bytes()
+}
+
+/// Epoch milliseconds now, as a Redisson client passes its clock.
+pub fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// §1 acquire. KEYS=[lock]; ARGV=[lease, owner]. nil: acquired; else PTTL.
@@ -56,7 +66,8 @@ end
 return {redis.call('pttl', KEYS[1]), -1}
 "#;
 
-/// §4's purge step P, at the top of the fair scripts; `now` is ARGV[n].
+/// §4's purge step P, at the top of the fair scripts; `now` is ARGV[n]. A head without a
+/// place stops the purge, as in Redisson.
 const PURGE: &str = r#"
 while true do
   local head = redis.call('lindex', KEYS[2], 0)
@@ -126,7 +137,9 @@ return 1
     )
 }
 
-/// §4 give up. KEYS=[queue, zset]; ARGV=[owner, wait].
+/// §4 give up: those behind the leaving waiter get its wait back off their places.
+/// KEYS=[queue, zset]; ARGV=[owner, wait]. Replies 1 if the owner was queued, else 0: a
+/// reply of ours, which no test reads.
 pub const FAIR_GIVE_UP: &str = r#"
 local pos = nil
 local queue = redis.call('lrange', KEYS[1], 0, -1)
@@ -231,8 +244,8 @@ end
 return nil
 "#;
 
-/// §10 tryAcquire of one permit. KEYS=[name, zset, channel]; ARGV=[1, expiryAt, now,
-/// 922337203685477, pub, id].
+/// §10 tryAcquire, purge step first. KEYS=[name, zset, channel]; ARGV=[count, expiryAt,
+/// now, 922337203685477, pub, ids…]: one id per permit.
 pub const PERMIT_ACQUIRE: &str = r#"
 local now = tonumber(ARGV[3])
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now, 'limit', 0, tonumber(ARGV[1]))
@@ -244,7 +257,7 @@ end
 local value = tonumber(redis.call('get', KEYS[1]))
 if value ~= nil and value >= tonumber(ARGV[1]) then
   redis.call('decrby', KEYS[1], ARGV[1])
-  redis.call('zadd', KEYS[2], ARGV[2], ARGV[6])
+  for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
   local ttl = redis.call('pttl', KEYS[1])
   if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
   return 'OK'
