@@ -94,7 +94,7 @@ impl LockClient {
 /// |---|---|
 /// | [`pool_size`](Self::pool_size) | 8 connections |
 /// | [`connect_timeout`](Self::connect_timeout) | 2 s |
-/// | [`response_timeout`](Self::response_timeout) | 2 s, or two thirds of the renew interval when that is less |
+/// | [`response_timeout`](Self::response_timeout) | 2 s, or a third of what the lease leaves after the renew interval when that is less |
 /// | [`lease`](Self::lease) (watchdog lease) | 30 s |
 /// | [`renew_interval`](Self::renew_interval) | lease / 3 |
 /// | [`retry_base`](Self::retry_base) / [`retry_cap`](Self::retry_cap) | 5 ms / 200 ms |
