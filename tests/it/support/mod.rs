@@ -8,6 +8,8 @@
 //! Also here: waiting until a server answers, restarting on the same port, pausing,
 //! re-running this test binary as a worker process, a fault-injecting TCP proxy, and other
 //! lock libraries (redis-py, node-redlock) driven as subprocesses.
+// Without the tls feature, nothing uses the TLS servers and certificates.
+#![cfg_attr(not(feature = "tls"), allow(dead_code, unused_imports))]
 
 mod binary;
 pub mod history;
