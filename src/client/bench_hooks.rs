@@ -17,7 +17,7 @@ pub fn subscribe_latency(client: &LockClient, channel: &[u8]) -> io::Result<Dura
     let signal = Arc::new(Signal::default());
     let started = Instant::now();
     let notifier = node.notifier(channel).map_err(io::Error::other)?;
-    let subscription = notifier.subscribe(channel, &signal, None, false)?;
+    let subscription = notifier.subscribe(channel, &signal, None, false, None)?;
     let took = started.elapsed();
     drop(subscription);
     Ok(took)

@@ -264,9 +264,14 @@ impl<K: Kind> Lock<K> {
                 self.warn_if_held_for_ever(limit);
             }
             self.check_cancelled()?;
+            let mut notified = notified;
             if waiting.needs_subscription() {
-                waiting.subscribe::<K>(target, &K::wait_channel(target), deadline);
-                if waiting.notifications {
+                let channel = K::wait_channel(target);
+                // Subscribed before the attempt was sent, nothing since is missed; else an
+                // unlock may have come between the two, and the next attempt finds it.
+                if waiting.subscribe::<K>(target, &channel, deadline, sent) {
+                    notified = !polls;
+                } else if waiting.notifications {
                     continue;
                 }
             }
@@ -358,26 +363,43 @@ impl Waiting {
     }
 
     /// Subscribes to `channel` on every node that will have it, waiting for confirmations
-    /// until `deadline` at most.
-    fn subscribe<K: Kind>(&mut self, target: &Target, channel: &[u8], deadline: Option<Instant>) {
+    /// until `deadline` at most. Returns whether every node's subscription is caught up
+    /// with the attempt sent at `since` (see [`Subscription::caught_up`]).
+    fn subscribe<K: Kind>(
+        &mut self,
+        target: &Target,
+        channel: &[u8],
+        deadline: Option<Instant>,
+        since: Instant,
+    ) -> bool {
         self.subscriptions.clear();
         let grants = K::takes_grants(target);
+        let mut caught_up = true;
         for node in target.shared.nodes().list() {
             let subscribed = match node.notifier(channel) {
-                Ok(notifier) => (notifier.subscribe(channel, &self.signal, deadline, grants))
-                    .map_err(|err| err.to_string()),
+                Ok(notifier) => {
+                    (notifier.subscribe(channel, &self.signal, deadline, grants, Some(since)))
+                        .map_err(|err| err.to_string())
+                }
                 Err(err) => Err(format!("{err:#}")),
             };
             match subscribed {
-                Ok(subscription) => self.subscriptions.push(subscription),
-                Err(err) => log::debug!(
-                    "no unlock notifications from {} for {:?}: {err}",
-                    node.name,
-                    target.name()
-                ),
+                Ok(subscription) => {
+                    caught_up &= subscription.caught_up();
+                    self.subscriptions.push(subscription);
+                }
+                Err(err) => {
+                    caught_up = false;
+                    log::debug!(
+                        "no unlock notifications from {} for {:?}: {err}",
+                        node.name,
+                        target.name()
+                    );
+                }
             }
         }
         self.notifications = !self.subscriptions.is_empty();
+        caught_up && self.notifications
     }
 }
 

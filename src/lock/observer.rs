@@ -231,7 +231,7 @@ impl Observer {
         let channel = names::election_channel(key);
         for node in self.target.shared.nodes().list() {
             let subscribed = match node.notifier(&channel) {
-                Ok(notifier) => (notifier.subscribe(&channel, &self.signal, deadline, false))
+                Ok(notifier) => (notifier.subscribe(&channel, &self.signal, deadline, false, None))
                     .map_err(|err| err.to_string()),
                 Err(err) => Err(format!("{err:#}")),
             };

@@ -80,6 +80,11 @@ pub(crate) enum Sub {
     Gone,
 }
 
+/// How long a confirmed subscription is kept after its last waiter left, so that the next
+/// wait on a busy lock finds it subscribed: no SUBSCRIBE to wait for, and no second attempt
+/// (see [`Channel::live_since`]). Unsubscribed when the subscriber thread next wakes after.
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
+
 pub(crate) struct Channel {
     /// The signals of the waiters registered here, in wake-up order.
     pub waiters: VecDeque<Arc<Signal>>,
@@ -89,6 +94,30 @@ pub(crate) struct Channel {
     /// The waiters registered when the SUBSCRIBE now under way was sent: armed by its
     /// confirmation.
     pub arming: Vec<Arc<Signal>>,
+    /// When the subscriber thread read the confirmation of the subscription now live. A
+    /// message published after an attempt sent later than this reaches the channel's
+    /// waiters, or is kept as [`unclaimed`](Self::unclaimed) for the next one.
+    pub live_since: Option<Instant>,
+    /// When the last waiter left the live subscription: it lingers until [`LINGER`] after.
+    pub idle_since: Option<Instant>,
+    /// When a message last arrived that raised fewer waiters than it was meant for (there
+    /// were fewer, or none left to pass a wake-up on to).
+    pub unclaimed: Option<Instant>,
+}
+
+impl Channel {
+    /// A channel its first waiter wants subscribed.
+    pub fn wanted() -> Self {
+        Channel {
+            waiters: VecDeque::new(),
+            sub: Sub::Wanted,
+            wake_all_on_confirm: false,
+            arming: Vec::new(),
+            live_since: None,
+            idle_since: None,
+            unclaimed: None,
+        }
+    }
 }
 
 /// What one waiting thread blocks on, raised by an unlock message on any of its channels.
@@ -167,10 +196,49 @@ impl Signal {
 }
 
 impl State {
+    /// Registers `signal` on `channel`, which its subscriber thread then subscribes if it
+    /// is not yet. Returns whether the registration is caught up with an attempt sent at
+    /// `since`: the channel was confirmed before then, so that a message published after
+    /// that attempt ran raises the signal, whether it comes from now on or came already
+    /// with no waiter to take it (it is raised here).
+    pub fn register(
+        &mut self,
+        channel: &[u8],
+        signal: &Arc<Signal>,
+        since: Option<Instant>,
+    ) -> bool {
+        let entry = (self.channels)
+            .entry(channel.to_vec())
+            .or_insert_with(Channel::wanted);
+        entry.waiters.push_back(signal.clone());
+        entry.idle_since = None;
+        if entry.sub == Sub::Gone {
+            // The map has been read again since: try here once more.
+            entry.sub = Sub::Wanted;
+        }
+        let Some(since) = since else {
+            return false;
+        };
+        let caught_up =
+            entry.sub == Sub::Live && entry.live_since.is_some_and(|live| live <= since);
+        if caught_up && entry.unclaimed.is_some_and(|at| at >= since) {
+            signal.raise();
+        }
+        caught_up
+    }
+
     /// Raises `n` waiters of `channel` (`None`: all), each as [`raise_one`](Self::raise_one)
-    /// does.
+    /// does; a wake-up meant for more waiters than are registered is kept as unclaimed.
     pub fn raise(&mut self, channel: &[u8], n: Option<usize>) {
-        let waiters = self.channels.get(channel).map_or(0, |e| e.waiters.len());
+        let Some(entry) = self.channels.get_mut(channel) else {
+            return;
+        };
+        let waiters = entry.waiters.len();
+        // Meant for more waiters than there are: one that registers next may be one of
+        // them.
+        if n.is_none_or(|n| n > waiters) {
+            entry.unclaimed = Some(Instant::now());
+        }
         for _ in 0..n.map_or(waiters, |n| n.min(waiters)) {
             self.raise_one(channel, None);
         }
@@ -180,11 +248,16 @@ impl State {
     /// sends it to the back of the line. A channel that carries grants is one owner's, so
     /// it has one waiter at most per client.
     pub fn raise_granted(&mut self, channel: &[u8], grant: Granted) {
-        if let Some(entry) = self.channels.get_mut(channel)
-            && let Some(waiter) = entry.waiters.pop_front()
-        {
-            waiter.raise_granted(grant);
-            entry.waiters.push_back(waiter);
+        let Some(entry) = self.channels.get_mut(channel) else {
+            return;
+        };
+        match entry.waiters.pop_front() {
+            Some(waiter) => {
+                waiter.raise_granted(grant);
+                entry.waiters.push_back(waiter);
+            }
+            // Its waiter finds the hold by its next attempt.
+            None => entry.unclaimed = Some(Instant::now()),
         }
     }
 
@@ -199,14 +272,14 @@ impl State {
     }
 
     /// Raises the first waiter of `channel` that is not `skip` and not raised already, and
-    /// sends it to the back of the line.
+    /// sends it to the back of the line; with none, the wake-up is kept as unclaimed.
     pub fn raise_one(&mut self, channel: &[u8], skip: Option<&Arc<Signal>>) {
         let Some(entry) = self.channels.get_mut(channel) else {
             return;
         };
         for _ in 0..entry.waiters.len() {
             let Some(waiter) = entry.waiters.pop_front() else {
-                return;
+                break;
             };
             let raised = !skip.is_some_and(|s| Arc::ptr_eq(s, &waiter)) && waiter.raise();
             entry.waiters.push_back(waiter);
@@ -214,5 +287,6 @@ impl State {
                 return;
             }
         }
+        entry.unclaimed = Some(Instant::now());
     }
 }

@@ -12,10 +12,11 @@
 //! reads and writes it. A waiter records what it wants here and, when the thread is blocked
 //! reading, wakes it with a message on the hub's private wake channel, sent over a pooled
 //! connection; the thread then sends the SUBSCRIBE and raises the waiter's confirmation. A
-//! channel whose last waiter left stays subscribed until the thread next wakes, so that the
-//! next waiter of a busy lock finds it subscribed already.
+//! channel whose last waiter left stays subscribed for a while ([`LINGER`](crate::notify::hub::LINGER)), so that the
+//! next waiter of a busy lock finds it subscribed already: it neither waits for a SUBSCRIBE
+//! nor attempts again after one, since a message that came while nobody waited is kept for
+//! it ([`Subscription::caught_up`]).
 
-use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::thread;
@@ -24,7 +25,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use crate::layout::names;
-use crate::notify::hub::{Channel, Hub, Settings, Signal, Sub};
+use crate::notify::hub::{Hub, Settings, Signal, Sub};
 
 /// Starts, owns and stops the subscriber of one client.
 pub(crate) struct Notifier {
@@ -37,6 +38,7 @@ pub(crate) struct Subscription {
     hub: Arc<Hub>,
     channel: Vec<u8>,
     signal: Arc<Signal>,
+    caught_up: bool,
 }
 
 impl Notifier {
@@ -53,36 +55,31 @@ impl Notifier {
     /// subscriber thread cannot start. A waiter that takes `grants` has its signal armed
     /// (see [`Signal`]): by the confirmation of the SUBSCRIBE sent for it, or, when the
     /// channel was subscribed already, by an arming message it publishes itself.
+    ///
+    /// With `since` (when the waiter's last attempt was sent), the subscription is
+    /// [caught up](Subscription::caught_up) when the channel was confirmed before then: a
+    /// message published after that attempt ran raises the signal, whether it comes after
+    /// this registration or came before it with no waiter to take it.
     pub fn subscribe(
         &self,
         channel: &[u8],
         signal: &Arc<Signal>,
         end: Option<Instant>,
         grants: bool,
+        since: Option<Instant>,
     ) -> io::Result<Subscription> {
         let hub = self.hub()?;
-        let subscription = Subscription {
+        let mut subscription = Subscription {
             hub: hub.clone(),
             channel: channel.to_vec(),
             signal: signal.clone(),
+            caught_up: false,
         };
         let full = Instant::now() + self.settings.response_timeout;
         let until = end.map_or(full, |end| full.min(end));
         let mut state = hub.state.lock();
-        let entry = state
-            .channels
-            .entry(channel.to_vec())
-            .or_insert_with(|| Channel {
-                waiters: VecDeque::new(),
-                sub: Sub::Wanted,
-                wake_all_on_confirm: false,
-                arming: Vec::new(),
-            });
-        entry.waiters.push_back(signal.clone());
-        if entry.sub == Sub::Gone {
-            // The map has been read again since: try here once more.
-            entry.sub = Sub::Wanted;
-        }
+        subscription.caught_up = state.register(channel, signal, since);
+        let entry = &state.channels[channel];
         // Messages already on their way may reach this signal before the confirmation of
         // a SUBSCRIBE sent before it was registered: such a signal is armed by a message
         // of its own, published after it.
@@ -227,6 +224,13 @@ impl Subscription {
             && (state.channels.get(&self.channel)).is_some_and(|entry| entry.sub == Sub::Live)
     }
 
+    /// Whether the channel was confirmed before the attempt this subscription was made
+    /// after, so that nothing published since that attempt ran can be missed: the waiter
+    /// may wait without attempting again first.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
     /// Hands a wake-up this waiter will not use to the next waiter of the channel.
     pub fn pass_on(&self) {
         self.hub
@@ -237,8 +241,8 @@ impl Subscription {
 }
 
 impl Drop for Subscription {
-    /// Deregisters. A subscribed channel left without waiters is unsubscribed by the
-    /// subscriber thread when it next wakes; one never sent is simply forgotten.
+    /// Deregisters. A subscribed channel left without waiters lingers (see [`LINGER`](crate::notify::hub::LINGER));
+    /// one never sent is simply forgotten.
     fn drop(&mut self) {
         let mut state = self.hub.state.lock();
         let signal = &self.signal;
@@ -250,8 +254,14 @@ impl Drop for Subscription {
             entry.waiters.remove(at);
         }
         entry.arming.retain(|w| !Arc::ptr_eq(w, signal));
-        if entry.waiters.is_empty() && matches!(entry.sub, Sub::Wanted | Sub::Refused | Sub::Gone) {
-            state.channels.remove(&self.channel);
+        if entry.waiters.is_empty() {
+            match entry.sub {
+                Sub::Wanted | Sub::Refused | Sub::Gone => {
+                    state.channels.remove(&self.channel);
+                }
+                Sub::Live => entry.idle_since = Some(Instant::now()),
+                Sub::Sent { .. } => {}
+            }
         }
     }
 }
@@ -259,6 +269,7 @@ impl Drop for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::notify::hub::Channel;
 
     fn hub_with(channel: &[u8], waiters: usize) -> (Arc<Hub>, Vec<Subscription>) {
         let hub = Arc::new(Hub {
@@ -274,16 +285,15 @@ mod tests {
                     .channels
                     .entry(channel.to_vec())
                     .or_insert_with(|| Channel {
-                        waiters: VecDeque::new(),
                         sub: Sub::Live,
-                        wake_all_on_confirm: false,
-                        arming: Vec::new(),
+                        ..Channel::wanted()
                     });
                 entry.waiters.push_back(signal.clone());
                 Subscription {
                     hub: hub.clone(),
                     channel: channel.to_vec(),
                     signal,
+                    caught_up: false,
                 }
             })
             .collect();
@@ -352,10 +362,107 @@ mod tests {
     }
 
     #[test]
-    fn a_subscribed_channel_outlives_its_last_waiter_until_the_thread_wakes() {
+    fn a_subscribed_channel_outlives_its_last_waiter_and_lingers_from_then() {
+        let (hub, subs) = hub_with(b"c", 1);
+        let left = Instant::now();
+        drop(subs);
+        // The subscriber thread unsubscribes it when it next plans after the linger.
+        let state = hub.state.lock();
+        let entry = &state.channels[&b"c"[..]];
+        assert_eq!(entry.sub, Sub::Live);
+        assert!(entry.idle_since.is_some_and(|idle| idle >= left));
+    }
+
+    /// The hub of [`hub_with`] with the channel confirmed at `live` and no waiter.
+    fn lingering(live: Instant) -> Arc<Hub> {
         let (hub, subs) = hub_with(b"c", 1);
         drop(subs);
-        // The subscriber thread unsubscribes it when it next plans.
-        assert_eq!(hub.state.lock().channels[&b"c"[..]].sub, Sub::Live);
+        hub.state
+            .lock()
+            .channels
+            .get_mut(&b"c"[..])
+            .unwrap()
+            .live_since = Some(live);
+        hub
+    }
+
+    #[test]
+    fn a_wake_up_that_came_while_nobody_waited_raises_the_next_caught_up_waiter() {
+        let live = Instant::now();
+        let hub = lingering(live);
+        let attempt = Instant::now();
+        hub.state.lock().raise(b"c", Some(1));
+        let signal = Arc::new(Signal::default());
+        assert!(hub.state.lock().register(b"c", &signal, Some(attempt)));
+        assert!(
+            signal.take(),
+            "the wake-up that came after the attempt is kept"
+        );
+        let entry_idle = hub.state.lock().channels[&b"c"[..]].idle_since;
+        assert_eq!(entry_idle, None, "a waiter ends the linger");
+
+        // One that came before the attempt was sent is not this waiter's.
+        let later = Arc::new(Signal::default());
+        let attempt = Instant::now();
+        assert!(hub.state.lock().register(b"c", &later, Some(attempt)));
+        assert!(!later.take());
+    }
+
+    #[test]
+    fn a_grant_or_a_passed_on_wake_up_with_nobody_to_take_it_is_kept_too() {
+        let hub = lingering(Instant::now());
+        let attempt = Instant::now();
+        let grant = crate::layout::names::Granted {
+            cap: std::time::Duration::from_secs(1),
+            place: 7,
+        };
+        hub.state.lock().raise_granted(b"c", grant);
+        let signal = Arc::new(Signal::default());
+        assert!(hub.state.lock().register(b"c", &signal, Some(attempt)));
+        assert!(signal.take(), "woken, to find the hold by its next attempt");
+        assert_eq!(signal.take_grant(), None);
+
+        let (hub, subs) = hub_with(b"c", 1);
+        hub.state
+            .lock()
+            .channels
+            .get_mut(&b"c"[..])
+            .unwrap()
+            .live_since = Some(Instant::now());
+        let attempt = Instant::now();
+        subs[0].pass_on();
+        let next = Arc::new(Signal::default());
+        assert!(hub.state.lock().register(b"c", &next, Some(attempt)));
+        assert!(next.take());
+    }
+
+    #[test]
+    fn a_wake_up_meant_for_more_waiters_than_there_were_reaches_the_next_one_too() {
+        let late = |n: Option<usize>| {
+            let (hub, subs) = hub_with(b"c", 1);
+            hub.state.lock().channels.get_mut(&b"c"[..]).unwrap().live_since =
+                Some(Instant::now());
+            let attempt = Instant::now();
+            hub.state.lock().raise(b"c", n);
+            assert!(subs[0].signal.take(), "the waiter there is raised");
+            let next = Arc::new(Signal::default());
+            assert!(hub.state.lock().register(b"c", &next, Some(attempt)));
+            next.take()
+        };
+        assert!(late(None), "a message for every waiter");
+        assert!(late(Some(2)), "two permits for one waiter");
+        assert!(!late(Some(1)), "one wake-up, taken");
+    }
+
+    #[test]
+    fn a_channel_confirmed_after_the_attempt_or_not_yet_is_not_caught_up() {
+        let attempt = Instant::now();
+        let hub = lingering(Instant::now());
+        let signal = Arc::new(Signal::default());
+        assert!(!hub.state.lock().register(b"c", &signal, Some(attempt)));
+        let mut state = hub.state.lock();
+        assert!(!state.register(b"new", &signal, Some(Instant::now())));
+        assert_eq!(state.channels[&b"new"[..]].sub, Sub::Wanted);
+        assert!(!state.register(b"c", &signal, None));
     }
 }

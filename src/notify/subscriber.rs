@@ -29,7 +29,7 @@ use redis::{
 
 use crate::base::retry::Backoff;
 use crate::layout::names;
-use crate::notify::hub::{Hub, Settings, State, Sub};
+use crate::notify::hub::{Hub, LINGER, Settings, State, Sub};
 use crate::topology::endpoint;
 
 /// The thread: connects, serves the connection until it fails, and connects again, until
@@ -45,7 +45,8 @@ pub(crate) fn run(hub: &Hub, settings: &Settings) {
         if !state.stopped {
             log::warn!("unlock notifications disconnected: {err}; reconnecting");
         }
-        // Messages may have been missed: every waiter retries once subscribed again.
+        // Messages may have been missed: every waiter retries once subscribed again, and
+        // lingering channels are forgotten.
         state.channels.retain(|_, entry| !entry.waiters.is_empty());
         for entry in state.channels.values_mut() {
             if entry.sub != Sub::Refused {
@@ -174,6 +175,8 @@ struct Link<'a> {
     next_probe: Instant,
     /// The last error reply seen, to say why a subscription was refused.
     last_error: Option<ServerError>,
+    /// When the first lingering channel is due to be unsubscribed.
+    lingering: Option<Instant>,
 }
 
 impl<'a> Link<'a> {
@@ -188,6 +191,7 @@ impl<'a> Link<'a> {
             fences: VecDeque::new(),
             next_probe: Instant::now() + settings.ping_interval,
             last_error: None,
+            lingering: None,
         }
     }
 
@@ -237,6 +241,7 @@ impl<'a> Link<'a> {
                 continue;
             }
             let due = self.fences.front().map_or(self.next_probe, |&(_, due)| due);
+            let due = self.lingering.map_or(due, |until| due.min(until));
             let wait = due
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
@@ -259,16 +264,24 @@ impl<'a> Link<'a> {
 
     /// Appends the (un)subscriptions the registered waiters call for: SUBSCRIBE for new
     /// channels (and the wake channel first, then a probe after them), UNSUBSCRIBE for
-    /// channels whose waiters all left, and for the wake channel once nothing else is left.
+    /// channels whose waiters all left at least [`LINGER`] ago, and for the wake channel
+    /// once nothing else is left.
     fn plan(&mut self, state: &mut State, out: &mut Vec<u8>) {
         let fence = self.next_fence;
         let mut subscribed = false;
         let mut gone = Vec::new();
+        let now = Instant::now();
+        self.lingering = None;
         for (name, entry) in state.channels.iter_mut() {
             match entry.sub {
                 Sub::Sent { .. } => {}
                 _ if entry.waiters.is_empty() => {
                     if entry.sub == Sub::Live {
+                        let until = *entry.idle_since.get_or_insert(now) + LINGER;
+                        if until > now {
+                            self.lingering = Some(self.lingering.map_or(until, |u| u.min(until)));
+                            continue;
+                        }
                         command(out, self.verb("UNSUBSCRIBE"), name, None);
                     }
                     gone.push(name.clone());
@@ -390,7 +403,12 @@ impl<'a> Link<'a> {
             return;
         };
         // Not a confirmed subscription: the confirmation of one we left ourselves.
-        if entry.waiters.is_empty() || entry.sub != Sub::Live {
+        if entry.sub != Sub::Live {
+            return;
+        }
+        if entry.waiters.is_empty() {
+            // A lingering one: the next waiter subscribes where the slot is now.
+            state.channels.remove(channel);
             return;
         }
         entry.sub = Sub::Gone;
@@ -409,6 +427,7 @@ impl<'a> Link<'a> {
             return;
         }
         entry.sub = Sub::Live;
+        entry.live_since = Some(Instant::now());
         // Registered before the SUBSCRIBE was sent: what arrives from here on was published
         // after them.
         for waiter in std::mem::take(&mut entry.arming) {

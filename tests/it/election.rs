@@ -205,9 +205,14 @@ fn a_cancel_or_a_close_ends_a_campaign() {
     assert!(err.is_cancelled() && !err.is_closed(), "{err}");
     assert!(err.to_string().contains("election \"e\""), "{err}");
 
-    let election = client.election(NAME);
+    // Another election, whose channel this client has not subscribed yet: subscribed, and
+    // tried again since, the campaign is waiting.
+    let _leader = patient(&server, "leader").election("f").campaign().unwrap();
+    let election = client.election("f");
+    let base = server.calls("evalsha");
     let waiter = std::thread::spawn(move || election.try_campaign_for(LONG).map(drop));
-    assert!(eventually(NO_HANG, || server.subscribers(&channel(NAME)) == 1));
+    await_subscribers(&server, &channel("f"), 1);
+    await_calls(&server, base + 2);
     client.close();
     let err = waiter.join().unwrap().unwrap_err();
     assert!(err.is_closed(), "{err}");

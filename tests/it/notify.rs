@@ -133,21 +133,25 @@ fn one_unlock_wakes_one_of_sixteen_waiters() {
     warm_up(&server);
     let base = server.calls("evalsha");
     let guard = holder.lock().unwrap();
+    // The first waiter: an attempt, a subscription, a second attempt, then it waits. Each
+    // later one finds the channel subscribed: one attempt, then it waits.
     let waiters: Vec<_> = (0..16)
-        .map(|_| {
+        .map(|i| {
             let lock = client.lock("l");
-            std::thread::spawn(move || lock.lock().map(|guard| guard.unlock()))
+            let waiter = std::thread::spawn(move || lock.lock().map(|guard| guard.unlock()));
+            await_calls(&server, base + 2 + 1 + i);
+            waiter
         })
         .collect();
-    // Each waiter: an attempt, a subscription, a second attempt, then it waits.
-    await_calls(&server, base + 1 + 16 * 2);
+    let before = base + 1 + 2 + 15;
+    assert_eq!(server.calls("evalsha"), before);
     guard.unlock().unwrap();
     for waiter in waiters {
         waiter.join().unwrap().unwrap().unwrap();
     }
     // Each release wakes one waiter, which takes the lock and releases it in turn:
     // 16 acquisitions and 16 releases. A herd would make 16 + 15 + ... attempts.
-    let after_release = server.calls("evalsha") - (base + 1 + 16 * 2 + 1);
+    let after_release = server.calls("evalsha") - (before + 1);
     assert_eq!(after_release, 16 * 2);
 }
 
@@ -178,7 +182,7 @@ fn dropping_the_client_ends_its_subscriber_thread_and_connection() {
                     .is_none()
             );
             assert_eq!(subscriber_connections(&server), 1);
-            // The UNSUBSCRIBE is sent as the waiter leaves; the server may read it a moment later.
+            // The channel lingers a second after the waiter left, then is unsubscribed.
             assert!(
                 eventually(Duration::from_secs(10), || pubsub_clients(&server) == 0),
                 "unsubscribed when the last waiter left"
