@@ -56,13 +56,13 @@ now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local queue = redis.call('lrange', KEYS[4], 0, -1)
 local gone = 0
 local head = nil
+-- The head's time in KEYS[6], when it has one.
+local ours = nil
 for _, waiter in ipairs(queue) do
-    local until_ = tonumber(redis.call('zscore', KEYS[6], waiter))
-    if not until_ then
-        until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
-    end
+    local in_ours = tonumber(redis.call('zscore', KEYS[6], waiter))
+    local until_ = in_ours or tonumber(redis.call('zscore', KEYS[5], waiter))
     if until_ and until_ > now then
-        head = waiter
+        head, ours = waiter, in_ours
         break
     end
     gone = gone + 1
@@ -70,14 +70,11 @@ end
 local channel = head and ARGV[1] ~= '' and (KEYS[2] .. ':' .. head)
 local message = ARGV[1]
 local grant = nil
-if channel and ARGV[6] ~= '0' and head ~= ARGV[3] and #head > 37
+if channel and ours and ARGV[6] ~= '0' and head ~= ARGV[3] and #head > 37
     and string.sub(head, 9, 9) == '-' and string.sub(head, 15, 15) == '8'
     and string.sub(head, 37, 37) == ':' then
-    local until_ = tonumber(redis.call('zscore', KEYS[6], head))
-    if until_ then
-        grant = math.min(until_ - now, tonumber(ARGV[6]))
-        message = 'granted:' .. ARGV[6] .. ':' .. string.format('%.0f', until_)
-    end
+    grant = math.min(ours - now, tonumber(ARGV[6]))
+    message = 'granted:' .. ARGV[6] .. ':' .. string.format('%.0f', ours)
 end
 if check then
     if not check('pexpire', KEYS[3], ARGV[5]) then
