@@ -440,8 +440,12 @@ mod tests {
     fn a_wake_up_meant_for_more_waiters_than_there_were_reaches_the_next_one_too() {
         let late = |n: Option<usize>| {
             let (hub, subs) = hub_with(b"c", 1);
-            hub.state.lock().channels.get_mut(&b"c"[..]).unwrap().live_since =
-                Some(Instant::now());
+            hub.state
+                .lock()
+                .channels
+                .get_mut(&b"c"[..])
+                .unwrap()
+                .live_since = Some(Instant::now());
             let attempt = Instant::now();
             hub.state.lock().raise(b"c", n);
             assert!(subs[0].signal.take(), "the waiter there is raised");
