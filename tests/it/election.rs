@@ -262,6 +262,49 @@ fn a_key_of_another_kind_is_refused_and_left_alone() {
     assert!(!server.exists(COUNTER), "no epoch drawn");
 }
 
+#[test]
+fn every_other_kind_refuses_an_election_s_key_and_leaves_it_alone() {
+    let server = Server::start();
+    let leadership = patient(&server, "leader")
+        .election(NAME)
+        .campaign()
+        .unwrap();
+    let dump = || -> Vec<u8> {
+        redis::cmd("DUMP")
+            .arg(NAME)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let before = dump();
+    let client = server.client();
+    let refused = |what: &str, result: redmutex::Result<bool>| match result {
+        Err(err) => assert!(
+            err.is_wrong_kind() && err.to_string().contains("election"),
+            "{what}: {err}"
+        ),
+        Ok(taken) => panic!("{what}: not refused ({taken})"),
+    };
+    refused("lock", client.lock(NAME).try_lock().map(|g| g.is_some()));
+    refused(
+        "fenced",
+        client.fenced_lock(NAME).try_lock().map(|g| g.is_some()),
+    );
+    refused(
+        "fair",
+        client.fair_lock(NAME).try_lock().map(|g| g.is_some()),
+    );
+    let rw = client.read_write_lock(NAME);
+    refused("read", rw.read().try_lock().map(|g| g.is_some()));
+    refused("write", rw.write().try_lock().map(|g| g.is_some()));
+    refused("forced lock", client.lock(NAME).force_unlock());
+    refused("forced fair", client.fair_lock(NAME).force_unlock());
+    refused("forced read", rw.read().force_unlock());
+    refused("forced write", rw.write().force_unlock());
+    assert_eq!(dump(), before, "the election's key is as it was");
+    assert!(!leadership.is_lost(), "still leading");
+    leadership.resign().unwrap();
+}
+
 fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
     Script::new(include_str!(
         "../../src/transport/scripts/election_acquire.lua"

@@ -8,9 +8,9 @@
 --             some already (they expired or were deleted): the field counts ARGV[3] + 1 too;
 --          otherwise the key's PTTL in milliseconds (-1 when it has no expiry), also when
 --             the key holds a string: a SET-NX lock of another library, busy;
---          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
---             read-write lock's hash) (another kind of
---             lock, or other data); nothing written;
+--          the error "WRONGKIND <type>" when the key holds another kind of lock or other
+--             data ("rwlock" for a read-write lock's hash, "election" for an election's);
+--             nothing written;
 --          an error, with nothing written, when the user may not set the key's expiry.
 -- The field is set, not incremented, so running this twice (a retry after a lost reply)
 -- still leaves ARGV[3] + 1 holds.
@@ -25,6 +25,8 @@ if redis.call('exists', KEYS[1]) == 1 then
         end
     elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
         return redis.error_reply('WRONGKIND rwlock')
+    elseif not had and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+        return redis.error_reply('WRONGKIND election')
     end
     if not readable or not had then
         return redis.call('pttl', KEYS[1])

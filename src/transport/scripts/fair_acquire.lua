@@ -21,7 +21,7 @@
 --             the lock names in its message (see fair_release.lua), so that the owner
 --             can tell a grant made after this attempt from one made before it;
 --          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
---             read-write lock's hash); nothing written;
+--             read-write lock's hash, "election" for an election's); nothing written;
 --          an error, with nothing written, when the user may not write the keys.
 -- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
 -- first: one of ours once its time in KEYS[4] has passed, any other once its place in
@@ -48,6 +48,8 @@ if exists then
         had = false
     elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
         return redis.error_reply('WRONGKIND rwlock')
+    elseif not had and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+        return redis.error_reply('WRONGKIND election')
     end
     had = tonumber(had) or false
 end

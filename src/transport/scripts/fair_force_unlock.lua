@@ -11,8 +11,9 @@
 -- Reply    1 when the lock was deleted, 0 when there was none; when the latch shows that
 --          an earlier attempt of this call ran, what that attempt replied, and nothing
 --          else is done: a retry never deletes a lock taken since;
---          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash) when the
---             key holds anything but a fair lock's hash; nothing written;
+--          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash,
+--             "election" for an election's) when the key holds anything but a fair lock's
+--             hash; nothing written;
 --          an error, with nothing written, when the user may not write the queue, publish
 --          to the head's channel or write the latch.
 -- The head is the first waiter whose place has not run out (see fair_acquire.lua); those
@@ -24,6 +25,8 @@ end
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
     kind = 'rwlock'
+elseif kind == 'hash' and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+    kind = 'election'
 end
 if kind ~= 'none' and kind ~= 'hash' then
     return redis.error_reply('WRONGKIND ' .. kind)

@@ -11,7 +11,7 @@
 --          {0, pttl} when the key is someone else's (pttl -1 when it has no expiry), also
 --             when it holds a string (a SET-NX lock of another library);
 --          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
---             read-write lock's hash); nothing written;
+--             read-write lock's hash, "election" for an election's); nothing written;
 --          an error, with nothing written, when the counter is not an integer or the user
 --             may not set the key's expiry. INCR is the first write: if it fails, nothing
 --             else was done.
@@ -27,6 +27,8 @@ if redis.call('exists', KEYS[1]) == 1 then
         end
     elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
         return redis.error_reply('WRONGKIND rwlock')
+    elseif not had and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+        return redis.error_reply('WRONGKIND election')
     end
     if not readable or not had then
         return {0, redis.call('pttl', KEYS[1])}

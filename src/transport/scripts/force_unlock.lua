@@ -6,15 +6,15 @@
 -- ARGV[1]  message published when a key was deleted: "0" (wakes one waiter), or "1" on a
 --          read-write lock's channel (wakes them all)
 -- ARGV[2]  how long the latch lasts, in milliseconds: longer than the call's retries
--- ARGV[3]  what the key must hold: "hash" (a hash without a mode: a reentrant, fenced or
---          fair lock), "read" or "write" (a read-write lock's hash in that mode, as
---          Redisson's read and write forceUnlock), or "string" (a SET-NX lock)
+-- ARGV[3]  what the key must hold: "hash" (a hash without a mode or an epoch: a
+--          reentrant, fenced or fair lock), "read" or "write" (a read-write lock's hash in
+--          that mode, as Redisson's read and write forceUnlock), or "string" (a SET-NX lock)
 -- Reply    1 when the key was deleted; 0 when there was none, or a read-write lock in the
 --          other mode (left as it was); when the latch shows that an earlier attempt of
 --          this call ran, what that attempt replied, and nothing else is done: a retry
 --          never deletes a lock taken since;
---          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash) when the
---          key holds another type; nothing written;
+--          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash,
+--          "election" for an election's) when the key holds another type; nothing written;
 --          an error, with nothing written, when the user may not publish on the channel or
 --          write the latch.
 local done = redis.call('get', KEYS[3])
@@ -31,6 +31,8 @@ end
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
     kind = 'rwlock'
+elseif kind == 'hash' and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+    kind = 'election'
 end
 local wanted = ARGV[3]
 if wanted == 'read' or wanted == 'write' then

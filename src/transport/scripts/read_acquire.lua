@@ -15,7 +15,8 @@
 --          otherwise the key's PTTL in milliseconds: written by another owner, or a
 --             string (a SET-NX lock of another library), busy;
 --          the error "WRONGKIND <type>" ("hash" for a hash without a mode: another kind
---             of lock) when the key holds something else; nothing written;
+--             of lock; "election" for an election's) when the key holds something else;
+--             nothing written;
 --          an error, with nothing written, when the user may not write the keys.
 -- The field is set, not incremented, so a retry after a lost reply takes one hold, not two.
 local had = 0
@@ -29,6 +30,9 @@ if redis.call('exists', KEYS[1]) == 1 then
         return redis.call('pttl', KEYS[1])
     end
     if not mode then
+        if redis.call('hexists', KEYS[1], 'epoch') == 1 then
+            return redis.error_reply('WRONGKIND election')
+        end
         return redis.error_reply('WRONGKIND hash')
     end
     if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then

@@ -10,8 +10,8 @@
 --          otherwise the key's PTTL in milliseconds: read by anyone (this owner
 --             included: a reader never upgrades) or written by another owner, or a
 --             string, busy;
---          the error "WRONGKIND <type>" ("hash" for a hash without a mode) when the key
---             holds something else; nothing written;
+--          the error "WRONGKIND <type>" ("hash" for a hash without a mode, "election"
+--             for an election's) when the key holds something else; nothing written;
 --          an error, with nothing written, when the user may not set the key's expiry.
 -- The field is set, not incremented, so a retry after a lost reply takes one hold, not two.
 local had = 0
@@ -25,6 +25,9 @@ if redis.call('exists', KEYS[1]) == 1 then
         return redis.call('pttl', KEYS[1])
     end
     if not mode then
+        if redis.call('hexists', KEYS[1], 'epoch') == 1 then
+            return redis.error_reply('WRONGKIND election')
+        end
         return redis.error_reply('WRONGKIND hash')
     end
     had = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
