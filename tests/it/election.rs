@@ -296,6 +296,14 @@ fn every_other_kind_refuses_an_election_s_key_and_leaves_it_alone() {
     let rw = client.read_write_lock(NAME);
     refused("read", rw.read().try_lock().map(|g| g.is_some()));
     refused("write", rw.write().try_lock().map(|g| g.is_some()));
+    refused(
+        "token",
+        client.token_lock(NAME).try_lock().map(|g| g.is_some()),
+    );
+    refused(
+        "semaphore",
+        client.semaphore(NAME).try_acquire().map(|p| p.is_some()),
+    );
     refused("forced lock", client.lock(NAME).force_unlock());
     refused("forced fair", client.fair_lock(NAME).force_unlock());
     refused("forced read", rw.read().force_unlock());

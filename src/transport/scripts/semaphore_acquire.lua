@@ -10,12 +10,18 @@
 -- Reply    {1, 0} when the permit was taken, now or by an earlier attempt of this call
 --             (the id is held); otherwise busy: {0, the milliseconds until the first held
 --             permit's lease ends}, or {0, -1} when none is held (no permits at all);
---          the error "WRONGKIND <type>" when a key holds another type, or the permits key
+--          the error "WRONGKIND <type>" when a key holds another type ("rwlock" for a
+--             read-write lock's hash, "election" for an election's), or the permits key
 --             no number; nothing written;
 --          an error, with nothing written, when the user may not write the keys.
 -- Permits whose leases ran out are given back first (at most 100 a call).
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and (kind ~= 'string' or not tonumber(redis.call('get', KEYS[1]))) then
+    if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+        kind = 'rwlock'
+    elseif kind == 'hash' and redis.call('hexists', KEYS[1], 'epoch') == 1 then
+        kind = 'election'
+    end
     return redis.error_reply('WRONGKIND ' .. kind)
 end
 local zkind = redis.call('type', KEYS[2]).ok
