@@ -373,24 +373,35 @@ mod tests {
         assert!(entry.idle_since.is_some_and(|idle| idle >= left));
     }
 
+    /// `ms` milliseconds ago (`ms` < 0: from now).
+    fn ago(ms: i64) -> Instant {
+        let now = Instant::now();
+        let by = std::time::Duration::from_millis(ms.unsigned_abs());
+        if ms < 0 {
+            now + by
+        } else {
+            now.checked_sub(by).unwrap_or(now)
+        }
+    }
+
+    /// Marks the channel of [`hub_with`] confirmed at `live`.
+    fn confirmed_at(hub: &Hub, live: Instant) {
+        let mut state = hub.state.lock();
+        state.channels.get_mut(&b"c"[..]).unwrap().live_since = Some(live);
+    }
+
     /// The hub of [`hub_with`] with the channel confirmed at `live` and no waiter.
     fn lingering(live: Instant) -> Arc<Hub> {
         let (hub, subs) = hub_with(b"c", 1);
         drop(subs);
-        hub.state
-            .lock()
-            .channels
-            .get_mut(&b"c"[..])
-            .unwrap()
-            .live_since = Some(live);
+        confirmed_at(&hub, live);
         hub
     }
 
     #[test]
     fn a_wake_up_that_came_while_nobody_waited_raises_the_next_caught_up_waiter() {
-        let live = Instant::now();
-        let hub = lingering(live);
-        let attempt = Instant::now();
+        let hub = lingering(ago(20));
+        let attempt = ago(10);
         hub.state.lock().raise(b"c", Some(1));
         let signal = Arc::new(Signal::default());
         assert!(hub.state.lock().register(b"c", &signal, Some(attempt)));
@@ -398,41 +409,33 @@ mod tests {
             signal.take(),
             "the wake-up that came after the attempt is kept"
         );
-        let entry_idle = hub.state.lock().channels[&b"c"[..]].idle_since;
-        assert_eq!(entry_idle, None, "a waiter ends the linger");
+        let idle = hub.state.lock().channels[&b"c"[..]].idle_since;
+        assert_eq!(idle, None, "a waiter ends the linger");
 
         // One that came before the attempt was sent is not this waiter's.
         let later = Arc::new(Signal::default());
-        let attempt = Instant::now();
-        assert!(hub.state.lock().register(b"c", &later, Some(attempt)));
+        assert!(hub.state.lock().register(b"c", &later, Some(ago(-10))));
         assert!(!later.take());
     }
 
     #[test]
     fn a_grant_or_a_passed_on_wake_up_with_nobody_to_take_it_is_kept_too() {
-        let hub = lingering(Instant::now());
-        let attempt = Instant::now();
+        let hub = lingering(ago(20));
         let grant = crate::layout::names::Granted {
             cap: std::time::Duration::from_secs(1),
             place: 7,
         };
         hub.state.lock().raise_granted(b"c", grant);
         let signal = Arc::new(Signal::default());
-        assert!(hub.state.lock().register(b"c", &signal, Some(attempt)));
+        assert!(hub.state.lock().register(b"c", &signal, Some(ago(10))));
         assert!(signal.take(), "woken, to find the hold by its next attempt");
         assert_eq!(signal.take_grant(), None);
 
         let (hub, subs) = hub_with(b"c", 1);
-        hub.state
-            .lock()
-            .channels
-            .get_mut(&b"c"[..])
-            .unwrap()
-            .live_since = Some(Instant::now());
-        let attempt = Instant::now();
+        confirmed_at(&hub, ago(20));
         subs[0].pass_on();
         let next = Arc::new(Signal::default());
-        assert!(hub.state.lock().register(b"c", &next, Some(attempt)));
+        assert!(hub.state.lock().register(b"c", &next, Some(ago(10))));
         assert!(next.take());
     }
 
@@ -440,17 +443,11 @@ mod tests {
     fn a_wake_up_meant_for_more_waiters_than_there_were_reaches_the_next_one_too() {
         let late = |n: Option<usize>| {
             let (hub, subs) = hub_with(b"c", 1);
-            hub.state
-                .lock()
-                .channels
-                .get_mut(&b"c"[..])
-                .unwrap()
-                .live_since = Some(Instant::now());
-            let attempt = Instant::now();
+            confirmed_at(&hub, ago(20));
             hub.state.lock().raise(b"c", n);
             assert!(subs[0].signal.take(), "the waiter there is raised");
             let next = Arc::new(Signal::default());
-            assert!(hub.state.lock().register(b"c", &next, Some(attempt)));
+            assert!(hub.state.lock().register(b"c", &next, Some(ago(10))));
             next.take()
         };
         assert!(late(None), "a message for every waiter");
@@ -460,12 +457,11 @@ mod tests {
 
     #[test]
     fn a_channel_confirmed_after_the_attempt_or_not_yet_is_not_caught_up() {
-        let attempt = Instant::now();
-        let hub = lingering(Instant::now());
+        let hub = lingering(ago(0));
         let signal = Arc::new(Signal::default());
-        assert!(!hub.state.lock().register(b"c", &signal, Some(attempt)));
+        assert!(!hub.state.lock().register(b"c", &signal, Some(ago(10))));
         let mut state = hub.state.lock();
-        assert!(!state.register(b"new", &signal, Some(Instant::now())));
+        assert!(!state.register(b"new", &signal, Some(ago(-10))));
         assert_eq!(state.channels[&b"new"[..]].sub, Sub::Wanted);
         assert!(!state.register(b"c", &signal, None));
     }
