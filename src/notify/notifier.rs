@@ -12,10 +12,11 @@
 //! reads and writes it. A waiter records what it wants here and, when the thread is blocked
 //! reading, wakes it with a message on the hub's private wake channel, sent over a pooled
 //! connection; the thread then sends the SUBSCRIBE and raises the waiter's confirmation. A
-//! channel whose last waiter left stays subscribed for a while ([`LINGER`](crate::notify::hub::LINGER)), so that the
-//! next waiter of a busy lock finds it subscribed already: it neither waits for a SUBSCRIBE
-//! nor attempts again after one, since a message that came while nobody waited is kept for
-//! it ([`Subscription::caught_up`]).
+//! channel whose last waiter left stays subscribed for a while
+//! ([`LINGER`](crate::notify::hub::LINGER)), so that the next waiter of a busy lock finds
+//! it subscribed already: it neither waits for a SUBSCRIBE nor attempts again after one,
+//! since a message that came while nobody waited is kept for it
+//! ([`Subscription::caught_up`]).
 
 use std::io;
 use std::sync::Arc;
@@ -241,8 +242,8 @@ impl Subscription {
 }
 
 impl Drop for Subscription {
-    /// Deregisters. A subscribed channel left without waiters lingers (see [`LINGER`](crate::notify::hub::LINGER));
-    /// one never sent is simply forgotten.
+    /// Deregisters. A subscribed channel left without waiters lingers (see
+    /// [`LINGER`](crate::notify::hub::LINGER)); one never sent is simply forgotten.
     fn drop(&mut self) {
         let mut state = self.hub.state.lock();
         let signal = &self.signal;
