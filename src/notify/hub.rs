@@ -85,6 +85,11 @@ pub(crate) enum Sub {
 /// (see [`Channel::live_since`]). Unsubscribed when the subscriber thread next wakes after.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
+/// How many channels may linger at once. The subscriber thread looks at every channel each
+/// time it wakes, so a client that briefly waits on many locks (one per order, say) keeps
+/// only this many subscribed for the next wait; the others are unsubscribed as before.
+pub(crate) const MOST_LINGERING: usize = 256;
+
 pub(crate) struct Channel {
     /// The signals of the waiters registered here, in wake-up order.
     pub waiters: VecDeque<Arc<Signal>>,
@@ -195,7 +200,59 @@ impl Signal {
     }
 }
 
+/// What the subscriber thread is to send for the lock channels, as [`State::sweep`] found.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Sweep {
+    /// Channels to subscribe, now marked as sent.
+    pub subscribe: Vec<Vec<u8>>,
+    /// Subscribed channels nobody waits on any more, now forgotten.
+    pub unsubscribe: Vec<Vec<u8>>,
+    /// When the first channel kept lingering is due to go.
+    pub lingering: Option<Instant>,
+}
+
 impl State {
+    /// Marks the wanted channels as sent, followed by the probe numbered `fence`, and
+    /// forgets those nobody waits on: a confirmed one lingers until [`LINGER`] after its
+    /// last waiter left, [`MOST_LINGERING`] of them at most, and is unsubscribed then.
+    pub fn sweep(&mut self, now: Instant, fence: u64) -> Sweep {
+        let mut sweep = Sweep::default();
+        let mut gone = Vec::new();
+        let mut kept = 0;
+        for (name, entry) in self.channels.iter_mut() {
+            match entry.sub {
+                Sub::Sent { .. } => {}
+                _ if entry.waiters.is_empty() => {
+                    if entry.sub == Sub::Live {
+                        let until = *entry.idle_since.get_or_insert(now) + LINGER;
+                        if until > now && kept < MOST_LINGERING {
+                            kept += 1;
+                            sweep.lingering = Some(sweep.lingering.map_or(until, |u| u.min(until)));
+                            continue;
+                        }
+                        sweep.unsubscribe.push(name.clone());
+                    }
+                    gone.push(name.clone());
+                }
+                Sub::Wanted => {
+                    entry.arming = entry.waiters.iter().cloned().collect();
+                    entry.sub = Sub::Sent { fence };
+                    sweep.subscribe.push(name.clone());
+                }
+                Sub::Live | Sub::Refused | Sub::Gone => {}
+            }
+        }
+        for name in gone {
+            self.channels.remove(&name);
+        }
+        sweep
+    }
+
+    /// Whether a lock channel is subscribed, or being subscribed.
+    pub fn active(&self) -> bool {
+        (self.channels.values()).any(|entry| matches!(entry.sub, Sub::Sent { .. } | Sub::Live))
+    }
+
     /// Registers `signal` on `channel`, which its subscriber thread then subscribes if it
     /// is not yet. Returns whether the registration is caught up with an attempt sent at
     /// `since`: the channel was confirmed before then, so that a message published after
@@ -288,5 +345,74 @@ impl State {
             }
         }
         entry.unclaimed = Some(Instant::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state with `live` confirmed channels nobody waits on, the last waiter of each
+    /// gone at `left`, and one wanted channel with a waiter.
+    fn state(live: usize, left: Instant) -> State {
+        let mut state = State::default();
+        for i in 0..live {
+            let channel = Channel {
+                sub: Sub::Live,
+                idle_since: Some(left),
+                ..Channel::wanted()
+            };
+            state
+                .channels
+                .insert(format!("idle{i}").into_bytes(), channel);
+        }
+        state.register(b"new", &Arc::default(), None);
+        state
+    }
+
+    #[test]
+    fn a_sweep_subscribes_what_is_wanted_and_keeps_the_idle_until_their_linger_ends() {
+        let left = Instant::now();
+        let mut state = state(2, left);
+        let sweep = state.sweep(left, 7);
+        assert_eq!(sweep.subscribe, [b"new".to_vec()]);
+        assert_eq!(state.channels[&b"new"[..]].sub, Sub::Sent { fence: 7 });
+        assert!(sweep.unsubscribe.is_empty());
+        assert_eq!(sweep.lingering, Some(left + LINGER));
+        assert_eq!(state.channels.len(), 3);
+
+        let sweep = state.sweep(left + LINGER, 8);
+        assert!(sweep.subscribe.is_empty(), "sent already");
+        let mut gone = sweep.unsubscribe;
+        gone.sort();
+        assert_eq!(gone, [b"idle0".to_vec(), b"idle1".to_vec()]);
+        assert_eq!(sweep.lingering, None);
+        assert_eq!(state.channels.len(), 1);
+        assert!(state.active());
+    }
+
+    #[test]
+    fn no_more_than_the_most_lingering_are_kept() {
+        let left = Instant::now();
+        let mut state = state(MOST_LINGERING + 3, left);
+        let sweep = state.sweep(left, 0);
+        assert_eq!(sweep.unsubscribe.len(), 3);
+        assert_eq!(state.channels.len(), MOST_LINGERING + 1);
+    }
+
+    #[test]
+    fn a_channel_confirmed_after_its_waiters_left_lingers_from_the_sweep_that_finds_it() {
+        let now = Instant::now();
+        let mut state = State::default();
+        let channel = Channel {
+            sub: Sub::Live,
+            ..Channel::wanted()
+        };
+        state.channels.insert(b"c".to_vec(), channel);
+        let sweep = state.sweep(now, 0);
+        assert_eq!(sweep.lingering, Some(now + LINGER));
+        assert!(sweep.unsubscribe.is_empty());
+        state.channels.clear();
+        assert!(!state.active());
     }
 }

@@ -29,7 +29,7 @@ use redis::{
 
 use crate::base::retry::Backoff;
 use crate::layout::names;
-use crate::notify::hub::{Hub, LINGER, Settings, State, Sub};
+use crate::notify::hub::{Hub, Settings, State, Sub};
 use crate::topology::endpoint;
 
 /// The thread: connects, serves the connection until it fails, and connects again, until
@@ -262,54 +262,27 @@ impl<'a> Link<'a> {
         }
     }
 
-    /// Appends the (un)subscriptions the registered waiters call for: SUBSCRIBE for new
-    /// channels (and the wake channel first, then a probe after them), UNSUBSCRIBE for
-    /// channels whose waiters all left at least [`LINGER`] ago, and for the wake channel
-    /// once nothing else is left.
+    /// Appends the (un)subscriptions the registered waiters call for (see
+    /// [`State::sweep`]): SUBSCRIBE for new channels (and the wake channel first, then a
+    /// probe after them), UNSUBSCRIBE for channels nobody waits on any more, and for the
+    /// wake channel once nothing else is left.
     fn plan(&mut self, state: &mut State, out: &mut Vec<u8>) {
-        let fence = self.next_fence;
-        let mut subscribed = false;
-        let mut gone = Vec::new();
-        let now = Instant::now();
-        self.lingering = None;
-        for (name, entry) in state.channels.iter_mut() {
-            match entry.sub {
-                Sub::Sent { .. } => {}
-                _ if entry.waiters.is_empty() => {
-                    if entry.sub == Sub::Live {
-                        let until = *entry.idle_since.get_or_insert(now) + LINGER;
-                        if until > now {
-                            self.lingering = Some(self.lingering.map_or(until, |u| u.min(until)));
-                            continue;
-                        }
-                        command(out, self.verb("UNSUBSCRIBE"), name, None);
-                    }
-                    gone.push(name.clone());
-                }
-                Sub::Wanted => {
-                    entry.arming = entry.waiters.iter().cloned().collect();
-                    if !self.wake_subscribed {
-                        command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
-                        self.wake_subscribed = true;
-                    }
-                    command(out, self.verb("SUBSCRIBE"), name, None);
-                    entry.sub = Sub::Sent { fence };
-                    subscribed = true;
-                }
-                Sub::Live | Sub::Refused | Sub::Gone => {}
+        let sweep = state.sweep(Instant::now(), self.next_fence);
+        self.lingering = sweep.lingering;
+        for name in &sweep.unsubscribe {
+            command(out, self.verb("UNSUBSCRIBE"), name, None);
+        }
+        if !sweep.subscribe.is_empty() {
+            if !self.wake_subscribed {
+                command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
+                self.wake_subscribed = true;
             }
-        }
-        for name in gone {
-            state.channels.remove(&name);
-        }
-        if subscribed {
+            for name in &sweep.subscribe {
+                command(out, self.verb("SUBSCRIBE"), name, None);
+            }
             self.fence(out);
         }
-        let active = state
-            .channels
-            .values()
-            .any(|entry| matches!(entry.sub, Sub::Sent { .. } | Sub::Live));
-        if !active && self.wake_subscribed {
+        if !state.active() && self.wake_subscribed {
             command(out, "UNSUBSCRIBE", &self.hub.wake_channel, None);
             self.wake_subscribed = false;
         }
