@@ -44,6 +44,11 @@ fn listen(server: &Server, channel: &str) -> redis::Connection {
     conn
 }
 
+/// A connection subscribed to the fair lock's channel of `owner`, where its turn is told.
+fn listen_as(server: &Server, owner: &str) -> redis::Connection {
+    listen(server, &format!("redisson_lock__channel:{{fair}}:{owner}"))
+}
+
 /// The payload of the next message on a connection from [`listen`].
 fn next_message(conn: &mut redis::Connection) -> String {
     let (kind, _channel, payload): (String, String, String) =
@@ -163,6 +168,13 @@ impl OurWaiter {
         self.release.send(()).unwrap();
         assert!(self.outcome(), "our release failed");
     }
+
+    /// Releases, and checks that the release woke the Java waiter `next` on its channel.
+    fn unlock_waking(&self, server: &Server, next: &str) {
+        let mut listener = listen_as(server, next);
+        self.unlock();
+        assert_eq!(next_message(&mut listener), "0", "{next} was not woken");
+    }
 }
 
 #[test]
@@ -189,7 +201,7 @@ fn fair_lock_each_side_excludes_and_wakes_the_other() {
 
     // Ours first: they queue behind us, and our release wakes them on theirs.
     let guard = ours.lock().unwrap();
-    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{THEM}"));
+    let mut listener = listen_as(&server, THEM);
     assert!(
         their_fair_acquire(&server).is_some(),
         "they got in beside us"
@@ -228,12 +240,7 @@ fn fair_lock_java_waiters_ahead_of_ours_go_first_and_ours_keeps_its_place() {
     assert!(ours.outcome(), "ours was not woken");
     assert!(java_fair_acquire(&server, &behind).is_some(), "beside ours");
 
-    let mut listener = listen(
-        &server,
-        &format!("redisson_lock__channel:{{fair}}:{behind}"),
-    );
-    ours.unlock();
-    assert_eq!(next_message(&mut listener), "0");
+    ours.unlock_waking(&server, &behind);
     assert_eq!(
         java_fair_acquire(&server, &behind),
         None,
@@ -264,9 +271,7 @@ fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
     assert_eq!(java_fair_unlock(&server, &holder), Some(1));
     assert!(ours_first.outcome(), "our first waiter was not woken");
     assert!(java_fair_acquire(&server, &first).is_some(), "beside ours");
-    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{first}"));
-    ours_first.unlock();
-    assert_eq!(next_message(&mut listener), "0");
+    ours_first.unlock_waking(&server, &first);
     assert!(
         java_fair_acquire(&server, &last).is_some(),
         "the last Java waiter went before the first"
@@ -283,9 +288,7 @@ fn fair_lock_our_waiters_ahead_of_java_ones_go_first_across_both_sides_turns() {
         "the Java waiter behind ours went first"
     );
     assert!(ours_second.outcome(), "our second waiter was not woken");
-    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
-    ours_second.unlock();
-    assert_eq!(next_message(&mut listener), "0");
+    ours_second.unlock_waking(&server, &last);
     assert_eq!(
         java_fair_acquire(&server, &last),
         None,
@@ -320,9 +323,7 @@ fn fair_lock_java_waiters_with_a_wait_other_than_ours_keep_the_order() {
         "the Java waiter behind ours went first"
     );
     assert!(ours.outcome(), "ours was not woken");
-    let mut listener = listen(&server, &format!("redisson_lock__channel:{{fair}}:{last}"));
-    ours.unlock();
-    assert_eq!(next_message(&mut listener), "0");
+    ours.unlock_waking(&server, &last);
     assert_eq!(
         java_fair_try_lock(&server, &last, wait),
         None,
@@ -359,16 +360,7 @@ fn fair_lock_a_java_waiter_behind_ours_keeps_its_place_however_long_ours_waits()
         java_fair_try_lock(&server, &theirs, wait).is_some(),
         "beside ours"
     );
-    let mut listener = listen(
-        &server,
-        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
-    );
-    first.unlock();
-    assert_eq!(
-        next_message(&mut listener),
-        "0",
-        "the Java waiter was not next"
-    );
+    first.unlock_waking(&server, &theirs);
     assert_eq!(
         java_fair_try_lock(&server, &theirs, wait),
         None,
@@ -419,10 +411,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
         eventually(IN_TIME, || java_fair_acquire(&server, &second).is_none()),
         "the crashed waiter kept its place"
     );
-    let mut listener = listen(
-        &server,
-        &format!("redisson_lock__channel:{{fair}}:{}", ours_field(&server)),
-    );
+    let mut listener = listen_as(&server, &ours_field(&server));
     assert_eq!(java_fair_unlock(&server, &second), Some(1));
     assert_eq!(next_message(&mut listener), "0");
     assert!(ours.outcome(), "ours was not woken");
@@ -670,10 +659,7 @@ fn fair_lock_a_java_waiter_behind_a_granted_one_of_ours_keeps_its_turn() {
     let theirs = java(1);
     assert!(java_fair_acquire(&server, &theirs).is_some());
     assert_eq!(fair_queue_len(&server), 2);
-    let mut listener = listen(
-        &server,
-        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
-    );
+    let mut listener = listen_as(&server, &theirs);
 
     guard.unlock().unwrap();
     assert!(ours.outcome(), "ours was not granted the lock");
@@ -708,10 +694,7 @@ fn fair_lock_a_java_waiter_ahead_of_ours_is_woken_and_takes_the_lock_itself() {
     let client = server.client();
     let ours = our_sleeping_waiter(&server, &client);
     assert_eq!(fair_queue_len(&server), 2);
-    let mut listener = listen(
-        &server,
-        &format!("redisson_lock__channel:{{fair}}:{theirs}"),
-    );
+    let mut listener = listen_as(&server, &theirs);
 
     guard.unlock().unwrap();
     assert_eq!(
