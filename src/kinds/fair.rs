@@ -162,8 +162,9 @@ impl Machinery for Fair {
         scripts::fair_force_unlock(key, target.channel(), latch, keys.get(), latch_ttl)
     }
 
-    fn takes_grants(target: &Target) -> bool {
-        target.shared.config().direct_handoff
+    fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {
+        let config = target.shared.config();
+        lease.is_none() && config.direct_handoff && config.replica_acks.is_none()
     }
 
     /// Takes the hold a release granted, valid for what the grant lease keeps at least; it
@@ -175,10 +176,10 @@ impl Machinery for Fair {
         since: Instant,
         grant: Granted,
     ) -> Option<Result<Attempt<()>>> {
-        let config = target.shared.config();
-        if lease.is_some() || !config.direct_handoff || config.replica_acks.is_some() {
+        if !Self::takes_grants(target, lease) {
             return None;
         }
+        let config = target.shared.config();
         // Granted at the place the last busy attempt set: no attempt came after the grant.
         // A grant made before that attempt was undone by the time it ran (it found the
         // lock busy): a late message of it is no hold.

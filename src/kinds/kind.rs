@@ -151,9 +151,11 @@ pub(crate) mod sealed {
             })
         }
 
-        /// Whether this thread's waits take grants: a release that hands the lock straight
-        /// to its waiter (the fair lock's direct hand-off).
-        fn takes_grants(_: &Target) -> bool {
+        /// Whether this thread's waits for a hold of `lease` take grants on the release's
+        /// word: a release that hands the lock straight to its waiter (the fair lock's
+        /// direct hand-off). A waiter that would confirm a grant by an attempt anyway does
+        /// not need its signal armed for them.
+        fn takes_grants(_: &Target, _lease: Option<Duration>) -> bool {
             false
         }
 

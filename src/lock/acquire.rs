@@ -269,7 +269,7 @@ impl<K: Kind> Lock<K> {
                 let channel = K::wait_channel(target);
                 // Subscribed before the attempt was sent, nothing since is missed; else an
                 // unlock may have come between the two, and the next attempt finds it.
-                if waiting.subscribe::<K>(target, &channel, deadline, sent) {
+                if waiting.subscribe::<K>(target, &channel, lease, deadline, sent) {
                     notified = !polls;
                 } else if waiting.notifications {
                     continue;
@@ -362,18 +362,20 @@ impl Waiting {
         self.notifications && !self.subscriptions.iter().any(Subscription::is_live)
     }
 
-    /// Subscribes to `channel` on every node that will have it, waiting for confirmations
-    /// until `deadline` at most. Returns whether every node's subscription is caught up
-    /// with the attempt sent at `since` (see [`Subscription::caught_up`]).
+    /// Subscribes to `channel` on every node that will have it, for a hold of `lease`,
+    /// waiting for confirmations until `deadline` at most. Returns whether every node's
+    /// subscription is caught up with the attempt sent at `since` (see
+    /// [`Subscription::caught_up`]).
     fn subscribe<K: Kind>(
         &mut self,
         target: &Target,
         channel: &[u8],
+        lease: Option<Duration>,
         deadline: Option<Instant>,
         since: Instant,
     ) -> bool {
         self.subscriptions.clear();
-        let grants = K::takes_grants(target);
+        let grants = K::takes_grants(target, lease);
         let mut caught_up = true;
         for node in target.shared.nodes().list() {
             let subscribed = match node.notifier(channel) {

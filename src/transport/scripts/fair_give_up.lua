@@ -33,20 +33,21 @@ if exists and tonumber(ARGV[3]) == 0 then
 end
 local free = not exists or (unknown and redis.call('hlen', KEYS[1]) == 1)
 local head = nil
+-- The head's time in KEYS[5], when it has one, and the time the head was judged by.
+local ours = nil
+local now = nil
 if free then
     local queued = unknown
-    local now = redis.call('time')
+    now = redis.call('time')
     now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     for _, waiter in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
         if waiter == ARGV[1] then
             queued = true
         elseif not head then
-            local until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
-            if not until_ then
-                until_ = tonumber(redis.call('zscore', KEYS[4], waiter))
-            end
+            local in_ours = tonumber(redis.call('zscore', KEYS[5], waiter))
+            local until_ = in_ours or tonumber(redis.call('zscore', KEYS[4], waiter))
             if until_ and until_ > now then
-                head = waiter
+                head, ours = waiter, in_ours
             end
         end
     end
@@ -57,15 +58,10 @@ end
 local channel = head and (KEYS[2] .. ':' .. head)
 local message = ARGV[2]
 local grant = nil
-if channel and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
+if channel and ours and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
     and string.sub(head, 15, 15) == '8' and string.sub(head, 37, 37) == ':' then
-    local until_ = tonumber(redis.call('zscore', KEYS[5], head))
-    if until_ then
-        local now = redis.call('time')
-        now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-        grant = math.min(until_ - now, tonumber(ARGV[4]))
-        message = 'granted:' .. ARGV[4] .. ':' .. string.format('%.0f', until_)
-    end
+    grant = math.min(ours - now, tonumber(ARGV[4]))
+    message = 'granted:' .. ARGV[4] .. ':' .. string.format('%.0f', ours)
 end
 if check then
     if unknown and not check('hdel', KEYS[1], ARGV[1]) then
