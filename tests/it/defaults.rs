@@ -41,7 +41,12 @@ fn hold_past_leases(server: &Server, lease: Duration, leases: u32) {
     while taken.elapsed() <= leases * lease || client.stats().renewals < renewals {
         if guard.is_lost() || rival.try_lock().unwrap().is_some() {
             // A watchdog held up for longer than the lease (a short one, on a busy
-            // machine) lets it lapse; the guard must have known before anyone got in.
+            // machine) lets it lapse; the guard must have known before anyone got in. A
+            // lease of a second or more never lapses here: its watchdog must renew it.
+            assert!(
+                lease < Duration::from_secs(1),
+                "lease {lease:?}: lost, or a rival got in"
+            );
             assert!(
                 guard.valid_until() <= Instant::now(),
                 "lease {lease:?}: lost, or a rival got in, while the guard was valid"

@@ -808,29 +808,52 @@ fn lead_runs_the_work_whenever_this_client_leads_until_stopped() {
     let server = Server::start();
     let stop = Cancel::new();
     let led = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    // Set before the key is deleted: the next leadership's work waits until it learns it
+    // is lost, and says when it did.
+    let patient = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (lost_tx, lost) = std::sync::mpsc::channel();
     let runners: Vec<_> = ["a", "b"]
         .iter()
         .map(|name| {
-            let election = named(&server, name).election(NAME).with_cancel(&stop);
+            let client = (server.builder_with_lease(Duration::from_secs(1)))
+                .client_name(*name)
+                .build()
+                .unwrap();
+            let election = client.election(NAME).with_cancel(&stop);
             let (led, name) = (led.clone(), name.to_string());
+            let (patient, lost_tx) = (patient.clone(), lost_tx.clone());
             std::thread::spawn(move || {
                 election.lead(|leadership| {
                     assert_eq!(leadership.health(), Health::Held);
                     led.lock().push((name.clone(), leadership.epoch()));
                     // Until the leadership is lost, or a short while.
-                    leadership.watch().wait_lost(Duration::from_millis(20));
+                    if !patient.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        leadership.watch().wait_lost(Duration::from_millis(20));
+                    } else if leadership.watch().wait_lost(NO_HANG) {
+                        let _ = lost_tx.send(leadership.epoch());
+                    }
                 })
             })
         })
         .collect();
     assert!(eventually(NO_HANG, || led.lock().len() >= 6));
     // A leadership taken away: the work sees it lost, and the loop campaigns again.
+    patient.store(true, std::sync::atomic::Ordering::SeqCst);
+    // A leadership that began after the switch, whose work waits for its loss.
     let before = led.lock().len();
+    assert!(eventually(NO_HANG, || led.lock().len() > before));
+    let (_, epoch) = *led.lock().last().unwrap();
     let _: () = redis::cmd("DEL")
         .arg(NAME)
         .query(&mut server.conn())
         .unwrap();
-    assert!(eventually(NO_HANG, || led.lock().len() > before + 1));
+    assert_eq!(
+        lost.recv_timeout(NO_HANG),
+        Ok(epoch),
+        "the loss went unseen"
+    );
+    let after = led.lock().len();
+    assert!(eventually(NO_HANG, || led.lock().len() > after));
     stop.cancel();
     for runner in runners {
         runner.join().unwrap().unwrap();

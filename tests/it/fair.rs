@@ -517,10 +517,14 @@ fn a_crashed_granted_waiter_holds_the_lock_no_longer_than_its_place() {
     let client = server.client();
     let next = Waiter::start(client.fair_lock(NAME), NO_HANG);
     assert!(eventually(NO_HANG, || queued(&server) == 2));
+    let frozen_field: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
     guard.unlock().unwrap();
     let held = holders(&server);
-    assert_eq!((held.len(), held[0].1), (1, 1), "granted");
-    assert_ne!(held[0].0, "", "granted to the frozen waiter");
+    assert_eq!(held, [(frozen_field, 1)], "granted to the frozen waiter");
     let ttl: i64 = redis::cmd("PTTL")
         .arg(NAME)
         .query(&mut server.conn())

@@ -447,12 +447,17 @@ pub fn alone(name: &str, body: impl FnOnce()) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{name}, run in its own process, failed ({}):\n{}{}",
+        "{name}, run in its own process, failed ({}):\n{stdout}{}",
         out.status,
-        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    // A name that matches no test runs nothing, and succeeds.
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{name} did not run in its own process:\n{stdout}"
     );
 }
 
