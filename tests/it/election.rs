@@ -816,7 +816,7 @@ fn lead_runs_the_work_whenever_this_client_leads_until_stopped() {
         .iter()
         .map(|name| {
             let client = (server.builder_with_lease(Duration::from_secs(1)))
-                .client_name(*name)
+                .client_name(name)
                 .build()
                 .unwrap();
             let election = client.election(NAME).with_cancel(&stop);
