@@ -460,6 +460,19 @@ impl Error {
         }
     }
 
+    /// Whether an attempt that ended in this error may have taken something on the server
+    /// that no guard holds: its command may have run and its reply was lost, late or an
+    /// error (on one node or on enough of several to leave no quorum), or replicas did not
+    /// acknowledge what it took.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            Error::Redis { .. } => self.may_have_run(),
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.may_have_run()),
+            Error::NotReplicated { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Redis said the key holds another type than the command works on.
     pub(crate) fn is_wrong_type(&self) -> bool {
         self.server_code() == Some("WRONGTYPE")

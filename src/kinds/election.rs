@@ -18,6 +18,7 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -106,21 +107,38 @@ impl Machinery for Leading {
     type Held = LeadingHeld;
     type Affinity = ();
 
+    type Claim = Claimed;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
+        Claimed {
+            token: names::random_id(),
+            lease: lease.unwrap_or(target.shared.config().lease),
+        }
+    }
+
+    fn undo(target: &Target, claim: &Claimed) -> Undo {
+        Undo {
+            cmd: resign_cmd(target, &claim.token, target.give_back_wakes()),
+            lasts: claim.lease,
+            slot: None,
+        }
+    }
+
     fn attempt(
         target: &Target,
+        claim: &Claimed,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<LeadingHeld>> {
         node(target)?;
         let shared = &target.shared;
         let key = target.key()?;
-        let token = names::random_id();
-        let script_lease = lease.unwrap_or(shared.config().lease);
+        let (token, script_lease) = (&claim.token, claim.lease);
         let (counter, record) = (names::fence_counter(key), names::election_record(key));
         let observers = names::election_channel(key);
         let cmd = scripts::election_acquire(
             (key, &counter, &record, &observers),
-            &token,
+            token,
             script_lease,
             &shared.config().client_name,
             RECORD,
@@ -131,15 +149,8 @@ impl Machinery for Leading {
             .acquire::<(i64, i64)>(&cmd, limit, |&(status, _)| status == 1)
             .pop()
             .unwrap_or_else(|| Err(target.lost()));
-        let (status, number) = match reply {
-            Ok(reply) => reply,
-            Err(err) => {
-                if err.is_not_replicated() {
-                    give_back(target, &token, None);
-                }
-                return Err(target.wrong_kind(err));
-            }
-        };
+        // An error after the command may have run: the lock machine gives it back.
+        let (status, number) = reply.map_err(|err| target.wrong_kind(err))?;
         if status != 1 {
             return Ok(Attempt::Busy(
                 u64::try_from(number).ok().map(Duration::from_millis),
@@ -148,7 +159,7 @@ impl Machinery for Leading {
         let Some(valid_until) =
             validity_end(sent, script_lease).filter(|end| *end > Instant::now())
         else {
-            give_back(target, &token, limit);
+            target.give_back(Self::undo(target, claim));
             return Ok(Attempt::Retry(Error::ValidityExhausted {
                 lock: target.subject().clone(),
                 elapsed: sent.elapsed(),
@@ -156,14 +167,14 @@ impl Machinery for Leading {
             }));
         };
         let epoch = u64::try_from(number).unwrap_or_default();
-        acquired(target, lease, token, epoch, sent, valid_until)
+        acquired(target, lease, claim, epoch, sent, valid_until)
     }
 
     fn release(target: &Target, hold: &Hold<LeadingHeld>) -> Result<()> {
         target.begin()?;
-        if hold.holding.is_lost() {
-            return Err(target.lost());
-        }
+        // Past its validity the hold is lost, whatever the release finds: it still gives
+        // back what may be left (a renewal's late reply, the last moments of a lease).
+        let expired = hold.holding.is_lost();
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
         let node = node(target)?;
@@ -172,6 +183,7 @@ impl Machinery for Leading {
         let released = hold.holding.exclusively(|| node.run::<Released>(&cmd, end));
         match released.map_err(|err| err.with_lock(target.subject()))? {
             Released::NotOurs => Err(target.found_lost(&hold.holding)),
+            _ if expired => Err(target.found_lost(&hold.holding)),
             _ => Ok(()),
         }
     }
@@ -228,28 +240,23 @@ fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
     )
 }
 
-/// Ends a leadership that an attempt took but does not keep (granted too slowly, or not
-/// acknowledged by enough replicas); failures are only logged, the lease ends it anyway.
-fn give_back(target: &Target, token: &str, limit: Option<Instant>) {
-    target.give_back(|wake| resign_cmd(target, token, wake), limit);
-}
-
 fn acquired(
     target: &Target,
     lease: Option<Duration>,
-    token: String,
+    claim: &Claimed,
     epoch: u64,
     sent: Instant,
     valid_until: Instant,
 ) -> Result<Attempt<LeadingHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
+    let token = claim.token.clone();
     let renewal = || -> Box<dyn Renewal> {
         Box::new(Renew {
             key: target.shared_key(),
             token: token.clone(),
         })
     };
-    let undo = || give_back(target, &token, None);
+    let undo = || Leading::undo(target, claim);
     let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
     Ok(Attempt::Acquired(Hold {
         holding,
@@ -260,6 +267,12 @@ fn acquired(
             watchdog: Mutex::new(ticket),
         },
     }))
+}
+
+/// What one attempt takes: the leadership, under a token of its own, for `lease`.
+pub struct Claimed {
+    token: String,
+    lease: Duration,
 }
 
 /// What the watchdog renews for a leadership.

@@ -12,6 +12,7 @@ use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
 use crate::layout::names::{self, Granted};
 use crate::layout::owner::current_thread;
 use crate::lease::hold_table::Mode;
+use crate::lease::give_back::Undo;
 use crate::lease::target::Target;
 use crate::topology::quorum::validity_end;
 use crate::transport::scripts;
@@ -125,8 +126,19 @@ impl Machinery for Fair {
     type Held = ();
     type Affinity = *const ();
 
+    type Claim = reentrant::Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+        reentrant::claim::<Self>(target, lease)
+    }
+
+    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+        reentrant::undo::<Self>(target, claim)
+    }
+
     fn attempt(
         target: &Target,
+        claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<()>> {
@@ -137,7 +149,7 @@ impl Machinery for Fair {
             });
         }
         PLACE_SEEN.set(None);
-        let attempt = reentrant::take::<Self>(target, lease, limit);
+        let attempt = reentrant::take::<Self>(target, claim, lease, limit);
         // Only a busy attempt leaves a place a grant may name: after any other (one that
         // took the lock and gave it back as too slow, say) no grant counts until the next
         // busy attempt.

@@ -9,6 +9,7 @@ use crate::base::error::{Error, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed};
 use crate::layout::names;
+use crate::lease::give_back::Undo;
 use crate::lease::target::Target;
 use crate::transport::scripts;
 
@@ -32,8 +33,19 @@ impl Machinery for Fenced {
     type Held = u64;
     type Affinity = *const ();
 
+    type Claim = reentrant::Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+        reentrant::claim::<Self>(target, lease)
+    }
+
+    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+        reentrant::undo::<Self>(target, claim)
+    }
+
     fn attempt(
         target: &Target,
+        claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<u64>> {
@@ -43,7 +55,7 @@ impl Machinery for Fenced {
                 reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
             });
         }
-        reentrant::take::<Self>(target, lease, limit)
+        reentrant::take::<Self>(target, claim, lease, limit)
     }
 
     fn release(target: &Target, hold: &Hold<u64>) -> Result<()> {

@@ -16,6 +16,7 @@ use redis::Cmd;
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
 use crate::layout::names::Granted;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
@@ -99,12 +100,29 @@ pub(crate) mod sealed {
         /// `"string"` for a `SET NX` lock.
         const STORED_AS: &'static str = "hash";
 
-        /// One round on every node: take a hold, or learn why not. Rounds end by `limit`.
+        /// What one attempt takes if it succeeds, named before it is sent: the owner's
+        /// field and count, a token, a permit's id. Whatever becomes of the attempt's
+        /// reply, what it may have taken can be given back by this name.
+        type Claim;
+
+        /// The claim of this thread's next attempt, for a hold of `lease`.
+        fn claim(target: &Target, lease: Option<Duration>) -> Self::Claim;
+
+        /// One round on every node: take a hold under `claim`, or learn why not. Rounds
+        /// end by `limit`. Where it ends with an error after its command may have run
+        /// ([`Error::outcome_unknown`]), the lock machine gives back what it may have
+        /// taken through [`undo`](Self::undo); what an attempt knows it took and does
+        /// not keep (granted too slowly, or on too few nodes) it gives back itself.
         fn attempt(
             target: &Target,
+            claim: &Self::Claim,
             lease: Option<Duration>,
             limit: Option<Instant>,
         ) -> Result<Attempt<Self::Held>>;
+
+        /// The give-back of what an attempt under `claim` may have taken: safe to run
+        /// more than once, and a no-op where the attempt took nothing.
+        fn undo(target: &Target, claim: &Self::Claim) -> Undo;
 
         /// Gives `hold` back.
         fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;

@@ -15,6 +15,7 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -44,13 +45,18 @@ impl PermitHeld {
 }
 
 /// The semaphore's keys and channel: permits, held permits, channel.
-fn keys(target: &Target) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
-    let key = target.key()?;
-    Ok((
+fn keys(target: &Target) -> Result<Keys> {
+    Ok(keys_of(target.key()?))
+}
+
+type Keys = (Vec<u8>, Vec<u8>, Vec<u8>);
+
+fn keys_of(key: &[u8]) -> Keys {
+    (
         key.to_vec(),
         names::semaphore_timeouts(key),
         names::semaphore_channel(key),
-    ))
+    )
 }
 
 impl Machinery for Permits {
@@ -59,8 +65,27 @@ impl Machinery for Permits {
     type Held = PermitHeld;
     type Affinity = ();
 
+    type Claim = Claimed;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
+        Claimed {
+            id: rand::random(),
+            lease: lease.unwrap_or(target.shared.config().lease),
+        }
+    }
+
+    fn undo(target: &Target, claim: &Claimed) -> Undo {
+        let key = target.shared_key();
+        Undo {
+            cmd: release_cmd(target, &keys_of(&key), claim.id),
+            lasts: claim.lease,
+            slot: None,
+        }
+    }
+
     fn attempt(
         target: &Target,
+        claim: &Claimed,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<PermitHeld>> {
@@ -73,8 +98,7 @@ impl Machinery for Permits {
             });
         };
         let (key, timeouts, channel) = keys(target)?;
-        let id: u128 = rand::random();
-        let script_lease = lease.unwrap_or(shared.config().lease);
+        let (id, script_lease) = (claim.id, claim.lease);
         let cmd = scripts::semaphore_acquire(
             (&key, &timeouts, &channel),
             &id.to_be_bytes(),
@@ -92,24 +116,28 @@ impl Machinery for Permits {
         let Some(valid_until) =
             validity_end(sent, script_lease).filter(|end| *end > Instant::now())
         else {
-            give_back(target, id);
+            target.give_back(Self::undo(target, claim));
             return Ok(Attempt::Retry(Error::ValidityExhausted {
                 lock: target.subject().clone(),
                 elapsed: sent.elapsed(),
                 lease: script_lease,
             }));
         };
-        acquired(target, lease, id, sent, valid_until)
+        acquired(target, lease, claim, sent, valid_until)
     }
 
     fn release(target: &Target, hold: &Hold<PermitHeld>) -> Result<()> {
         target.begin()?;
-        if hold.holding.is_lost() {
-            return Err(target.lost());
-        }
+        // Past its validity the hold is lost, whatever the release finds: it still gives
+        // back what may be left (a renewal's late reply, the last moments of a lease).
+        let expired = hold.holding.is_lost();
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
-        release_id(target, hold.held.id, Some(&hold.holding))
+        release_id(target, hold.held.id, Some(&hold.holding))?;
+        match expired {
+            true => Err(target.found_lost(&hold.holding)),
+            false => Ok(()),
+        }
     }
 
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
@@ -145,18 +173,23 @@ impl Machinery for Permits {
     }
 }
 
+/// What one attempt takes: a permit, under an id of its own, for `lease`.
+pub struct Claimed {
+    id: u128,
+    lease: Duration,
+}
+
+/// The release of the permit `id`, with a latch of its own.
+fn release_cmd(target: &Target, (key, timeouts, channel): &Keys, id: u128) -> Cmd {
+    let latch = names::unlock_latch(key, &names::random_id());
+    let latch_ttl = target.shared.config().latch_ttl();
+    scripts::semaphore_release((key, timeouts, channel), &latch, &id.to_be_bytes(), latch_ttl)
+}
+
 /// Gives the permit `id` back; `holding`, if known, is reported lost when the permit was
 /// not held any more.
 pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -> Result<()> {
-    let (key, timeouts, channel) = keys(target)?;
-    let latch = names::unlock_latch(&key, &names::random_id());
-    let latch_ttl = target.shared.config().latch_ttl();
-    let cmd = scripts::semaphore_release(
-        (&key, &timeouts, &channel),
-        &latch,
-        &id.to_be_bytes(),
-        latch_ttl,
-    );
+    let cmd = release_cmd(target, &keys(target)?, id);
     let nodes = target.shared.nodes();
     let released = match holding {
         Some(holding) => holding.exclusively(|| nodes.agreed(nodes.run_all::<i64>(&cmd, None))),
@@ -177,7 +210,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) 
     check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
     target.begin()?;
     if hold.holding.is_lost() {
-        return Err(target.lost());
+        return Err(target.found_lost(&hold.holding));
     }
     let [node] = target.shared.nodes().list() else {
         return Err(target.lost());
@@ -196,29 +229,20 @@ pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) 
     }
 }
 
-/// Gives back a permit taken by an attempt that is not kept; failures are only logged.
-fn give_back(target: &Target, id: u128) {
-    if let Err(err) = release_id(target, id, None) {
-        log::warn!(
-            "giving back a permit of {:?} failed: {err:#}",
-            target.name()
-        );
-    }
-}
-
 fn acquired(
     target: &Target,
     lease: Option<Duration>,
-    id: u128,
+    claim: &Claimed,
     sent: Instant,
     valid_until: Instant,
 ) -> Result<Attempt<PermitHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
+    let id = claim.id;
     let renewal = || -> Box<dyn Renewal> {
         let timeouts = names::semaphore_timeouts(&target.shared_key());
         Box::new(Renew { timeouts, id })
     };
-    let undo = || give_back(target, id);
+    let undo = || Permits::undo(target, claim);
     let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
     Ok(Attempt::Acquired(Hold {
         holding,

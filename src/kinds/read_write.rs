@@ -13,6 +13,7 @@ use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
 use crate::layout::names;
 use crate::layout::owner::current_thread;
 use crate::lease::hold_table::Mode;
+use crate::lease::give_back::Undo;
 use crate::lease::target::Target;
 use crate::transport::scripts;
 
@@ -41,13 +42,24 @@ impl Machinery for Read {
     type Held = ();
     type Affinity = *const ();
 
+    type Claim = reentrant::Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+        reentrant::claim::<Self>(target, lease)
+    }
+
+    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+        reentrant::undo::<Self>(target, claim)
+    }
+
     fn attempt(
         target: &Target,
+        claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<()>> {
         one_node(target)?;
-        reentrant::take::<Self>(target, lease, limit)
+        reentrant::take::<Self>(target, claim, lease, limit)
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
@@ -113,8 +125,19 @@ impl Machinery for Write {
     type Held = ();
     type Affinity = *const ();
 
+    type Claim = reentrant::Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+        reentrant::claim::<Self>(target, lease)
+    }
+
+    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+        reentrant::undo::<Self>(target, claim)
+    }
+
     fn attempt(
         target: &Target,
+        claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<()>> {
@@ -127,7 +150,7 @@ impl Machinery for Write {
                 lock: target.subject().clone(),
             });
         }
-        reentrant::take::<Self>(target, lease, limit)
+        reentrant::take::<Self>(target, claim, lease, limit)
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {

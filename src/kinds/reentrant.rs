@@ -12,6 +12,7 @@ use crate::base::error::{Error, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
+use crate::lease::give_back::Undo;
 use crate::lease::hold_table::{HoldId, Mode, Release};
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
@@ -33,12 +34,23 @@ impl Machinery for Reentrant {
     type Held = ();
     type Affinity = *const ();
 
+    type Claim = Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> Claim {
+        claim::<Self>(target, lease)
+    }
+
     fn attempt(
         target: &Target,
+        claim: &Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<()>> {
-        take::<Self>(target, lease, limit)
+        take::<Self>(target, claim, lease, limit)
+    }
+
+    fn undo(target: &Target, claim: &Claim) -> Undo {
+        undo::<Self>(target, claim)
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
@@ -151,26 +163,77 @@ pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
         .map_err(|err| err.with_lock(target.subject()))
 }
 
+/// What one attempt of a hash-kept kind takes: one more hold of its owner's field.
+pub struct Claim {
+    id: HoldId,
+    field: String,
+    /// The holds the owner has before the attempt.
+    held: u32,
+    /// The lease the attempt sets.
+    lease: Duration,
+}
+
+/// The claim of this thread's next attempt on `target` for a hold of `lease`. A
+/// watchdog-backed holding keeps the watchdog lease even when re-entered with an explicit
+/// one, so a short explicit lease cannot outrun the renewals.
+pub(crate) fn claim<K: Hashed>(target: &Target, lease: Option<Duration>) -> Claim {
+    let shared = &target.shared;
+    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
+    let (held, watchdog_running) = shared.holds().state(&id);
+    let lease = match lease {
+        Some(lease) if !watchdog_running => lease,
+        _ => shared.config().lease,
+    };
+    let field = K::field(target);
+    Claim {
+        id,
+        field,
+        held,
+        lease,
+    }
+}
+
+/// Sets the owner's count back to what it was before an attempt under `claim` (deleting
+/// the key at 0) wherever the attempt may have counted. The key's expiry is reset to the
+/// claim's lease where holds remain, so the holding of those can count on no more than
+/// that from now.
+pub(crate) fn undo<K: Hashed>(target: &Target, claim: &Claim) -> Undo {
+    if claim.held > 0
+        && let Some(holding) = target.shared.holds().holding(&claim.id)
+    {
+        let now = Instant::now();
+        holding.shorten_to(validity_end(now, claim.lease).unwrap_or(now));
+    }
+    let wake = target.give_back_wakes();
+    Undo {
+        cmd: K::release_cmd(target, &claim.field, claim.held + 1, claim.lease, wake),
+        lasts: claim.lease,
+        slot: Some(claim.id.clone()),
+    }
+}
+
 /// One round on every node: take a hold, or learn why not. Taken when a quorum granted it
-/// with validity left (lease − elapsed − drift); otherwise whatever was granted is given
-/// back on every node.
+/// with validity left (lease − elapsed − drift); otherwise whatever was known granted is
+/// given back on every node (what failed nodes may have taken, the lock machine gives
+/// back).
 pub(crate) fn take<K: Hashed>(
     target: &Target,
+    claim: &Claim,
     lease: Option<Duration>,
     limit: Option<Instant>,
 ) -> Result<Attempt<K::Held>> {
     let shared = &target.shared;
     let nodes = shared.nodes();
-    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
-    let (held, watchdog_running) = shared.holds().state(&id);
-    // A watchdog-backed holding keeps the watchdog lease even when re-entered with an
-    // explicit one, so a short explicit lease cannot outrun the renewals.
-    let script_lease = match lease {
-        Some(lease) if !watchdog_running => lease,
-        _ => shared.config().lease,
-    };
-    let field = K::field(target);
-    let cmd = K::acquire_cmd(target, &id.0, script_lease, &field, held);
+    let Claim {
+        id,
+        field,
+        held,
+        lease: script_lease,
+    } = claim;
+    let (held, script_lease) = (*held, *script_lease);
+    // The attempt sets the owner's count: a give-back still pending for it has no work.
+    shared.give_backs().supersede(id);
+    let cmd = K::acquire_cmd(target, &id.0, script_lease, field, held);
     let sent = Instant::now();
     let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
     let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
@@ -206,32 +269,34 @@ pub(crate) fn take<K: Hashed>(
                 Grant::Busy(_) => None,
             })
             .max();
-        return acquired::<K>(target, lease, id, field, sent, valid_until, token);
+        return acquired::<K>(target, lease, claim, sent, valid_until, token);
     }
     if outcome == Outcome::Lost {
         // This thread held the lock before, and too few nodes still have its holds even
         // counting every node that failed as one that does: they are gone, and the code
         // around this re-entry was not protected all along. Undo this attempt, report the
         // loss and say so, rather than quietly taking a fresh hold.
-        give_back::<K>(target, &field, 1, script_lease, None, limit);
-        if let Some(stale) = shared.holds().remove(&id) {
+        let first = Claim {
+            held: 0,
+            field: field.clone(),
+            id: id.clone(),
+            lease: script_lease,
+        };
+        target.give_back(undo::<K>(target, &first));
+        if let Some(stale) = shared.holds().remove(id) {
             shared.report_lost(target.subject(), &stale, None);
         }
         return Err(target.lost());
     }
-    // Undo this attempt wherever it may have counted, leaving earlier holds.
-    if grants.needs_undo(failed.iter().any(|f| f.error.may_have_run())) {
-        let holding = shared.holds().holding(&id);
-        give_back::<K>(
-            target,
-            &field,
-            held + 1,
-            script_lease,
-            holding.as_deref(),
-            limit,
-        );
+    let may_have_run = failed.iter().any(|f| f.error.may_have_run());
+    let unmet = Attempt::unmet(target, outcome, failed, elapsed, script_lease);
+    // Undo this attempt wherever it may have counted, leaving earlier holds, unless the
+    // error returned leaves that to the lock machine.
+    let machine_undoes = matches!(&unmet, Some(Err(err)) if err.outcome_unknown());
+    if grants.needs_undo(may_have_run) && !machine_undoes {
+        target.give_back(undo::<K>(target, claim));
     }
-    if let Some(unmet) = Attempt::unmet(target, outcome, failed, elapsed, script_lease) {
+    if let Some(unmet) = unmet {
         return unmet;
     }
     // Busy: the lock may free up when the earliest of the holder's leases runs out.
@@ -272,73 +337,66 @@ pub(crate) fn take_granted<K: Hashed>(
     let confirm = now + valid_until.saturating_duration_since(now) / 3;
     // The watchdog renews a renew interval after the acquisition it is given.
     let since = confirm.checked_sub(shared.config().renew_interval())?;
-    let field = K::field(target);
-    let taken = acquired::<K>(target, None, id, field, since, valid_until, None);
+    let claim = Claim {
+        id,
+        field: K::field(target),
+        held: 0,
+        lease: shared.config().lease,
+    };
+    let taken = acquired::<K>(target, None, &claim, since, valid_until, None);
     if matches!(taken, Ok(Attempt::Acquired(_))) {
         shared.counters().grant_taken();
     }
     Some(taken)
 }
 
-/// Records a granted hold, starting the watchdog for the first watched one.
+/// Records a hold taken under `claim`, starting the watchdog for the first watched one.
 fn acquired<K: Hashed>(
     target: &Target,
     lease: Option<Duration>,
-    id: HoldId,
-    field: String,
+    claim: &Claim,
     sent: Instant,
     valid_until: Instant,
     token: Option<u64>,
 ) -> Result<Attempt<K::Held>> {
     let shared = &target.shared;
     let config = shared.config();
+    let id = &claim.id;
     let watch = |holding: &Arc<Holding>| {
         let renewal = Box::new(Renew::<K> {
             id: id.clone(),
-            field: field.clone(),
+            field: claim.field.clone(),
             kind: PhantomData,
         });
-        watchdog::start(target, holding, sent, renewal)
+        // Where the holding is lost while a renewal may have run, all of it goes back.
+        let whole = Claim {
+            held: 0,
+            lease: config.lease,
+            id: id.clone(),
+            field: claim.field.clone(),
+        };
+        watchdog::start(target, holding, sent, renewal, undo::<K>(target, &whole))
     };
-    match shared
-        .holds()
-        .add(&id, lease, config.lease, valid_until, watch)
-    {
+    let holds = shared.holds();
+    match holds.add(id, claim.held, lease, config.lease, valid_until, watch) {
         Ok(holding) => Ok(Attempt::Acquired(Hold {
             holding,
             watched: lease.is_none(),
             held: K::held(token),
         })),
-        Err((holding, source)) => {
-            let held = shared.holds().count(&id) + 1;
-            give_back::<K>(target, &field, held, config.lease, Some(&holding), None);
+        Err((_, source)) => {
+            let taken = Claim {
+                held: shared.holds().count(id),
+                lease: config.lease,
+                id: id.clone(),
+                field: claim.field.clone(),
+            };
+            target.give_back(undo::<K>(target, &taken));
             Err(Error::Watchdog {
                 lock: target.subject().clone(),
                 source,
             })
         }
-    }
-}
-
-/// Sets this thread's count back to `held - 1` on every node (deleting the key at 0), as
-/// after a failed attempt; failures are only logged, the leases clean up after them.
-/// The key's expiry is reset to `lease` where holds remain, so `holding` (if any) can
-/// count on no more than that.
-fn give_back<K: Hashed>(
-    target: &Target,
-    field: &str,
-    held: u32,
-    lease: Duration,
-    holding: Option<&Holding>,
-    limit: Option<Instant>,
-) {
-    let sent = Instant::now();
-    target.give_back(
-        |wake| K::release_cmd(target, field, held, lease, wake),
-        limit,
-    );
-    if let Some(holding) = holding {
-        holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
     }
 }
 
@@ -363,7 +421,12 @@ pub(crate) fn release<K: Hashed>(
             false => target.not_held(),
         });
     };
+    // The release sets the owner's count: a give-back still pending for it has no work.
+    shared.give_backs().supersede(&id);
     let cmd = K::release_cmd(target, &K::field(target), held, lease, true);
+    // Past its validity the holding is lost, whatever the release finds: it still gives
+    // back what may be left (a renewal's late reply), and says it was lost.
+    let expired = holding.is_lost();
     // Not while a renewal round is on its way: it could put back what this deletes. Where
     // holds remain, they now expire `lease` after this release, or, for a kind whose
     // release leaves their leases alone, when the reply says.
@@ -391,6 +454,7 @@ pub(crate) fn release<K: Hashed>(
         shared.report_lost(target.subject(), holding, None);
     }
     match tally.verdict() {
+        Verdict::Yes if expired => Err(target.found_lost(holding)),
         Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
         // Too few answers to tell whether a quorum still has our holds.
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),

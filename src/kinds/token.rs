@@ -11,6 +11,7 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, NodeError, Result};
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::layout::names;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -49,20 +50,37 @@ impl Machinery for Token {
     type Affinity = ();
     const POLLS: bool = true;
 
+    type Claim = Claimed;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
+        Claimed {
+            token: names::random_id(),
+            lease: lease.unwrap_or(target.shared.config().lease),
+        }
+    }
+
+    fn undo(target: &Target, claim: &Claimed) -> Undo {
+        Undo {
+            cmd: release_cmd(target, &claim.token, target.give_back_wakes()),
+            lasts: claim.lease,
+            slot: None,
+        }
+    }
+
     fn attempt(
         target: &Target,
+        claim: &Claimed,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<TokenHeld>> {
         let shared = &target.shared;
         let nodes = shared.nodes();
         let key = target.key()?;
-        let token = names::random_id();
-        let script_lease = lease.unwrap_or(shared.config().lease);
+        let (token, script_lease) = (&claim.token, claim.lease);
         let mut cmd = Cmd::with_capacity(6, key.len() + 64);
         cmd.arg("SET")
             .arg(key)
-            .arg(&token)
+            .arg(token)
             .arg("NX")
             .arg("PX")
             .arg(millis(script_lease));
@@ -82,15 +100,21 @@ impl Machinery for Token {
                 probe: Vec::new(),
                 wrong_kind: None,
             },
-            _ => probe(target, &token, replies, sent, script_lease, limit)?,
+            _ => probe(target, token, replies, sent, script_lease, limit)?,
         };
         let outcome = round.grants.outcome();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
-            return acquired(target, lease, token, sent, valid_until);
+            return acquired(target, lease, claim, sent, valid_until);
         }
-        if round.grants.needs_undo(!round.failed.is_empty()) {
-            target.give_back(|wake| release_cmd(target, &token, wake), limit);
+        let may_have_run = !round.failed.is_empty();
+        let elapsed = sent.elapsed();
+        let unmet = Attempt::unmet(target, outcome, round.failed, elapsed, script_lease);
+        // What the error returned leaves to the lock machine to give back, it gives back.
+        let machine_undoes = round.wrong_kind.is_none()
+            && matches!(&unmet, Some(Err(err)) if err.outcome_unknown());
+        if round.grants.needs_undo(may_have_run) && !machine_undoes {
+            target.give_back(Self::undo(target, claim));
         }
         if let Some(found) = round.wrong_kind {
             return Err(Error::WrongKind {
@@ -98,16 +122,14 @@ impl Machinery for Token {
                 found,
             });
         }
-        let elapsed = sent.elapsed();
-        Attempt::unmet(target, outcome, round.failed, elapsed, script_lease)
-            .unwrap_or_else(|| Ok(busy(&round.probe)))
+        unmet.unwrap_or_else(|| Ok(busy(&round.probe)))
     }
 
     fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
         target.begin()?;
-        if hold.holding.is_lost() {
-            return Err(target.lost());
-        }
+        // Past its validity the hold is lost, whatever the release finds: it still gives
+        // back what may be left (a renewal's late reply, the last moments of a lease).
+        let expired = hold.holding.is_lost();
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
         let nodes = target.shared.nodes();
@@ -120,6 +142,7 @@ impl Machinery for Token {
             &failed,
         );
         match tally.verdict() {
+            Verdict::Yes if expired => Err(target.found_lost(&hold.holding)),
             Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
             Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
             Verdict::No => Err(target.found_lost(&hold.holding)),
@@ -139,7 +162,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
     check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
     let key = target.begin()?;
     if hold.holding.is_lost() {
-        return Err(target.lost());
+        return Err(target.found_lost(&hold.holding));
     }
     let nodes = target.shared.nodes();
     let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
@@ -161,19 +184,20 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
 fn acquired(
     target: &Target,
     lease: Option<Duration>,
-    token: String,
+    claim: &Claimed,
     sent: Instant,
     valid_until: Instant,
 ) -> Result<Attempt<TokenHeld>> {
     let holding = Arc::new(Holding::new(valid_until));
+    let token = claim.token.clone();
     let renewal = || -> Box<dyn Renewal> {
         Box::new(Renew {
             key: target.shared_key(),
             token: token.clone(),
         })
     };
-    let give_back = || target.give_back(|wake| release_cmd(target, &token, wake), None);
-    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, give_back)?;
+    let undo = || Token::undo(target, claim);
+    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
     Ok(Attempt::Acquired(Hold {
         holding,
         watched: lease.is_none(),
@@ -182,6 +206,12 @@ fn acquired(
             watchdog: Mutex::new(ticket),
         },
     }))
+}
+
+/// What one attempt takes: the key, under a token of its own, for `lease`.
+pub struct Claimed {
+    token: String,
+    lease: Duration,
 }
 
 /// One attempt's answers: its grants, the nodes that gave no answer, and the probe's

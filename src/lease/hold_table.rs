@@ -76,6 +76,7 @@ impl HoldTable {
     pub fn add(
         &self,
         id: &HoldId,
+        held_before: u32,
         lease: Option<Duration>,
         default_lease: Duration,
         valid_until: Instant,
@@ -90,7 +91,12 @@ impl HoldTable {
                 watched: 0,
                 lease: default_lease,
                 watchdog: None,
-                holding: Arc::new(Holding::new(valid_until)),
+                // Taken as a re-entry of a holding that ended meanwhile (found lost, and
+                // maybe given back): a hold that is lost from the start.
+                holding: Arc::new(Holding::new(match held_before {
+                    0 => valid_until,
+                    _ => Instant::now(),
+                })),
             });
             let holding = hold.holding.clone();
             if lease.is_none() && hold.watchdog.is_none() {
@@ -214,11 +220,11 @@ mod tests {
         };
         let lease = Duration::from_secs(30);
         let first = holds
-            .add(&id, None, lease, valid_until, watch)
+            .add(&id, 0, None, lease, valid_until, watch)
             .ok()
             .unwrap();
         let again = holds
-            .add(&id, None, lease, valid_until, watch)
+            .add(&id, 0, None, lease, valid_until, watch)
             .ok()
             .unwrap();
         assert!(Arc::ptr_eq(&first, &again));
@@ -229,7 +235,7 @@ mod tests {
         let refused = |_: &Arc<Holding>| Err(std::io::Error::other("no threads"));
         assert!(
             holds
-                .add(&other, None, lease, valid_until, refused)
+                .add(&other, 0, None, lease, valid_until, refused)
                 .is_err()
         );
         assert_eq!(holds.state(&other), (0, false));

@@ -37,14 +37,30 @@ impl Holding {
         }
     }
 
+    /// Whether the holding is lost: found gone, or its validity has run out by this
+    /// process's clock, whatever a renewal on its way may still bring (a reply after the
+    /// validity extends nothing).
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+        self.lost.load(Ordering::Acquire) || Instant::now() >= self.valid_until()
     }
 
-    /// Where the holding stands: lost, uncertain (the last renewal failed, or the validity
-    /// ran out), or held.
+    /// Where the holding stands: lost (as [`is_lost`](Self::is_lost) says), uncertain (the
+    /// last renewal did not get through), or held.
     pub fn health(&self) -> Health {
         if self.is_lost() {
+            Health::Lost
+        } else if self.uncertain.load(Ordering::Acquire) {
+            Health::Uncertain
+        } else {
+            Health::Held
+        }
+    }
+
+    /// The health last told to the callback: as [`health`](Self::health), except that a
+    /// validity run out without a loss marked is still uncertain, since the loss is told
+    /// when it is marked.
+    pub fn told_health(&self) -> Health {
+        if self.lost.load(Ordering::Acquire) {
             Health::Lost
         } else if self.uncertain.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
             Health::Uncertain
@@ -56,9 +72,9 @@ impl Holding {
     /// Records whether the last renewal got through; returns what the health was before,
     /// when this changed it.
     pub fn set_uncertain(&self, uncertain: bool) -> Option<Health> {
-        let before = self.health();
+        let before = self.told_health();
         self.uncertain.store(uncertain, Ordering::Release);
-        let after = self.health();
+        let after = self.told_health();
         (before != after).then_some(before)
     }
 
@@ -71,19 +87,21 @@ impl Holding {
         first
     }
 
-    /// Waits until the holding is marked lost or `done` (checked again on every
-    /// [`wake_watchers`](Self::wake_watchers)), at most `timeout`; whether it was lost.
+    /// Waits until the holding is lost (marked so, or its validity ran out) or `done`
+    /// (checked again on every [`wake_watchers`](Self::wake_watchers)), at most `timeout`;
+    /// whether it was lost.
     pub fn wait_lost(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut wait = self.lost_wait.lock();
         while !self.is_lost() && !done() {
-            match deadline {
-                Some(deadline) => {
-                    if self.lost_cond.wait_until(&mut wait, deadline).timed_out() {
-                        break;
-                    }
-                }
-                None => self.lost_cond.wait(&mut wait),
+            // Woken when the validity ends, to look again: a renewal may have moved it.
+            let until = match deadline {
+                Some(deadline) => deadline.min(self.valid_until()),
+                None => self.valid_until(),
+            };
+            let timed_out = self.lost_cond.wait_until(&mut wait, until).timed_out();
+            if timed_out && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                break;
             }
         }
         self.is_lost()
@@ -100,8 +118,13 @@ impl Holding {
         *self.valid_until.lock()
     }
 
+    /// Sets the validity to `until`, unless it has run out already: a holding lost by the
+    /// clock stays lost.
     pub fn set_valid_until(&self, until: Instant) {
-        *self.valid_until.lock() = until;
+        let mut valid_until = self.valid_until.lock();
+        if Instant::now() < *valid_until {
+            *valid_until = until;
+        }
     }
 
     /// Lowers the validity to `until` if that is sooner.
@@ -117,13 +140,14 @@ impl Holding {
     }
 
     /// Runs `round`, which sets the lease to `lease`, exclusively; where it reports that a
-    /// quorum took the new lease, the validity moves to match before any other round can
-    /// run, so that a round that finished earlier cannot overwrite it with its own.
+    /// quorum took the new lease before the validity ran out, the validity moves to match
+    /// before any other round can run, so that a round that finished earlier cannot
+    /// overwrite it with its own.
     pub fn lease_round<T>(&self, lease: Duration, round: impl FnOnce() -> (T, bool)) -> T {
         let _round = self.round.lock();
         let sent = Instant::now();
         let (result, taken) = round();
-        if taken {
+        if taken && !self.lost.load(Ordering::Acquire) {
             self.set_valid_until(validity_end(sent, lease).unwrap_or(sent));
         }
         result

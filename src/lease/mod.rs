@@ -3,6 +3,7 @@
 //! of one call (client and lock names), each holding's validity and loss, and the watchdog
 //! that renews watched holds on threads of their own. Uses `transport` and everything below.
 
+pub(crate) mod give_back;
 pub(crate) mod hold_table;
 pub(crate) mod holding;
 pub(crate) mod shared;

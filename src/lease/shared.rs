@@ -2,6 +2,7 @@
 //! its reentrant holds, its watchdog threads and its counters.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::config::Config;
@@ -9,6 +10,7 @@ use crate::base::error::{Error, Result, Subject};
 use crate::base::health::{Health, HealthChange};
 use crate::base::lost::LockLost;
 use crate::base::stats::Counters;
+use crate::lease::give_back::{GiveBacks, RETRY_EVERY, Undo};
 use crate::lease::hold_table::HoldTable;
 use crate::lease::holding::Holding;
 use crate::lease::workers::Workers;
@@ -22,6 +24,7 @@ pub(crate) struct Shared {
     /// The client's UUID, the first half of every reentrant owner field.
     id: String,
     holds: HoldTable,
+    give_backs: GiveBacks,
     workers: Workers,
     counters: Counters,
     /// The process the client was built in; a forked child must not act as its owner.
@@ -38,6 +41,7 @@ impl Shared {
             nodes,
             config,
             holds: HoldTable::default(),
+            give_backs: GiveBacks::default(),
             counters: Counters::default(),
             pid: std::process::id(),
             closing: Cancel::new(),
@@ -58,6 +62,39 @@ impl Shared {
 
     pub fn holds(&self) -> &HoldTable {
         &self.holds
+    }
+
+    /// What could not be given back yet.
+    pub fn give_backs(&self) -> &GiveBacks {
+        &self.give_backs
+    }
+
+    /// Gives back what `undo` undoes, at once within a response timeout of its own and,
+    /// where Redis cannot be reached, again in the background (see `give_back`).
+    pub fn give_back(self: &Arc<Self>, lock: &Subject, undo: Undo) {
+        let within = self.config.response_timeout;
+        if !self.give_backs.give_back(&self.nodes, within, lock, undo) {
+            return;
+        }
+        let client = Arc::downgrade(self);
+        let started = std::thread::Builder::new()
+            .name("redmutex-give-back".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(RETRY_EVERY);
+                    let Some(shared) = client.upgrade() else {
+                        return;
+                    };
+                    let within = shared.config.response_timeout;
+                    if !shared.give_backs.retry(&shared.nodes, within) {
+                        return;
+                    }
+                }
+            });
+        if let Err(err) = started {
+            log::warn!("no thread to retry give-backs ({err}); their leases end them");
+            self.give_backs.retrying_stopped();
+        }
     }
 
     pub fn workers(&self) -> &Workers {
@@ -100,7 +137,7 @@ impl Shared {
     /// Marks a holding lost and, the first time, counts it, logs it and tells the callback:
     /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
     pub fn report_lost(&self, lock: &Subject, holding: &Holding, error: Option<Error>) {
-        let before = holding.health();
+        let before = holding.told_health();
         if !holding.mark_lost() {
             return;
         }

@@ -1,16 +1,13 @@
 //! What every call on one lock works on: the client's shared state and the lock's names.
 
 use std::sync::Arc;
-use std::time::Instant;
-
-use redis::Cmd;
 
 use crate::base::config::MAX_NAME_LEN;
 use crate::base::error::{Error, Noun, Result, Subject};
 use crate::layout::names;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
-use crate::transport::scripts::Released;
 
 /// One lock of one client.
 #[derive(Clone)]
@@ -134,28 +131,19 @@ impl Target {
         self.lost()
     }
 
-    /// Runs the release script that `release` builds, giving back what a failed attempt
-    /// may have taken, on every node until `limit`; failures are only logged, the lease
-    /// cleans up after them.
-    ///
-    /// On one node it wakes a waiter (`release(true)`): that node's waiters wait for a
-    /// message, and may have found the lock busy because of this attempt. On several it
-    /// wakes nobody: a failed Redlock attempt would otherwise wake every waiter on each
-    /// node it was granted on, while whoever made it fail still holds the lock. Redlock's
-    /// waiters poll instead (see `acquire`).
-    pub(crate) fn give_back(&self, release: impl FnOnce(bool) -> Cmd, limit: Option<Instant>) {
-        let nodes = self.shared.nodes();
-        let release = release(nodes.list().len() == 1);
-        let results = nodes.run_all::<Released>(&release, limit);
-        for (node, result) in nodes.list().iter().zip(results) {
-            if let Err(err) = result {
-                log::warn!(
-                    "giving back {} on {} failed: {err:#}",
-                    self.subject(),
-                    node.name
-                );
-            }
-        }
+    /// Gives back what `undo` undoes, at once within a round of its own and, where Redis
+    /// cannot be reached, again in the background (see `give_back`).
+    pub(crate) fn give_back(&self, undo: Undo) {
+        self.shared.give_back(self.subject(), undo);
+    }
+
+    /// Whether a give-back is to wake a waiter. On one node it does: that node's waiters
+    /// wait for a message, and may have found the lock busy because of what is given back.
+    /// On several it wakes nobody: a failed Redlock attempt would otherwise wake every
+    /// waiter on each node it was granted on, while whoever made it fail still holds the
+    /// lock. Redlock's waiters poll instead (see `acquire`).
+    pub(crate) fn give_back_wakes(&self) -> bool {
+        self.shared.nodes().list().len() == 1
     }
 
     /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`.

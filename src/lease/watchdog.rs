@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::{Error, NodeError, Result, Subject};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
+use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -22,6 +23,8 @@ struct Job {
     since: Instant,
     /// How the holding's kind renews it.
     renewal: Box<dyn Renewal>,
+    /// How the whole holding is given back, when it is lost while a renewal may have run.
+    undo: Undo,
 }
 
 /// What a lock kind tells the watchdog.
@@ -35,12 +38,13 @@ pub(crate) trait Renewal: Send + Sync {
 }
 
 /// Starts renewing `holding` of the lock `target`, acquired by a command sent at `since`,
-/// the way `renewal` says, on a thread of the client's.
+/// the way `renewal` says, on a thread of the client's; `undo` gives the whole holding back.
 pub(crate) fn start(
     target: &Target,
     holding: &Arc<Holding>,
     since: Instant,
     renewal: Box<dyn Renewal>,
+    undo: Undo,
 ) -> std::io::Result<Ticket> {
     let shared = &target.shared;
     let client = Arc::downgrade(shared);
@@ -50,6 +54,7 @@ pub(crate) fn start(
         holding: holding.clone(),
         since,
         renewal,
+        undo,
     };
     shared
         .workers()
@@ -57,23 +62,23 @@ pub(crate) fn start(
 }
 
 /// The watchdog's ticket for a hold taken without an explicit lease (`lease` is `None`);
-/// none for an explicit lease. When its thread cannot start, `give_back` undoes the hold and
-/// the error says why.
+/// none for an explicit lease. `undo` gives the hold back: when its thread cannot start (the
+/// error says why), or when it is lost while a renewal may have run.
 pub(crate) fn unless_leased(
     target: &Target,
     lease: Option<Duration>,
     holding: &Arc<Holding>,
     since: Instant,
     renewal: impl FnOnce() -> Box<dyn Renewal>,
-    give_back: impl FnOnce(),
+    undo: impl Fn() -> Undo,
 ) -> Result<Option<Ticket>> {
     if lease.is_some() {
         return Ok(None);
     }
-    start(target, holding, since, renewal())
+    start(target, holding, since, renewal(), undo())
         .map(Some)
         .map_err(|source| {
-            give_back();
+            target.give_back(undo());
             Error::Watchdog {
                 lock: target.subject().clone(),
                 source,
@@ -83,9 +88,13 @@ pub(crate) fn unless_leased(
 
 /// Renews until stopped or lost.
 ///
-/// A round that finds the hold on a quorum of nodes extends its validity. A round that
-/// cannot (errors, timeouts) is retried with backoff until the validity runs out. A round in
-/// which too few nodes still have it, whatever the failed ones would say, loses it at once.
+/// A round that finds the hold on a quorum of nodes in time extends its validity. A round
+/// that cannot (errors, timeouts) is retried with backoff until the validity runs out. No
+/// round outlives the validity it could extend: the hold is lost for the API when its
+/// validity ends (see [`Holding::is_lost`]), and a reply after that extends nothing. A round
+/// in which too few nodes still have it, whatever the failed ones would say, loses it at
+/// once. Where a renewal may have run as the hold was lost (its reply came late, or not at
+/// all), the hold is given back, so that it does not outlast its guard on the server.
 fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
     let Some(shared) = client.upgrade() else {
         return;
@@ -97,6 +106,8 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
 
     let mut next = job.since + interval;
     let mut backoff = fresh_backoff();
+    // Whether a renewal since the last one that got through may have run unanswered.
+    let mut unsure = false;
     loop {
         if !stop.sleep_until(next) {
             return;
@@ -108,27 +119,34 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
         // checked before any verdict of loss, since a release removes the hold before this
         // thread hears of it.
         let sent = Instant::now();
+        let valid_until = job.holding.valid_until();
         let Some((tally, failed)) = job.holding.lease_round(lease, || {
             if stop.is_stopped() {
                 return (None, false);
             }
-            let (tally, failed) = round(&shared, &*job.renewal, lease);
+            if Instant::now() >= valid_until {
+                let none = shared.nodes().tally(0, &[]);
+                return (Some((none, Vec::new())), false);
+            }
+            let (tally, failed) = round(&shared, &*job.renewal, lease, valid_until);
             let taken = tally.verdict() == Verdict::Yes;
             (Some((tally, failed)), taken)
         }) else {
             return;
         };
-        let valid_until = job.holding.valid_until();
+        let in_time = !job.holding.is_lost();
         match tally.verdict() {
-            Verdict::Yes => {
+            Verdict::Yes if in_time => {
                 if let Some(from) = job.holding.set_uncertain(false) {
                     shared.health_changed(&job.lock, from, Health::Held);
                 }
                 next = sent + interval;
                 backoff = fresh_backoff();
+                unsure = false;
                 continue;
             }
-            Verdict::Unknown if Instant::now() < valid_until => {
+            Verdict::Unknown if in_time => {
+                unsure = true;
                 if let Some(from) = job.holding.set_uncertain(true) {
                     shared.health_changed(&job.lock, from, Health::Uncertain);
                 }
@@ -138,10 +156,24 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                     tally.yes,
                     tally.of
                 );
+                let valid_until = job.holding.valid_until();
                 next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
             }
-            _ => {
-                if !stop.is_stopped() && job.renewal.forget(&shared, &job.holding) {
+            verdict => {
+                // Found gone on every node that answered, with none silent: nothing of it
+                // is left to give back. Given back before it is forgotten, and with no
+                // release running, so that the owner's next attempt waits for it.
+                let renewed = verdict != Verdict::No || !failed.is_empty() || unsure;
+                let forgot = job.holding.exclusively(|| {
+                    if stop.is_stopped() {
+                        return false;
+                    }
+                    if renewed {
+                        shared.give_back(&job.lock, job.undo.clone());
+                    }
+                    job.renewal.forget(&shared, &job.holding)
+                });
+                if forgot {
                     let error = (!failed.is_empty()).then(|| shared.nodes().no_quorum(failed));
                     shared.report_lost(&job.lock, &job.holding, error);
                 }
@@ -151,14 +183,19 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
     }
 }
 
-/// One renewal round on every node. When the hold is still there on a quorum but gone from
+/// One renewal round on every node, ending by `valid_until` at the latest. When the hold is still there on a quorum but gone from
 /// some nodes (restarted empty), a second round puts it back where the key is free; a single
 /// node never gets it back.
-fn round(shared: &Shared, renewal: &dyn Renewal, lease: Duration) -> (Tally, Vec<NodeError>) {
+fn round(
+    shared: &Shared,
+    renewal: &dyn Renewal,
+    lease: Duration,
+    valid_until: Instant,
+) -> (Tally, Vec<NodeError>) {
     let nodes = shared.nodes();
     let run = |restore: bool| {
         let cmd = renewal.command(shared, lease, restore);
-        nodes.split(nodes.run_all::<Renewed>(&cmd, None))
+        nodes.split(nodes.run_all::<Renewed>(&cmd, Some(valid_until)))
     };
     let (answers, failed) = run(false);
     let tally = nodes.tally(

@@ -210,8 +210,16 @@ impl<K: Kind> Lock<K> {
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
+            let claim = K::claim(target, lease);
             let sent = Instant::now();
-            let attempt = K::attempt(target, lease, limit);
+            let attempt = K::attempt(target, &claim, lease, limit);
+            // Its reply lost, late or an error after the command may have run: what it may
+            // have taken goes back, within a round of its own, before the caller hears.
+            if let Err(err) = &attempt
+                && err.outcome_unknown()
+            {
+                target.give_back(K::undo(target, &claim));
+            }
             *queued |= attempt
                 .as_ref()
                 .map_or_else(Error::may_have_run, |attempt| {

@@ -1,5 +1,6 @@
 //! A hold's health: uncertain while its renewals fail and it is still valid, held again when
-//! one gets through, lost when it is found gone; the callback hears each change once.
+//! one gets through, lost when it is found gone or its validity ends; the callback hears each
+//! change of a watched hold once.
 
 use crate::support;
 
@@ -60,7 +61,7 @@ fn a_hold_is_uncertain_while_renewals_fail_and_held_again_when_one_gets_through(
 }
 
 #[test]
-fn a_hold_found_gone_is_lost_and_an_unrenewed_lease_past_its_validity_is_uncertain() {
+fn a_hold_found_gone_is_lost_and_so_is_an_unrenewed_lease_past_its_validity() {
     let server = Server::start();
     let changes = Changes::default();
     let client = client_at(&server.url(), SHORT_LEASE, &changes);
@@ -73,15 +74,19 @@ fn a_hold_found_gone_is_lost_and_an_unrenewed_lease_past_its_validity_is_uncerta
     assert_eq!(*changes.lock().unwrap(), [(Health::Held, Health::Lost)]);
     assert!(guard.unlock().unwrap_err().is_lost());
 
-    // An explicit lease is not renewed: past its validity nobody knows.
+    // An explicit lease is not renewed: past its validity it is lost, by the clock alone.
     let leased = client
         .lock("leased")
         .lock_with_lease(Duration::from_millis(100))
         .unwrap();
-    assert!(eventually(PATIENCE, || leased.health() == Health::Uncertain));
+    assert_eq!(leased.health(), Health::Held);
+    assert!(!leased.is_lost());
+    assert!(eventually(PATIENCE, || leased.health() == Health::Lost));
+    assert!(leased.is_lost(), "lost with the validity gone");
+    assert!(std::time::Instant::now() >= leased.valid_until());
     assert_eq!(
         changes.lock().unwrap().len(),
         1,
-        "unwatched holds tell nothing"
+        "unwatched holds tell no callback"
     );
 }
