@@ -20,6 +20,7 @@ mod fair;
 mod faults;
 mod fenced;
 mod fork;
+mod give_back;
 mod health;
 mod inspect;
 mod interop;
