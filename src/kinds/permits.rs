@@ -183,7 +183,12 @@ pub struct Claimed {
 fn release_cmd(target: &Target, (key, timeouts, channel): &Keys, id: u128) -> Cmd {
     let latch = names::unlock_latch(key, &names::random_id());
     let latch_ttl = target.shared.config().latch_ttl();
-    scripts::semaphore_release((key, timeouts, channel), &latch, &id.to_be_bytes(), latch_ttl)
+    scripts::semaphore_release(
+        (key, timeouts, channel),
+        &latch,
+        &id.to_be_bytes(),
+        latch_ttl,
+    )
 }
 
 /// Gives the permit `id` back; `holding`, if known, is reported lost when the permit was

@@ -12,8 +12,8 @@ use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
 use crate::layout::names;
 use crate::layout::owner::current_thread;
-use crate::lease::hold_table::Mode;
 use crate::lease::give_back::Undo;
+use crate::lease::hold_table::Mode;
 use crate::lease::target::Target;
 use crate::transport::scripts;
 

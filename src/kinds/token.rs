@@ -111,8 +111,8 @@ impl Machinery for Token {
         let elapsed = sent.elapsed();
         let unmet = Attempt::unmet(target, outcome, round.failed, elapsed, script_lease);
         // What the error returned leaves to the lock machine to give back, it gives back.
-        let machine_undoes = round.wrong_kind.is_none()
-            && matches!(&unmet, Some(Err(err)) if err.outcome_unknown());
+        let machine_undoes =
+            round.wrong_kind.is_none() && matches!(&unmet, Some(Err(err)) if err.outcome_unknown());
         if round.grants.needs_undo(may_have_run) && !machine_undoes {
             target.give_back(Self::undo(target, claim));
         }

@@ -78,7 +78,9 @@ impl GiveBacks {
             let mut state = self.state.lock();
             // A newer give-back for the same owner slot stands for the older one.
             if let Some(slot) = &pending.slot {
-                state.pending.retain(|other| other.slot.as_ref() != Some(slot));
+                state
+                    .pending
+                    .retain(|other| other.slot.as_ref() != Some(slot));
             }
             state.pending.push(pending.clone());
         }

@@ -2,10 +2,11 @@
 
 use crate::support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
-use support::{SHORT_LEASE, Server, eventually};
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use redmutex::Health;
+use support::{Proxy, SHORT_LEASE, Server, eventually, response_timeout_for};
 
 #[test]
 fn a_key_deleted_from_outside_is_reported_lost_once() {
@@ -182,4 +183,73 @@ fn valid_until_follows_the_lease_left_after_a_release() {
     assert!(leased.valid_until() <= std::time::Instant::now() + short);
     let left = lock.remaining_lease().unwrap().unwrap();
     assert!(left <= short);
+}
+
+/// How long the tests below wait for a loss: far beyond the short lease, far below the
+/// connect timeout of their clients, which a renewal round once waited out.
+const PATIENCE: Duration = Duration::from_secs(30);
+const HANGING_CONNECT: Duration = Duration::from_secs(120);
+
+/// A client through `proxy` with a short lease and a connect timeout far beyond
+/// [`PATIENCE`], telling `tx` when a lock is lost.
+fn cut_off_client(proxy: &Proxy, tx: Sender<Instant>) -> redmutex::LockClient {
+    redmutex::LockClient::builder(&proxy.url())
+        .lease(SHORT_LEASE)
+        .response_timeout(response_timeout_for(SHORT_LEASE))
+        .connect_timeout(HANGING_CONNECT)
+        .on_lock_lost(move |_| {
+            let _ = tx.send(Instant::now());
+        })
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_holder_cut_off_is_lost_when_its_validity_ends_whatever_its_renewal_waits_for() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = cut_off_client(&proxy, tx);
+    let guard = client.lock("cut-off").lock().unwrap();
+    let watch = guard.watch();
+    let watcher = std::thread::spawn(move || watch.wait_lost(PATIENCE));
+    // Every byte held: a renewal's connect hangs for the whole connect timeout.
+    proxy.pause();
+    let told = rx
+        .recv_timeout(PATIENCE)
+        .expect("the loss was told while the renewal still waited for a connection");
+    assert!(
+        told >= guard.valid_until(),
+        "told before the validity ended"
+    );
+    assert!(guard.is_lost());
+    assert_eq!(guard.health(), Health::Lost);
+    assert!(watcher.join().unwrap(), "wait_lost returned with the loss");
+
+    // Another holder gets in once the key expires; the cut-off one says it is lost.
+    let rival = server.client().lock("cut-off");
+    let taken = rival.try_lock_for(PATIENCE).unwrap();
+    assert!(taken.is_some(), "the key expired");
+    assert!(guard.is_lost());
+    proxy.resume();
+    assert!(guard.unlock().unwrap_err().is_lost());
+    assert!(rival.is_locked().unwrap(), "the rival kept its hold");
+}
+
+#[test]
+fn a_renewal_that_ran_unanswered_is_given_back_with_the_loss() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = cut_off_client(&proxy, tx);
+    let guard = client.lock("unanswered").lock().unwrap();
+    // Every renewal runs on Redis, extending the key by a lease, and is never answered.
+    let renew = redis::Script::new(include_str!("../../src/transport/scripts/renew.lua"));
+    proxy.silence_after(renew.get_hash().as_bytes());
+    rx.recv_timeout(PATIENCE).expect("the loss was told");
+    assert!(guard.is_lost());
+    assert!(
+        !server.client().lock("unanswered").is_locked().unwrap(),
+        "a renewal that ran kept the key of a hold declared lost"
+    );
 }
