@@ -13,10 +13,11 @@
 pub enum Health {
     /// The last acquisition or renewal reached Redis, and its validity has not run out.
     Held,
-    /// The last renewal did not get through, or an unrenewed lease's validity ran out: the
-    /// lock may or may not still be held.
+    /// The last renewal did not get through, and the validity has not run out: the lock may
+    /// or may not still be held.
     Uncertain,
-    /// The hold is known to be gone.
+    /// The hold is gone, or its validity ran out without a renewal getting through: someone
+    /// else may hold the lock.
     Lost,
 }
 

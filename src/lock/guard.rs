@@ -85,21 +85,20 @@ impl<K: Kind> LockGuard<K> {
         result
     }
 
-    /// Whether the hold is known to be gone: the watchdog found the key or field missing, or
-    /// could not renew it before its validity ran out, or a release or re-entry of the same
-    /// holding found it gone.
+    /// Whether the hold is lost: its validity ([`valid_until`](Self::valid_until)) has ended
+    /// by this process's clock without a renewal getting through first, or the watchdog, a
+    /// release or a re-entry of the same holding found it gone. Once true, it stays true.
     ///
-    /// `false` is not a promise: a hold with an explicit lease is not watched, and any hold
-    /// can vanish between two renewals.
+    /// `false` is not a promise: a key deleted from outside is found at the next renewal.
     pub fn is_lost(&self) -> bool {
         self.hold.holding.is_lost()
     }
 
     /// Where the hold stands: [`Health::Held`](crate::Health::Held) while its last
     /// acquisition or renewal got through and is valid;
-    /// [`Uncertain`](crate::Health::Uncertain) once a renewal failed (until one gets
-    /// through) or an unrenewed lease's validity ran out; [`Lost`](crate::Health::Lost)
-    /// once the hold is known to be gone (as [`is_lost`](Self::is_lost)).
+    /// [`Uncertain`](crate::Health::Uncertain) once a renewal failed, until one gets
+    /// through within the validity; [`Lost`](crate::Health::Lost) once the hold is lost (as
+    /// [`is_lost`](Self::is_lost)), its validity ended included.
     pub fn health(&self) -> crate::Health {
         self.hold.holding.health()
     }

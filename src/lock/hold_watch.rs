@@ -15,10 +15,10 @@ use crate::lease::holding::Holding;
 /// is lost, where [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) hears every
 /// lock of the client.
 ///
-/// It sees what the guard sees: the loss is found by the watchdog, a release or a re-entry,
-/// so a hold with an explicit lease (not watched) is found lost only by its release;
-/// [`valid_until`](Self::valid_until) says when such a hold surely ends. A watch kept after
-/// the guard is released reports what was last known, and [`is_released`](Self::is_released).
+/// It sees what the guard sees: the hold is lost when its validity ends without a renewal
+/// getting through, or when the watchdog, a release or a re-entry finds it gone. A watch
+/// kept after the guard is released reports what was last known, and
+/// [`is_released`](Self::is_released).
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -60,7 +60,7 @@ impl HoldWatch {
         &self.name
     }
 
-    /// Whether the hold is known to be gone (as [`LockGuard::is_lost`](crate::LockGuard::is_lost)).
+    /// Whether the hold is lost (as [`LockGuard::is_lost`](crate::LockGuard::is_lost)).
     pub fn is_lost(&self) -> bool {
         self.holding.is_lost()
     }
@@ -76,9 +76,9 @@ impl HoldWatch {
         self.holding.valid_until()
     }
 
-    /// Blocks until the hold is found lost, at most `timeout`, and returns whether it was.
-    /// Woken by whatever finds the loss (the watchdog, a release, a re-entry), not by
-    /// polling; returns at once if it is lost already. It also returns, `false`, once the
+    /// Blocks until the hold is lost, at most `timeout`, and returns whether it was. Woken
+    /// by whatever finds the loss (the watchdog, a release, a re-entry) or by the end of
+    /// the hold's validity, not by polling; returns at once if it is lost already. It also returns, `false`, once the
     /// guard or permit watched is released or dropped ([`is_released`](Self::is_released)),
     /// so a helper thread waiting on it ends with the hold.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
