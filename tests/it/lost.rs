@@ -190,10 +190,10 @@ fn valid_until_follows_the_lease_left_after_a_release() {
 const PATIENCE: Duration = Duration::from_secs(30);
 const HANGING_CONNECT: Duration = Duration::from_secs(120);
 
-/// A client through `proxy` with a short lease and a connect timeout far beyond
-/// [`PATIENCE`], telling `tx` when a lock is lost.
-fn cut_off_client(proxy: &Proxy, tx: Sender<Instant>) -> redmutex::LockClient {
-    redmutex::LockClient::builder(&proxy.url())
+/// A client at `url` with a short lease and a connect timeout far beyond [`PATIENCE`],
+/// telling `tx` when a lock is lost.
+fn cut_off_client(url: &str, tx: Sender<Instant>) -> redmutex::LockClient {
+    redmutex::LockClient::builder(url)
         .lease(SHORT_LEASE)
         .response_timeout(response_timeout_for(SHORT_LEASE))
         .connect_timeout(HANGING_CONNECT)
@@ -204,36 +204,141 @@ fn cut_off_client(proxy: &Proxy, tx: Sender<Instant>) -> redmutex::LockClient {
         .unwrap()
 }
 
-#[test]
-fn a_holder_cut_off_is_lost_when_its_validity_ends_whatever_its_renewal_waits_for() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port());
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let client = cut_off_client(&proxy, tx);
-    let guard = client.lock("cut-off").lock().unwrap();
-    let watch = guard.watch();
-    let watcher = std::thread::spawn(move || watch.wait_lost(PATIENCE));
-    // Every byte held: a renewal's connect hangs for the whole connect timeout.
-    proxy.pause();
-    let told = rx
-        .recv_timeout(PATIENCE)
-        .expect("the loss was told while the renewal still waited for a connection");
-    assert!(
-        told >= guard.valid_until(),
-        "told before the validity ended"
-    );
-    assert!(guard.is_lost());
-    assert_eq!(guard.health(), Health::Lost);
-    assert!(watcher.join().unwrap(), "wait_lost returned with the loss");
+/// How a holder is cut off from Redis.
+#[derive(Clone, Copy, Debug)]
+enum CutOff {
+    /// Every byte held both ways by the proxy: a renewal's new connection hangs for the
+    /// whole connect timeout.
+    StalledProxy,
+    /// The server stopped with SIGSTOP: connections are accepted and never answered.
+    StoppedServer,
+    /// Every connection dropped, and new ones refused.
+    DroppedConnection,
+}
 
-    // Another holder gets in once the key expires; the cut-off one says it is lost.
-    let rival = server.client().lock("cut-off");
-    let taken = rival.try_lock_for(PATIENCE).unwrap();
-    assert!(taken.is_some(), "the key expired");
-    assert!(guard.is_lost());
-    proxy.resume();
-    assert!(guard.unlock().unwrap_err().is_lost());
-    assert!(rival.is_locked().unwrap(), "the rival kept its hold");
+/// A hold of one kind, kept alive by `_hold`, and a watch on it.
+type Taken = (Box<dyn std::any::Any>, redmutex::HoldWatch);
+
+/// A kind's name, how a hold of it is taken, and whether another client takes it.
+type WatchedKind = (
+    &'static str,
+    fn(&redmutex::LockClient) -> Taken,
+    fn(&redmutex::LockClient) -> bool,
+);
+
+/// The kinds whose holds the watchdog renews: how one is taken, and whether another client
+/// takes the same lock within [`PATIENCE`].
+fn watched_kinds() -> Vec<WatchedKind> {
+    vec![
+        (
+            "reentrant",
+            |c| {
+                let guard = c.lock("cut-off").lock().unwrap();
+                let watch = guard.watch();
+                (Box::new(guard), watch)
+            },
+            |c| c.lock("cut-off").try_lock_for(PATIENCE).unwrap().is_some(),
+        ),
+        (
+            "token",
+            |c| {
+                let guard = c.token_lock("cut-off-token").lock().unwrap();
+                let watch = guard.watch();
+                (Box::new(guard), watch)
+            },
+            |c| {
+                c.token_lock("cut-off-token")
+                    .try_lock_for(PATIENCE)
+                    .unwrap()
+                    .is_some()
+            },
+        ),
+        (
+            "semaphore",
+            |c| {
+                let semaphore = c.semaphore("cut-off-permits");
+                semaphore.try_set_permits(1).unwrap();
+                let permit = semaphore.acquire().unwrap();
+                let watch = permit.watch();
+                (Box::new(permit), watch)
+            },
+            |c| {
+                let semaphore = c.semaphore("cut-off-permits");
+                semaphore.try_acquire_for(PATIENCE).unwrap().is_some()
+            },
+        ),
+        (
+            "election",
+            |c| {
+                let leadership = c.election("cut-off-election").campaign().unwrap();
+                let watch = leadership.watch();
+                (Box::new(leadership), watch)
+            },
+            |c| {
+                let election = c.election("cut-off-election");
+                election.try_campaign_for(PATIENCE).unwrap().is_some()
+            },
+        ),
+    ]
+}
+
+/// For every watched kind: a holder cut off from Redis `how` is lost when its validity
+/// ends, by every means the API has, while its renewal still waits; once another client
+/// holds the lock, the cut-off one says it is lost.
+fn cut_off_holders_are_lost_when_their_validity_ends(how: CutOff) {
+    for (kind, take, rival_takes) in watched_kinds() {
+        let server = Server::start();
+        let proxy = Proxy::start(server.port());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let url = match how {
+            CutOff::StoppedServer => server.url(),
+            _ => proxy.url(),
+        };
+        let client = cut_off_client(&url, tx);
+        let (_hold, watch) = take(&client);
+        let waiting = watch.clone();
+        let watcher = std::thread::spawn(move || waiting.wait_lost(PATIENCE));
+        match how {
+            CutOff::StalledProxy => proxy.pause(),
+            CutOff::StoppedServer => server.pause(),
+            CutOff::DroppedConnection => proxy.cut_all_and_refuse(),
+        }
+        let told = rx
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("{kind}, {how:?}: the loss was not told in time"));
+        assert!(
+            told >= watch.valid_until(),
+            "{kind}: told before the validity ended"
+        );
+        assert!(watch.is_lost(), "{kind}");
+        assert_eq!(watch.health(), Health::Lost, "{kind}");
+        assert!(
+            watcher.join().unwrap(),
+            "{kind}: wait_lost returned with the loss"
+        );
+        if let CutOff::StoppedServer = how {
+            server.resume();
+        }
+        // Another holder gets in once the key expires; the cut-off one stays lost.
+        assert!(rival_takes(&server.client()), "{kind}: the key expired");
+        assert!(watch.is_lost(), "{kind}");
+        proxy.resume();
+    }
+}
+
+#[test]
+fn holders_behind_a_stalled_proxy_are_lost_when_their_validity_ends() {
+    cut_off_holders_are_lost_when_their_validity_ends(CutOff::StalledProxy);
+}
+
+#[test]
+fn holders_on_a_stopped_server_are_lost_when_their_validity_ends() {
+    cut_off_holders_are_lost_when_their_validity_ends(CutOff::StoppedServer);
+}
+
+#[test]
+fn holders_whose_connection_dropped_are_lost_when_their_validity_ends() {
+    cut_off_holders_are_lost_when_their_validity_ends(CutOff::DroppedConnection);
 }
 
 #[test]
@@ -241,7 +346,7 @@ fn a_renewal_that_ran_unanswered_is_given_back_with_the_loss() {
     let server = Server::start();
     let proxy = Proxy::start(server.port());
     let (tx, rx) = crossbeam_channel::unbounded();
-    let client = cut_off_client(&proxy, tx);
+    let client = cut_off_client(&proxy.url(), tx);
     let guard = client.lock("unanswered").lock().unwrap();
     // Every renewal runs on Redis, extending the key by a lease, and is never answered.
     let renew = redis::Script::new(include_str!("../../src/transport/scripts/renew.lua"));

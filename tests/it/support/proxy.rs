@@ -171,6 +171,12 @@ impl Proxy {
         }
     }
 
+    /// Closes every open connection and refuses new ones until `resume`.
+    pub fn cut_all_and_refuse(&self) {
+        self.shared.state().refusing = true;
+        self.cut_all();
+    }
+
     /// Connections open now.
     pub fn connections(&self) -> usize {
         self.shared.state().conns.len()
