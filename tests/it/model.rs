@@ -1122,3 +1122,28 @@ fn a_late_permit_acquire_reply_leaves_no_permit() {
         ],
     );
 }
+
+/// Found by the fenced property once restarts were among its steps: a wait that drew its
+/// token before a restart without persistence, which wiped the fencing counter, shares it
+/// with the first holder after the restart. The model no longer orders tokens a restart
+/// may have separated.
+#[test]
+fn fenced_tokens_across_a_restart_follow_their_model() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<redmutex::Fenced>(&[
+        Wait {
+            owner: 1,
+            lease: Ms(10),
+            wait: 20,
+        },
+        Restart,
+        Take {
+            owner: 2,
+            lease: Ms(10_000),
+        },
+        Take {
+            owner: 0,
+            lease: Ms(53),
+        },
+    ]);
+}
