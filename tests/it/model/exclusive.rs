@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use redmutex::{Fair, Fenced, Health, Lock, LockClient, LockGuard, Reentrant, Token};
 
 use super::{
-    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, epoch_ms, expiry, fresh_name,
-    leftovers, pttl,
+    Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
+    epoch_ms, expiry, fresh_name, leftovers, pttl, ran_first, settle_time, settles,
 };
 use crate::support::history::History;
 use crate::support::redisson::{self, JAVA, arg};
@@ -40,7 +40,10 @@ impl Lease {
 #[derive(Clone, Debug)]
 pub enum Op {
     /// `try_lock` (with the lease, or watched).
-    Take { owner: usize, lease: Lease },
+    Take {
+        owner: usize,
+        lease: Lease,
+    },
     /// `try_lock_for(wait)` started on the owner's thread; the sequence goes on meanwhile.
     Wait {
         owner: usize,
@@ -48,20 +51,49 @@ pub enum Op {
         wait: u64,
     },
     /// Waits for the owner's `Wait` to end.
-    Join { owner: usize },
+    Join {
+        owner: usize,
+    },
     /// Releases one of the owner's holds (by position).
-    Release { owner: usize, which: usize },
+    Release {
+        owner: usize,
+        which: usize,
+    },
     /// Time passes: leases run out.
-    Pass { ms: u64 },
+    Pass {
+        ms: u64,
+    },
     /// `force_unlock()`, by owner 0's handle.
     Force,
     /// The Java owner acquires (Redisson's script for the kind), with `wait` for its place
     /// in a fair queue (Redisson's default is 300000).
-    JavaTake { lease: u64, wait: u64 },
+    JavaTake {
+        lease: u64,
+        wait: u64,
+    },
     /// The Java owner releases one hold.
     JavaRelease,
     /// The Java owner leaves a fair queue.
     JavaLeave,
+    /// The reply to client `client`'s next `call` of the kind (0: the shared client, 1:
+    /// owner 2's) is lost or late: the call may or may not have run.
+    Fault {
+        client: usize,
+        call: Call,
+        reply: Reply,
+    },
+    /// Every connection of client `client` stalls until `Thaw`: its holders pause, their
+    /// renewals with them, while the other client goes on.
+    Stall {
+        client: usize,
+    },
+    Thaw {
+        client: usize,
+    },
+    /// Redis restarts without persistence: every key is gone.
+    Restart,
+    /// An operator deletes the lock's key with a plain DEL.
+    Delete,
 }
 
 /// A lease longer than any case.
@@ -129,6 +161,26 @@ pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
         // Long enough for the watchdog to renew.
         (1, (80u64..200).prop_map(|ms| Op::Pass { ms }).boxed()),
         (1, Just(Op::Force).boxed()),
+        (
+            2,
+            (0..2usize, super::call(), super::reply())
+                .prop_map(|(client, call, reply)| Op::Fault {
+                    client,
+                    call,
+                    reply,
+                })
+                .boxed(),
+        ),
+        (
+            1,
+            (0..2usize).prop_map(|client| Op::Stall { client }).boxed(),
+        ),
+        (
+            1,
+            (0..2usize).prop_map(|client| Op::Thaw { client }).boxed(),
+        ),
+        (1, Just(Op::Restart).boxed()),
+        (1, Just(Op::Delete).boxed()),
     ];
     if java {
         ops.extend([
@@ -193,6 +245,7 @@ impl Subject for Token {
 #[derive(Clone, Debug)]
 struct View {
     health: Health,
+    lost: bool,
     valid_until: Instant,
     token: Option<u64>,
     value: Option<String>,
@@ -202,6 +255,7 @@ impl View {
     fn of<K: Subject>(guard: &LockGuard<K>) -> View {
         View {
             health: guard.health(),
+            lost: guard.is_lost(),
             valid_until: guard.valid_until(),
             token: K::token(guard),
             value: K::value(guard),
@@ -245,6 +299,8 @@ fn take<K: Subject>(mine: &mut Mine<K>, lease: Lease, wait: Option<Duration>) ->
 /// One hold in the model.
 #[derive(Clone, Debug)]
 struct HoldModel {
+    /// When the acquisition was sent.
+    sent: Instant,
     /// When the acquisition returned: the start of its window in the history.
     taken: Instant,
     lease: Lease,
@@ -265,6 +321,9 @@ struct Waiting {
     forced: Option<Instant>,
     /// Since when nobody else could hold the lock or be ahead of it in a queue.
     free_since: Option<Instant>,
+    /// Its client stalled meanwhile: it may have missed a message, and its place in a
+    /// fair queue may have run out.
+    stalled: bool,
 }
 
 #[derive(Default)]
@@ -277,6 +336,9 @@ struct Party {
     waiting: Option<Waiting>,
     /// The longest lease among the holds taken since it last held nothing.
     longest: Duration,
+    /// Its client stalled while a call of its was on its way: the call reaches Redis when
+    /// the stall ends, and what it takes lasts this long after.
+    stalled_lease: Option<Duration>,
 }
 
 impl Party {
@@ -343,8 +405,8 @@ struct Fence {
 
 /// Runs one sequence of `K` and checks it; `Err` names the broken invariant.
 pub struct Harness<K: Subject> {
-    /// Kept running for the clients and connections below.
-    _server: Server,
+    /// Kept running for the clients and connections below; restarted by `Restart`.
+    server: Server,
     clients: Clients,
     owners: Vec<Owner<Mine<K>>>,
     fields: Vec<String>,
@@ -373,7 +435,7 @@ impl<K: Subject> Harness<K> {
             .collect();
         let conn = server.conn();
         Harness {
-            _server: server,
+            server,
             clients,
             owners,
             fields,
@@ -400,6 +462,9 @@ impl<K: Subject> Harness<K> {
             acquisitions: Vec::new(),
             ranks: 0,
             messaged: false,
+            faults: Faults::default(),
+            restarted: None,
+            values: Vec::new(),
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -437,6 +502,11 @@ struct Case<'h, K: Subject> {
     ranks: u64,
     /// The last step published an unlock message.
     messaged: bool,
+    faults: Faults,
+    /// When Redis last restarted.
+    restarted: Option<Instant>,
+    /// Every token lock value a guard of this case had.
+    values: Vec<String>,
     log: Vec<String>,
 }
 
@@ -453,9 +523,121 @@ impl<K: Subject> Case<'_, K> {
         for op in ops {
             self.log.push(format!("{op:?}"));
             self.step(op)?;
+            self.faults.sprung(&self.h.clients);
             self.check()?;
         }
         Ok(())
+    }
+
+    /// Whether `owner`'s client is stalled.
+    fn stalled(&self, owner: usize) -> bool {
+        self.faults.stalled[client_of(owner)].is_some()
+    }
+
+    /// Whether no other owner of `owner`'s client is waiting (sending calls of its own),
+    /// and the client is not stalled: a fault aimed at the client's next call hits
+    /// `owner`'s, and its calls reach Redis in order.
+    fn quiet(&self, owner: usize) -> bool {
+        let client = client_of(owner);
+        let others = (0..OWNERS).filter(|&o| o != owner && client_of(o) == client);
+        !self.stalled(owner)
+            && others
+                .into_iter()
+                .all(|o| self.parties[o].waiting.is_none())
+    }
+
+    /// Whether every hold is gone from Redis, whoever's it was, as after a forced unlock
+    /// at `at`: the holds count no more (their windows end there), and, when `known`, they
+    /// are surely gone; a wait going on may have lost what it took, or its place.
+    fn revoke_all(&mut self, at: Instant, known: bool) {
+        for (i, party) in self.parties.iter_mut().enumerate() {
+            // A waiting owner's thread is busy, and it holds nothing yet.
+            let views = match party.waiting {
+                Some(_) => Vec::new(),
+                None => self.h.owners[i]
+                    .run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>()),
+            };
+            for (hold, view) in party.holds.iter_mut().zip(views) {
+                if !hold.revoked {
+                    let who = format!("owner {i}");
+                    self.history.record(&who, hold.taken, at, view.valid_until);
+                }
+                hold.revoked = true;
+            }
+            // Gone from Redis; a running renewal cannot put a single node's key back.
+            if known {
+                party.held = None;
+            }
+            if let Some(waiting) = &mut party.waiting {
+                waiting.forced.get_or_insert(at);
+            }
+        }
+        self.java.sure_until = None;
+        if known {
+            self.java.count = 0;
+            self.java.bound = None;
+        }
+    }
+
+    /// After `owner`'s acquisition sent at `sent` failed with `err` in a call the armed
+    /// fault `reply` hit: within a response timeout (and some slack) of its return,
+    /// nothing the call took may be left in Redis, since no guard accounts for it.
+    fn settled(
+        &mut self,
+        owner: usize,
+        reply: Option<Reply>,
+        (sent, returned): (Instant, Instant),
+        err: &str,
+    ) -> Result<(), String> {
+        let proxy = self.h.clients.proxy(client_of(owner));
+        if !ran_first(proxy, reply, sent, returned) {
+            return Ok(());
+        }
+        self.log.push(format!("  (the {reply:?} reply was to it)"));
+        let name = self.name.clone();
+        let field = self.h.fields[owner].clone();
+        let queue = self.queue();
+        let fair = K::JAVA == Java::Fair;
+        let token = K::JAVA == Java::None;
+        let values = self.values.clone();
+        let conn = &mut self.h.conn;
+        let mut left = String::new();
+        let gone = settles(returned, || {
+            left.clear();
+            if token {
+                let value: Option<String> = redis::cmd("GET").arg(&name).query(conn).unwrap();
+                if let Some(value) = value.filter(|v| !values.contains(v)) {
+                    left = format!("the key holds the unknown token {value}");
+                }
+                return left.is_empty();
+            }
+            let count: Option<i64> = redis::cmd("HGET")
+                .arg(&name)
+                .arg(&field)
+                .query(conn)
+                .unwrap();
+            if let Some(count) = count {
+                left = format!("its field counts {count}");
+            }
+            if fair {
+                let place: Option<i64> = redis::cmd("LPOS")
+                    .arg(&queue)
+                    .arg(&field)
+                    .query(conn)
+                    .unwrap();
+                if let Some(place) = place {
+                    left.push_str(&format!(" it is queued at {place}"));
+                }
+            }
+            left.is_empty()
+        });
+        if gone {
+            return Ok(());
+        }
+        Err(format!(
+            "owner {owner}'s acquisition failed ({err}), and {:?} after it returned {left}",
+            settle_time()
+        ))
     }
 
     /// Whether every party but `me` surely has nothing in Redis at `at`.
@@ -477,8 +659,28 @@ impl<K: Subject> Case<'_, K> {
                 let before = Instant::now();
                 let free =
                     self.free_for(Some(owner), before) && self.parties[owner].holds.is_empty();
+                // Whether a failed call must leave nothing: it is the owner's first hold,
+                // nothing of its earlier calls may be left, the fault aimed at it, and
+                // nothing else may have left a token behind.
+                let party = &self.parties[owner];
+                let fresh = party.holds.is_empty()
+                    && party.ghost.is_none_or(|g| g.over_by(before))
+                    && (K::JAVA != Java::None
+                        || self.parties.iter().all(|p| p.bound().over_by(before)));
+                let reply = self.faults.aimed(client_of(owner), Call::Acquire);
+                let watch = fresh && self.quiet(owner) && reply.is_some();
                 let taken = self.h.owners[owner].run(move |mine| take(mine, lease, None));
-                self.taken(owner, lease, taken, free, None)
+                let failed = match &taken.1 {
+                    Err(err) if watch => Some((taken.0, taken.2, err.to_string())),
+                    _ => None,
+                };
+                self.taken(owner, lease, taken, free, None)?;
+                match failed {
+                    Some((sent, returned, err)) => {
+                        self.settled(owner, reply, (sent, returned), &err)
+                    }
+                    None => Ok(()),
+                }
             }
             Op::Wait { owner, lease, wait } => {
                 let party = &self.parties[owner];
@@ -496,7 +698,14 @@ impl<K: Subject> Case<'_, K> {
                     queued: None,
                     forced: None,
                     free_since: None,
+                    stalled: false,
                 };
+                if let Some(at) = self.faults.stalled[client_of(owner)] {
+                    waiting.stalled = true;
+                    waiting.forced = Some(at);
+                    let party = &mut self.parties[owner];
+                    party.stalled_lease = party.stalled_lease.max(Some(lease.script()));
+                }
                 if K::JAVA == Java::Fair {
                     // Until it is seen in the queue and listening on its channel, or its
                     // call ended.
@@ -572,9 +781,14 @@ impl<K: Subject> Case<'_, K> {
                     // A reply that did not come in time (a busy machine): the hold stays
                     // until its lease ends.
                     Err(err) if err.is_connection() => {
+                        let stalled = self.stalled(owner);
                         let party = &mut self.parties[owner];
                         let ghost = party.ghost.unwrap_or(Bound::Gone);
                         party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                        if stalled {
+                            party.stalled_lease =
+                                party.stalled_lease.max(Some(hold.lease.script()));
+                        }
                     }
                     Err(err) => return Err(format!("owner {owner}'s release failed: {err}")),
                 }
@@ -588,6 +802,11 @@ impl<K: Subject> Case<'_, K> {
                 Ok(())
             }
             Op::Force => {
+                // A stalled client's call would reach Redis when the stall ends, at a time
+                // the model does not know: the operator waits.
+                if self.stalled(0) {
+                    return Ok(());
+                }
                 let lock = K::make(self.h.clients.of(0), &self.name);
                 let at = Instant::now();
                 // A reply that did not come in time: it may or may not have deleted the
@@ -598,38 +817,93 @@ impl<K: Subject> Case<'_, K> {
                     Err(err) => return Err(format!("force_unlock: {err}")),
                 };
                 self.messaged = deleted;
-                for (i, party) in self.parties.iter_mut().enumerate() {
-                    // A waiting owner's thread is busy, and it holds nothing yet.
-                    let views = match party.waiting {
-                        Some(_) => Vec::new(),
-                        None => self.h.owners[i]
-                            .run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>()),
-                    };
-                    for (hold, view) in party.holds.iter_mut().zip(views) {
-                        if !hold.revoked {
-                            let who = format!("owner {i}");
-                            self.history.record(&who, hold.taken, at, view.valid_until);
-                        }
-                        hold.revoked = true;
-                    }
-                    // Gone from Redis; a running renewal cannot put a single node's key back.
-                    if known {
-                        party.held = None;
-                    }
-                    if let Some(waiting) = &mut party.waiting {
-                        waiting.forced.get_or_insert(at);
+                self.revoke_all(at, known);
+                Ok(())
+            }
+            Op::Delete => {
+                let at = Instant::now();
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&self.name)
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                self.revoke_all(at, true);
+                Ok(())
+            }
+            Op::Restart => {
+                let at = Instant::now();
+                self.h.server.restart();
+                self.h.conn = self.h.server.conn();
+                self.revoke_all(at, true);
+                // The fencing counter is gone too: tokens start again.
+                self.tokens.clear();
+                self.restarted = Some(at);
+                self.java = JavaParty::default();
+                for owner in 0..OWNERS {
+                    let stalled = self.stalled(owner);
+                    let party = &mut self.parties[owner];
+                    if party.waiting.is_none() && !stalled {
+                        party.ghost = None;
                     }
                 }
-                self.java.sure_until = None;
-                if known {
-                    self.java.count = 0;
-                    self.java.bound = None;
+                Ok(())
+            }
+            Op::Fault {
+                client,
+                call,
+                reply,
+            } => {
+                let armed = self
+                    .faults
+                    .arm(&self.h.clients, K::NAME, client, call, reply);
+                if !armed {
+                    self.log.push("  (no such call)".into());
+                }
+                Ok(())
+            }
+            Op::Stall { client } => {
+                if !self.faults.stall(&self.h.clients, client) {
+                    return Ok(());
+                }
+                let at = Instant::now();
+                for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
+                    let party = &mut self.parties[owner];
+                    if let Some(waiting) = &mut party.waiting {
+                        waiting.stalled = true;
+                        waiting.forced.get_or_insert(at);
+                        let lease = waiting.lease.script();
+                        party.stalled_lease = party.stalled_lease.max(Some(lease));
+                    }
+                }
+                Ok(())
+            }
+            Op::Thaw { client } => {
+                if self.faults.thaw(&self.h.clients, client) {
+                    self.thawed(client);
                 }
                 Ok(())
             }
             Op::JavaTake { lease, wait } => self.java_take(lease, wait),
             Op::JavaRelease => self.java_release(),
             Op::JavaLeave => self.java_leave(),
+        }
+    }
+
+    /// After `client`'s stall ended: what its calls on their way take lasts until their
+    /// lease after now. In a fair queue, a place they take lasts as long as the client's
+    /// queue wait (a give-up sent meanwhile may reach Redis first), past any case.
+    fn thawed(&mut self, client: usize) {
+        let now = Instant::now();
+        let fair = K::JAVA == Java::Fair;
+        for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
+            let party = &mut self.parties[owner];
+            if let Some(lease) = party.stalled_lease.take() {
+                let lease = if fair {
+                    Duration::from_secs(180)
+                } else {
+                    lease
+                };
+                party.ghost = Some(party.ghost.unwrap_or(Bound::Gone).extend(now + lease));
+            }
         }
     }
 
@@ -658,6 +932,9 @@ impl<K: Subject> Case<'_, K> {
                 if let Some(token) = view.token {
                     self.fence(format!("owner {owner}"), token, from, returned)?;
                 }
+                if let Some(value) = &view.value {
+                    self.values.push(value.clone());
+                }
                 if !had {
                     self.acquisitions.push(Acquisition {
                         who: format!("owner {owner}"),
@@ -668,6 +945,7 @@ impl<K: Subject> Case<'_, K> {
                 }
                 let party = &mut self.parties[owner];
                 party.holds.push(HoldModel {
+                    sent,
                     taken: returned,
                     lease,
                     revoked: false,
@@ -684,7 +962,11 @@ impl<K: Subject> Case<'_, K> {
             }
             Err(err) => {
                 self.log.push(format!("  owner {owner}: {err}"));
+                let stalled = self.stalled(owner);
                 let party = &mut self.parties[owner];
+                if stalled {
+                    party.stalled_lease = party.stalled_lease.max(Some(lease.script()));
+                }
                 if err.is_lost() && had {
                     // The re-entry found the earlier holds gone: every guard of the holding
                     // is stale now.
@@ -728,7 +1010,7 @@ impl<K: Subject> Case<'_, K> {
         };
         // A lone waiter of the sleepy owner at the head of the queue of a free lock must be
         // woken: it may not take the lock only at its deadline, or not at all.
-        if let (SLEEPY, Some(since)) = (owner, waiting.free_since) {
+        if let (SLEEPY, Some(since), false) = (owner, waiting.free_since, waiting.stalled) {
             let deadline = waiting.started + waiting.wait;
             let attempt = match (&taken.1, waiting.lease) {
                 (Ok(None), _) => Some(deadline),
@@ -775,6 +1057,10 @@ impl<K: Subject> Case<'_, K> {
     /// A token drawn between `from` and `to`: distinct from every other, and above every
     /// token drawn surely before it (below every one drawn surely after).
     fn fence(&mut self, who: String, token: u64, from: Instant, to: Instant) -> Result<(), String> {
+        // Drawn from a counter a restart may have wiped since: in no order with the rest.
+        if self.restarted.is_some_and(|at| from < at) {
+            return Ok(());
+        }
         for other in &self.tokens {
             let wrong = other.token == token
                 || (other.to < from && other.token > token)
@@ -945,12 +1231,33 @@ impl<K: Subject> Case<'_, K> {
                 self.h.owners[i].run(|mine| mine.guards.iter().map(View::of).collect::<Vec<_>>());
             for (hold, view) in party.holds.iter().zip(guards) {
                 if !hold.revoked {
-                    views.push((i, view));
+                    views.push((i, view, hold.clone()));
                 }
             }
         }
         let (ttl, read) = pttl(&mut self.h.conn, &self.name);
         let now = Instant::now();
+        self.told(&views, now)?;
+        // The windows so far, with those still open as their guards say now: none of two
+        // owners overlap.
+        let history = History::default();
+        for window in self.history.windows() {
+            history.add(window);
+        }
+        for (i, view, hold) in &views {
+            if view.health == Health::Held && !view.lost {
+                history.record(&format!("owner {i}"), hold.taken, now, view.valid_until);
+            }
+        }
+        if let Some((a, b)) = history.overlap() {
+            return Err(format!(
+                "two exclusive windows overlap: {} until {} ns after the start of {}'s",
+                a.holder,
+                a.to - b.from,
+                b.holder
+            ));
+        }
+        let views: Vec<(usize, View)> = views.into_iter().map(|(i, v, _)| (i, v)).collect();
         let live: Vec<&(usize, View)> = views.iter().filter(|(_, v)| v.live(now)).collect();
         let mut holders: Vec<String> = live.iter().map(|(i, _)| format!("owner {i}")).collect();
         if self.java.count > 0 && self.java.sure_until.is_some_and(|t| t > now + SLACK) {
@@ -1012,9 +1319,47 @@ impl<K: Subject> Case<'_, K> {
         Ok(())
     }
 
+    /// A watched hold whose validity ended before another party's acquisition (that holds
+    /// now) was sent is surely gone: its guard must say it is lost, not only uncertain, by
+    /// then, whatever its renewal waits on. `views` were read before `now`.
+    fn told(&self, views: &[(usize, View, HoldModel)], now: Instant) -> Result<(), String> {
+        let java = (self.java.count > 0 && self.java.sure_until.is_some_and(|t| t > now + SLACK))
+            .then(|| self.acquisitions.iter().rev().find(|a| a.who == "Java"))
+            .flatten()
+            .map(|a| ("Java".to_owned(), a.from));
+        let successors = (views.iter())
+            .filter(|(_, view, _)| view.live(now))
+            .map(|(i, _, hold)| (format!("owner {i}"), hold.sent))
+            .chain(java);
+        for (who, sent) in successors {
+            let unaware = views.iter().find(|(i, view, hold)| {
+                format!("owner {i}") != who
+                    && matches!(hold.lease, Lease::Watched)
+                    && !view.lost
+                    && view.valid_until + SLACK < sent
+            });
+            if let Some((i, view, _)) = unaware {
+                return Err(format!(
+                    "owner {i}'s watched hold ran out {:?} before {who}'s acquisition, which \
+                     holds now, was sent, and its guard still does not say it is lost ({:?})",
+                    sent - view.valid_until,
+                    view.health
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Ends the case: waits for the waiters, releases everything, then nothing may be
     /// left but latches and counters.
     fn end(&mut self) -> Result<(), String> {
+        for client in 0..2 {
+            if self.faults.stalled[client].is_some() {
+                self.faults.thaw(&self.h.clients, client);
+                self.thawed(client);
+            }
+        }
+        self.faults.clear(&self.h.clients);
         // Holders first, so that waiters get their turn.
         for owner in 0..OWNERS {
             while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {

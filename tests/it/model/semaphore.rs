@@ -7,7 +7,10 @@ use proptest::prelude::*;
 use redmutex::{Health, Permit, Semaphore};
 
 use super::exclusive::{Lease, lease};
-use super::{Bound, Clients, SLACK, epoch_ms, fresh_name, leftovers};
+use super::{
+    Bound, Call, Clients, Faults, Reply, SLACK, epoch_ms, fresh_name, leftovers, ran_first,
+    settle_time, settles,
+};
 use crate::support::Server;
 use crate::support::redisson::{self, arg};
 
@@ -43,6 +46,24 @@ pub enum Op {
     JavaRelease {
         which: usize,
     },
+    /// The reply to client `client`'s next `call` is lost or late: it may have run.
+    Fault {
+        client: usize,
+        call: Call,
+        reply: Reply,
+    },
+    /// Every connection of client `client` stalls until `Thaw`: its permits' renewals
+    /// pause.
+    Stall {
+        client: usize,
+    },
+    Thaw {
+        client: usize,
+    },
+    /// Redis restarts without persistence; the operator sets the permits again.
+    Restart,
+    /// An operator deletes the semaphore's keys and sets its permits again.
+    Delete,
 }
 
 pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
@@ -56,6 +77,12 @@ pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
         1 => (80u64..200).prop_map(|ms| Op::Pass { ms }),
         3 => (10u64..80).prop_map(|lease| Op::JavaTake { lease }),
         2 => (0..4usize).prop_map(|which| Op::JavaRelease { which }),
+        2 => (0..2usize, super::call(), super::reply())
+            .prop_map(|(client, call, reply)| Op::Fault { client, call, reply }),
+        1 => (0..2usize).prop_map(|client| Op::Stall { client }),
+        1 => (0..2usize).prop_map(|client| Op::Thaw { client }),
+        1 => Just(Op::Restart),
+        1 => Just(Op::Delete),
     ];
     (1u64..=3, proptest::collection::vec(op, 1..40))
 }
@@ -64,6 +91,8 @@ struct Ours {
     permit: Permit,
     lease: Lease,
     bound: Bound,
+    /// Deleted from outside (a restart, an operator): it counts no more.
+    revoked: bool,
 }
 
 struct Theirs {
@@ -110,6 +139,8 @@ impl Harness {
             ours: Vec::new(),
             theirs: Vec::new(),
             ghost: Bound::Gone,
+            faults: Faults::default(),
+            stalled_lease: [None; 2],
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -129,6 +160,10 @@ struct Case<'h> {
     theirs: Vec<Theirs>,
     /// What failed calls may hold.
     ghost: Bound,
+    faults: Faults,
+    /// The longest lease of the calls each stalled client sent: they reach Redis when the
+    /// stall ends.
+    stalled_lease: [Option<Duration>; 2],
     log: Vec<String>,
 }
 
@@ -141,9 +176,83 @@ impl Case<'_> {
         for op in ops {
             self.log.push(format!("{op:?}"));
             self.step(op)?;
+            self.faults.sprung(&self.h.clients);
             self.check()?;
         }
         Ok(())
+    }
+
+    /// Notes a call of `client` that failed while it was stalled: it reaches Redis when
+    /// the stall ends.
+    fn stalled_call(&mut self, client: usize, lease: Lease) {
+        if self.faults.stalled[client].is_some() {
+            let lease = Some(lease.script());
+            self.stalled_lease[client] = self.stalled_lease[client].max(lease);
+        }
+    }
+
+    fn thawed(&mut self, client: usize) {
+        if let Some(lease) = self.stalled_lease[client].take() {
+            self.ghost = self.ghost.extend(Instant::now() + lease);
+        }
+    }
+
+    /// Every permit is gone from Redis (a restart, an operator's delete): the operator
+    /// sets the permits again.
+    fn wiped(&mut self) {
+        for ours in &mut self.ours {
+            ours.revoked = true;
+        }
+        self.theirs.clear();
+        if self.faults.stalled.iter().all(Option::is_none) {
+            self.ghost = Bound::Gone;
+        }
+        let _: () = redis::cmd("SET")
+            .arg(&self.name)
+            .arg(self.permits)
+            .query(&mut self.h.conn)
+            .unwrap();
+    }
+
+    /// After an acquisition sent at `sent` by `client` failed with `err` in a call that
+    /// the armed fault `reply` hit: within a response timeout (and some slack) of its
+    /// return, no permit may be held that nobody knows of.
+    fn settled(
+        &mut self,
+        client: usize,
+        reply: Option<Reply>,
+        (sent, returned): (Instant, Instant),
+        err: &str,
+    ) -> Result<(), String> {
+        if !ran_first(self.h.clients.proxy(client), reply, sent, returned) {
+            return Ok(());
+        }
+        self.log.push(format!("  (the {reply:?} reply was to it)"));
+        let mut known: Vec<Vec<u8>> = self.ours.iter().map(|o| hex(&o.permit.id())).collect();
+        known.extend(self.theirs.iter().map(|t| t.id.to_vec()));
+        let timeouts = self.timeouts();
+        let conn = &mut self.h.conn;
+        let mut unknown = 0;
+        let gone = settles(returned, || {
+            let ids: Vec<Vec<u8>> = redis::Script::new(
+                "local t = redis.call('time') \
+                 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+                 return redis.call('zrangebyscore', KEYS[1], now, '+inf')",
+            )
+            .key(&timeouts)
+            .invoke(conn)
+            .unwrap();
+            unknown = ids.iter().filter(|id| !known.contains(id)).count();
+            unknown == 0
+        });
+        if gone {
+            return Ok(());
+        }
+        Err(format!(
+            "an acquisition failed ({err}), and {:?} after it returned {unknown} permit(s) \
+             nobody knows of are held",
+            settle_time()
+        ))
     }
 
     /// How many permits may be held at `at`, at most.
@@ -158,12 +267,29 @@ impl Case<'_> {
         match *op {
             Op::Take { client, lease } => {
                 let sem = &self.handles[client];
-                let free = self.may_be_held(Instant::now()) < self.permits;
+                let before = Instant::now();
+                let free = self.may_be_held(before) < self.permits;
+                // Whether a failed call must leave nothing: nothing earlier may be left,
+                // and the fault aimed at it.
+                let reply = self.faults.aimed(client, Call::Acquire);
+                let watch = self.ghost.over_by(before)
+                    && self.faults.stalled[client].is_none()
+                    && reply.is_some();
                 let result = match lease.explicit() {
                     None => sem.try_acquire(),
                     Some(lease) => sem.try_acquire_with_lease(lease),
                 };
-                self.taken(lease, result, free)
+                let returned = Instant::now();
+                let failed = match &result {
+                    Err(err) if watch => Some(err.to_string()),
+                    _ => None,
+                };
+                self.stalled_call(client, lease);
+                self.taken(lease, result, free)?;
+                match failed {
+                    Some(err) => self.settled(client, reply, (before, returned), &err),
+                    None => Ok(()),
+                }
             }
             Op::Wait {
                 client,
@@ -174,6 +300,7 @@ impl Case<'_> {
                 let free = self.may_be_held(Instant::now()) < self.permits;
                 let (wait, lease_d) = (Duration::from_millis(wait), Duration::from_millis(lease));
                 let result = sem.try_acquire_for_with_lease(wait, lease_d);
+                self.stalled_call(client, Lease::Ms(lease));
                 self.taken(Lease::Ms(lease), result, free)
             }
             Op::Release { which } => self.release(which, None),
@@ -230,6 +357,44 @@ impl Case<'_> {
                 self.log.push(format!("  Java released: {released}"));
                 Ok(())
             }
+            Op::Fault {
+                client,
+                call,
+                reply,
+            } => {
+                if !self
+                    .faults
+                    .arm(&self.h.clients, "semaphore", client, call, reply)
+                {
+                    self.log.push("  (no such call)".into());
+                }
+                Ok(())
+            }
+            Op::Stall { client } => {
+                self.faults.stall(&self.h.clients, client);
+                Ok(())
+            }
+            Op::Thaw { client } => {
+                if self.faults.thaw(&self.h.clients, client) {
+                    self.thawed(client);
+                }
+                Ok(())
+            }
+            Op::Restart => {
+                self.h.server.restart();
+                self.h.conn = self.h.server.conn();
+                self.wiped();
+                Ok(())
+            }
+            Op::Delete => {
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&self.name)
+                    .arg(self.timeouts())
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                self.wiped();
+                Ok(())
+            }
         }
     }
 
@@ -240,6 +405,7 @@ impl Case<'_> {
         }
         let ours = self.ours.remove(which % self.ours.len());
         let (health, until) = (ours.permit.health(), ours.permit.valid_until());
+        let client_stalled = self.faults.stalled.iter().any(Option::is_some);
         let server = &self.h.server;
         let result = std::thread::scope(|scope| {
             if let Some(late) = late {
@@ -259,7 +425,7 @@ impl Case<'_> {
         match result {
             Ok(()) => Ok(()),
             Err(err) if err.is_lost() => {
-                if health == Health::Held && until > ended + SLACK {
+                if !ours.revoked && health == Health::Held && until > ended + SLACK {
                     return Err(format!(
                         "a permit's release found it gone, while it said Held for {:?} \
                          more after the reply: {err}",
@@ -270,6 +436,12 @@ impl Case<'_> {
             }
             Err(err) if err.is_connection() => {
                 self.ghost = self.ghost.extend(Instant::now() + ours.lease.script());
+                if client_stalled {
+                    // Whichever client released it, its call may wait for the stall.
+                    for client in 0..2 {
+                        self.stalled_call(client, ours.lease);
+                    }
+                }
                 Ok(())
             }
             Err(err) => Err(format!("a permit's release failed: {err}")),
@@ -293,6 +465,7 @@ impl Case<'_> {
                     permit,
                     lease,
                     bound,
+                    revoked: false,
                 });
                 Ok(())
             }
@@ -314,6 +487,7 @@ impl Case<'_> {
         let live: Vec<&Ours> = self
             .ours
             .iter()
+            .filter(|o| !o.revoked)
             .filter(|o| o.permit.health() == Health::Held && o.permit.valid_until() > now)
             .collect();
         let theirs = self
@@ -368,6 +542,13 @@ impl Case<'_> {
     }
 
     fn end(&mut self) -> Result<(), String> {
+        for client in 0..2 {
+            if self.faults.stalled[client].is_some() {
+                self.faults.thaw(&self.h.clients, client);
+                self.thawed(client);
+            }
+        }
+        self.faults.clear(&self.h.clients);
         while !self.ours.is_empty() {
             self.step(&Op::Release { which: 0 })?;
         }

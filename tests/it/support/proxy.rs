@@ -3,16 +3,16 @@
 //! Each accepted connection gets a connection to the target and two pump threads, one per
 //! direction, which read a chunk, decide under one mutex what to do with it, then write it.
 //! Faults: pause (chunks held, not dropped), silence server→client on the connections open
-//! now or on those that send a given command, delay every reply, drop the reply to one command and close its connection, drop one
-//! command and refuse new connections, answer one command itself (an error reply of the
-//! test's choosing, say) instead of the server, close everything.
+//! now or on those that send a given command, delay every reply, drop the reply to one command and close its connection, delay the reply to one
+//! command, drop one command and refuse new connections, answer one command itself (an
+//! error reply of the test's choosing, say) instead of the server, close everything.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct Proxy {
     port: u16,
@@ -34,6 +34,9 @@ struct State {
     delay: Duration,
     trap: Option<(Vec<u8>, Trap)>,
     trap_sprung: bool,
+    /// When the armed trap fired: for a delayed reply, once its command was written to the
+    /// server; for a cut reply, once the reply came.
+    sprung_at: Option<Instant>,
     /// New connections are closed as soon as they are accepted.
     refusing: bool,
     /// A connection that sends a chunk containing this is silenced from then on.
@@ -51,12 +54,17 @@ struct Conn {
     silenced: bool,
     /// The trap's command went out on this connection: its reply closes it.
     doomed: bool,
+    /// The reply to the trap's command is held this long before it goes on.
+    delay_next: Option<Duration>,
 }
 
 #[derive(Clone, PartialEq)]
 enum Trap {
     /// The command runs; its reply is dropped and its connection closed.
     CutReply,
+    /// The command runs; its reply (and what follows on its connection) comes this late.
+    /// With `true`, every other connection is closed as the command goes out.
+    DelayReply(Duration, bool),
     /// The command is dropped, its connection closed, and new connections refused.
     DropRequestThenRefuse,
     /// The command never reaches the server; the client gets these bytes as its reply.
@@ -151,15 +159,42 @@ impl Proxy {
         self.arm(needle, Trap::Answer(reply.to_vec()));
     }
 
+    /// One-shot: the next client→server chunk containing `needle` reaches the server at
+    /// once, and its reply (with anything after it on that connection) reaches the client
+    /// `delay` late, if the connection is still open then.
+    pub fn delay_reply_to(&self, needle: &[u8], delay: Duration) {
+        self.arm(needle, Trap::DelayReply(delay, false));
+    }
+
+    /// As [`delay_reply_to`](Self::delay_reply_to), and every other connection open then
+    /// is closed as the command goes out, as in a network failure: connections a client
+    /// keeps idle are dead when it next uses them.
+    pub fn delay_reply_and_cut_others(&self, needle: &[u8], delay: Duration) {
+        self.arm(needle, Trap::DelayReply(delay, true));
+    }
+
     fn arm(&self, needle: &[u8], trap: Trap) {
         let mut state = self.shared.state();
         state.trap = Some((needle.to_vec(), trap));
         state.trap_sprung = false;
+        state.sprung_at = None;
+    }
+
+    /// Takes back the armed trap, if it has not fired.
+    pub fn disarm(&self) {
+        self.shared.state().trap = None;
     }
 
     /// Whether the armed trap has fired since it was armed.
     pub fn trap_sprung(&self) -> bool {
         self.shared.state().trap_sprung
+    }
+
+    /// When the armed trap fired: for [`delay_reply_to`](Self::delay_reply_to), the moment
+    /// its command had been written to the server; for
+    /// [`cut_on_reply_to`](Self::cut_on_reply_to), the moment its reply came. `None` before.
+    pub fn sprung_at(&self) -> Option<Instant> {
+        self.shared.state().sprung_at
     }
 
     /// Closes every open connection, both sides.
@@ -241,6 +276,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             server,
             silenced: false,
             doomed: false,
+            delay_next: None,
         };
         state.conns.insert(id, conn);
         state.pumps.retain(|pump| !pump.is_finished());
@@ -260,6 +296,10 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
     let mut buf = vec![0; 64 * 1024];
     while let Ok(n @ 1..) = from.read(&mut buf) {
         let chunk = &buf[..n];
+        // Set when this chunk is the delayed trap's command: it is marked sprung once
+        // written.
+        let mut mark_written = false;
+        let mut cut_others = false;
         if direction == Direction::ToClient {
             let delay = shared.state().delay;
             if !delay.is_zero() {
@@ -281,6 +321,11 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                 }
                 match state.trap.take_if(|(needle, _)| contains(chunk, needle)) {
                     Some((_, Trap::CutReply)) => conn.doomed = true,
+                    Some((_, Trap::DelayReply(delay, cut))) => {
+                        conn.delay_next = Some(delay);
+                        mark_written = true;
+                        cut_others = cut;
+                    }
                     Some((_, Trap::DropRequestThenRefuse)) => {
                         state.refusing = true;
                         state.trap_sprung = true;
@@ -302,15 +347,39 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
             }
             Direction::ToClient if conn.doomed => {
                 state.trap_sprung = true;
+                state.sprung_at = Some(Instant::now());
                 break;
             }
             Direction::ToClient if conn.silenced => continue,
-            Direction::ToClient => {}
+            Direction::ToClient => {
+                if let Some(delay) = conn.delay_next.take() {
+                    drop(guard);
+                    std::thread::sleep(delay);
+                    if to.write_all(chunk).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+        if cut_others {
+            let others: Vec<u64> = (state.conns.keys())
+                .filter(|&&o| o != id)
+                .copied()
+                .collect();
+            for other in others {
+                shared.close(state, other);
+            }
         }
         // Not under the lock: a write may block while the peer does not read.
         drop(guard);
         if to.write_all(chunk).is_err() {
             break;
+        }
+        if mark_written {
+            let mut state = shared.state();
+            state.trap_sprung = true;
+            state.sprung_at = Some(Instant::now());
         }
     }
     let mut state = shared.state();
