@@ -191,4 +191,24 @@ mod tests {
         );
         assert!(until <= Instant::now() + Duration::from_secs(5));
     }
+
+    #[test]
+    fn a_holding_is_lost_when_its_validity_ends_and_nothing_revives_it() {
+        let holding = Holding::new(Instant::now() + Duration::from_millis(20));
+        assert!(!holding.is_lost());
+        assert_eq!(holding.health(), Health::Held);
+        // Woken by the end of the validity alone: nothing marks the loss.
+        assert!(holding.wait_lost(Duration::from_secs(3600), || false));
+        assert!(holding.is_lost());
+        assert_eq!(holding.health(), Health::Lost);
+        assert_eq!(holding.told_health(), Health::Uncertain, "not told yet");
+        let later = Instant::now() + Duration::from_secs(100);
+        holding.set_valid_until(later);
+        holding.lease_round(Duration::from_secs(100), || ((), true));
+        assert!(
+            holding.valid_until() < later,
+            "a renewal after the validity extends nothing"
+        );
+        assert!(holding.is_lost());
+    }
 }

@@ -146,7 +146,7 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                 continue;
             }
             Verdict::Unknown if in_time => {
-                unsure = true;
+                unsure |= failed.iter().any(|f| f.error.may_have_run());
                 if let Some(from) = job.holding.set_uncertain(true) {
                     shared.health_changed(&job.lock, from, Health::Uncertain);
                 }
@@ -159,11 +159,12 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                 let valid_until = job.holding.valid_until();
                 next = (Instant::now() + backoff.next_delay(None)).min(valid_until);
             }
-            verdict => {
-                // Found gone on every node that answered, with none silent: nothing of it
-                // is left to give back. Given back before it is forgotten, and with no
-                // release running, so that the owner's next attempt waits for it.
-                let renewed = verdict != Verdict::No || !failed.is_empty() || unsure;
+            _ => {
+                // Given back wherever a node still has it or a renewal may have run
+                // unanswered; before it is forgotten, and with no release running, so that
+                // the owner's next attempt waits for it.
+                let ran = failed.iter().any(|f| f.error.may_have_run());
+                let renewed = tally.yes > 0 || ran || unsure;
                 let forgot = job.holding.exclusively(|| {
                     if stop.is_stopped() {
                         return false;
@@ -183,9 +184,9 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
     }
 }
 
-/// One renewal round on every node, ending by `valid_until` at the latest. When the hold is still there on a quorum but gone from
-/// some nodes (restarted empty), a second round puts it back where the key is free; a single
-/// node never gets it back.
+/// One renewal round on every node, ending by `valid_until` at the latest. When the hold is
+/// still there on a quorum but gone from some nodes (restarted empty), a second round puts it
+/// back where the key is free; a single node never gets it back.
 fn round(
     shared: &Shared,
     renewal: &dyn Renewal,
