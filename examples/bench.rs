@@ -655,6 +655,11 @@ fn get_set_sections<K: Kind>(
     turn: usize,
 ) -> f64 {
     let counter = format!("bench:gs-counter:{}:{turn}", lock.name());
+    // A server named by `REDIS_URL` may keep the counter of an earlier run.
+    let mut redis = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let () = redis::cmd("DEL").arg(&counter).query(&mut redis).unwrap();
     let stop = AtomicBool::new(false);
     let total: u64 = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -685,9 +690,6 @@ fn get_set_sections<K: Kind>(
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().unwrap()).sum()
     });
-    let mut redis = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("raw connection");
     let value: Option<u64> = redis::cmd("GET").arg(&counter).query(&mut redis).unwrap();
     assert_eq!(value.unwrap_or(0), total, "two holders at once");
     total as f64 / span.as_secs_f64()
