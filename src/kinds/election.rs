@@ -291,4 +291,12 @@ impl Renewal for Renew {
         // that before it calls a leadership lost.
         true
     }
+
+    fn undo(&self, target: &Target) -> Undo {
+        let claim = Claimed {
+            token: self.token.clone(),
+            lease: target.shared.config().lease,
+        };
+        Leading::undo(target, &claim)
+    }
 }

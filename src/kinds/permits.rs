@@ -275,4 +275,12 @@ impl Renewal for Renew {
         // before it calls a permit lost.
         true
     }
+
+    fn undo(&self, target: &Target) -> Undo {
+        let claim = Claimed {
+            id: self.id,
+            lease: target.shared.config().lease,
+        };
+        Permits::undo(target, &claim)
+    }
 }

@@ -368,14 +368,7 @@ fn acquired<K: Hashed>(
             field: claim.field.clone(),
             kind: PhantomData,
         });
-        // Where the holding is lost while a renewal may have run, all of it goes back.
-        let whole = Claim {
-            held: 0,
-            lease: config.lease,
-            id: id.clone(),
-            field: claim.field.clone(),
-        };
-        watchdog::start(target, holding, sent, renewal, undo::<K>(target, &whole))
+        watchdog::start(target, holding, sent, renewal)
     };
     let holds = shared.holds();
     match holds.add(id, claim.held, lease, config.lease, valid_until, watch) {
@@ -500,6 +493,17 @@ impl<K: Hashed> Renewal for Renew<K> {
 
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {
         shared.holds().forget(&self.id, holding, true)
+    }
+
+    /// Every hold of the field at once: the undo of a first hold deletes the field.
+    fn undo(&self, target: &Target) -> Undo {
+        let whole = Claim {
+            held: 0,
+            lease: target.shared.config().lease,
+            id: self.id.clone(),
+            field: self.field.clone(),
+        };
+        undo::<K>(target, &whole)
     }
 }
 

@@ -320,4 +320,12 @@ impl Renewal for Renew {
         // for that before it calls a hold lost.
         true
     }
+
+    fn undo(&self, target: &Target) -> Undo {
+        let claim = Claimed {
+            token: self.token.clone(),
+            lease: target.shared.config().lease,
+        };
+        Token::undo(target, &claim)
+    }
 }

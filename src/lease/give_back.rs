@@ -25,7 +25,6 @@ use crate::transport::node::Nodes;
 
 /// One give-back: the command that undoes, how long what it undoes may live on the server
 /// from now, and the owner slot it concerns, for thread-owned holds.
-#[derive(Clone)]
 pub struct Undo {
     pub(crate) cmd: Cmd,
     pub(crate) lasts: Duration,

@@ -1,6 +1,6 @@
 //! What every call on one lock works on: the client's shared state and the lock's names.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::base::config::MAX_NAME_LEN;
 use crate::base::error::{Error, Noun, Result, Subject};
@@ -14,6 +14,22 @@ use crate::lease::shared::Shared;
 pub struct Target {
     pub(crate) shared: Arc<Shared>,
     name: Arc<Name>,
+}
+
+/// A [`Target`] that does not keep its client alive, for the client's own threads.
+pub(crate) struct WeakTarget {
+    shared: Weak<Shared>,
+    name: Arc<Name>,
+}
+
+impl WeakTarget {
+    /// The target, while its client lives.
+    pub fn upgrade(&self) -> Option<Target> {
+        Some(Target {
+            shared: self.shared.upgrade()?,
+            name: self.name.clone(),
+        })
+    }
 }
 
 /// A lock's name and the Redis names made of it.
@@ -63,6 +79,14 @@ impl Target {
                 channel,
                 invalid,
             }),
+        }
+    }
+
+    /// This target, without keeping its client alive.
+    pub(crate) fn downgrade(&self) -> WeakTarget {
+        WeakTarget {
+            shared: Arc::downgrade(&self.shared),
+            name: self.name.clone(),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::base::retry::Backoff;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
-use crate::lease::target::Target;
+use crate::lease::target::{Target, WeakTarget};
 use crate::lease::workers::{Stop, Ticket};
 use crate::topology::quorum::{Tally, Verdict};
 use crate::transport::scripts::Renewed;
@@ -23,8 +23,8 @@ struct Job {
     since: Instant,
     /// How the holding's kind renews it.
     renewal: Box<dyn Renewal>,
-    /// How the whole holding is given back, when it is lost while a renewal may have run.
-    undo: Undo,
+    /// The lock, for giving the holding back.
+    target: WeakTarget,
 }
 
 /// What a lock kind tells the watchdog.
@@ -35,16 +35,19 @@ pub(crate) trait Renewal: Send + Sync {
 
     /// Forgets the holding once its loss is found; false when it had already ended.
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
+
+    /// The give-back of the whole holding of the lock `target`, for when it is lost while
+    /// a renewal of it may have run.
+    fn undo(&self, target: &Target) -> Undo;
 }
 
 /// Starts renewing `holding` of the lock `target`, acquired by a command sent at `since`,
-/// the way `renewal` says, on a thread of the client's; `undo` gives the whole holding back.
+/// the way `renewal` says, on a thread of the client's.
 pub(crate) fn start(
     target: &Target,
     holding: &Arc<Holding>,
     since: Instant,
     renewal: Box<dyn Renewal>,
-    undo: Undo,
 ) -> std::io::Result<Ticket> {
     let shared = &target.shared;
     let client = Arc::downgrade(shared);
@@ -54,7 +57,7 @@ pub(crate) fn start(
         holding: holding.clone(),
         since,
         renewal,
-        undo,
+        target: target.downgrade(),
     };
     shared
         .workers()
@@ -62,20 +65,20 @@ pub(crate) fn start(
 }
 
 /// The watchdog's ticket for a hold taken without an explicit lease (`lease` is `None`);
-/// none for an explicit lease. `undo` gives the hold back: when its thread cannot start (the
-/// error says why), or when it is lost while a renewal may have run.
+/// none for an explicit lease. When its thread cannot start, `undo` gives the hold back and
+/// the error says why.
 pub(crate) fn unless_leased(
     target: &Target,
     lease: Option<Duration>,
     holding: &Arc<Holding>,
     since: Instant,
     renewal: impl FnOnce() -> Box<dyn Renewal>,
-    undo: impl Fn() -> Undo,
+    undo: impl FnOnce() -> Undo,
 ) -> Result<Option<Ticket>> {
     if lease.is_some() {
         return Ok(None);
     }
-    start(target, holding, since, renewal(), undo())
+    start(target, holding, since, renewal())
         .map(Some)
         .map_err(|source| {
             target.give_back(undo());
@@ -169,8 +172,8 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                     if stop.is_stopped() {
                         return false;
                     }
-                    if renewed {
-                        shared.give_back(&job.lock, job.undo.clone());
+                    if renewed && let Some(target) = job.target.upgrade() {
+                        target.give_back(job.renewal.undo(&target));
                     }
                     job.renewal.forget(&shared, &job.holding)
                 });
