@@ -16,7 +16,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
 use crate::layout::names;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
@@ -107,16 +107,13 @@ impl Machinery for Leading {
     type Held = LeadingHeld;
     type Affinity = ();
 
-    type Claim = Claimed;
+    type Claim = TokenClaim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
-        Claimed {
-            token: names::random_id(),
-            lease: lease.unwrap_or(target.shared.config().lease),
-        }
+    fn claim(target: &Target, lease: Option<Duration>) -> TokenClaim {
+        TokenClaim::new(target, lease)
     }
 
-    fn undo(target: &Target, claim: &Claimed) -> Undo {
+    fn undo(target: &Target, claim: &TokenClaim) -> Undo {
         Undo {
             cmd: resign_cmd(target, &claim.token, target.give_back_wakes()),
             lasts: claim.lease,
@@ -126,7 +123,7 @@ impl Machinery for Leading {
 
     fn attempt(
         target: &Target,
-        claim: &Claimed,
+        claim: &TokenClaim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<LeadingHeld>> {
@@ -243,7 +240,7 @@ fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
 fn acquired(
     target: &Target,
     lease: Option<Duration>,
-    claim: &Claimed,
+    claim: &TokenClaim,
     epoch: u64,
     sent: Instant,
     valid_until: Instant,
@@ -269,12 +266,6 @@ fn acquired(
     }))
 }
 
-/// What one attempt takes: the leadership, under a token of its own, for `lease`.
-pub struct Claimed {
-    token: String,
-    lease: Duration,
-}
-
 /// What the watchdog renews for a leadership.
 struct Renew {
     key: Arc<[u8]>,
@@ -293,7 +284,7 @@ impl Renewal for Renew {
     }
 
     fn undo(&self, target: &Target) -> Undo {
-        let claim = Claimed {
+        let claim = TokenClaim {
             token: self.token.clone(),
             lease: target.shared.config().lease,
         };

@@ -81,6 +81,23 @@ impl<H> Attempt<H> {
     }
 }
 
+/// What one attempt of a kind owned by a random token (the token lock, an election) takes:
+/// the lock, under a token of its own, for `lease`.
+pub struct TokenClaim {
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+}
+
+impl TokenClaim {
+    /// A fresh token, for a hold of `lease` (the client's lease by default).
+    pub(crate) fn new(target: &Target, lease: Option<Duration>) -> Self {
+        TokenClaim {
+            token: crate::layout::names::random_id(),
+            lease: lease.unwrap_or(target.shared.config().lease),
+        }
+    }
+}
+
 pub(crate) mod sealed {
     use super::*;
 

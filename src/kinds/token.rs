@@ -9,7 +9,7 @@ use redis::{Cmd, Value};
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, NodeError, Result};
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
 use crate::layout::names;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
@@ -50,16 +50,13 @@ impl Machinery for Token {
     type Affinity = ();
     const POLLS: bool = true;
 
-    type Claim = Claimed;
+    type Claim = TokenClaim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
-        Claimed {
-            token: names::random_id(),
-            lease: lease.unwrap_or(target.shared.config().lease),
-        }
+    fn claim(target: &Target, lease: Option<Duration>) -> TokenClaim {
+        TokenClaim::new(target, lease)
     }
 
-    fn undo(target: &Target, claim: &Claimed) -> Undo {
+    fn undo(target: &Target, claim: &TokenClaim) -> Undo {
         Undo {
             cmd: release_cmd(target, &claim.token, target.give_back_wakes()),
             lasts: claim.lease,
@@ -69,7 +66,7 @@ impl Machinery for Token {
 
     fn attempt(
         target: &Target,
-        claim: &Claimed,
+        claim: &TokenClaim,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<TokenHeld>> {
@@ -184,7 +181,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
 fn acquired(
     target: &Target,
     lease: Option<Duration>,
-    claim: &Claimed,
+    claim: &TokenClaim,
     sent: Instant,
     valid_until: Instant,
 ) -> Result<Attempt<TokenHeld>> {
@@ -206,12 +203,6 @@ fn acquired(
             watchdog: Mutex::new(ticket),
         },
     }))
-}
-
-/// What one attempt takes: the key, under a token of its own, for `lease`.
-pub struct Claimed {
-    token: String,
-    lease: Duration,
 }
 
 /// One attempt's answers: its grants, the nodes that gave no answer, and the probe's
@@ -322,7 +313,7 @@ impl Renewal for Renew {
     }
 
     fn undo(&self, target: &Target) -> Undo {
-        let claim = Claimed {
+        let claim = TokenClaim {
             token: self.token.clone(),
             lease: target.shared.config().lease,
         };
