@@ -96,6 +96,7 @@ impl Machinery for Token {
                 failed: Vec::new(),
                 probe: Vec::new(),
                 wrong_kind: None,
+                unanswered: None,
             },
             _ => probe(target, token, replies, sent, script_lease, limit)?,
         };
@@ -119,7 +120,11 @@ impl Machinery for Token {
                 found,
             });
         }
-        unmet.unwrap_or_else(|| Ok(busy(&round.probe)))
+        unmet.unwrap_or_else(|| match round.unanswered {
+            // Not busy: a try after a pause may find it free.
+            Some(err) => Ok(Attempt::Retry(err.with_lock(target.subject()))),
+            None => Ok(busy(&round.probe)),
+        })
     }
 
     fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
@@ -214,6 +219,9 @@ struct Round {
     probe: Vec<Probe>,
     /// What the key holds on a node where it is another kind of lock.
     wrong_kind: Option<&'static str>,
+    /// Why a node's SET went unanswered where the probe then found the key free: the SET
+    /// may have run and its short lease ended since. Neither taken nor busy there.
+    unanswered: Option<Error>,
 }
 
 fn grants(of: usize, kept: usize, failed: usize, sent: Instant, lease: Duration) -> Grants {
@@ -244,6 +252,7 @@ fn probe(
     let cmd = scripts::token_probe(target.key()?, token, lease);
     let probed = nodes.acquire::<Probe>(&cmd, limit, |(.., mine)| *mine == 1);
     let mut kept = 0;
+    let mut unanswered = None;
     let results = replies
         .into_iter()
         .zip(probed)
@@ -253,8 +262,13 @@ fn probe(
                 Ok(probed.ok())
             }
             (Err(err), _) if err.is_not_replicated() => Err(err),
-            (_, Ok(answer)) => {
+            (reply, Ok(answer)) => {
                 kept += usize::from(answer.2 == 1);
+                if let Err(err) = reply
+                    && answer.0 == "none"
+                {
+                    unanswered = Some(err);
+                }
                 Ok(Some(answer))
             }
             (_, Err(err)) => Err(err),
@@ -270,6 +284,7 @@ fn probe(
         failed,
         probe,
         wrong_kind,
+        unanswered,
     })
 }
 

@@ -1059,6 +1059,27 @@ fn a_late_acquire_reply_leaves_no_hold() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A token attempt with a 10 ms lease whose SET is answered late: by the time the probe asks
+/// why, the key it may have set has expired. Nobody can hold the lock, so it must not be
+/// reported busy; it failed, or is tried again.
+#[test]
+fn a_late_token_set_whose_key_expired_is_no_busy_lock() {
+    use exclusive::{Lease::Ms, Op::*};
+    let ops = [
+        Fault {
+            client: 0,
+            call: Call::Acquire,
+            reply: Reply::Late,
+        },
+        Take {
+            owner: 0,
+            lease: Ms(10),
+        },
+    ];
+    let result = exclusive::Harness::<redmutex::Token>::new().run(&ops);
+    assert!(result.is_ok(), "{}", result.unwrap_err());
+}
+
 /// A watched holder cut off from Redis (its client stalls): once its validity has ended
 /// and another owner holds the lock, its guard must say it is lost. Owner 2 tries every
 /// 10 ms until the key has expired.
