@@ -171,6 +171,9 @@ pub struct Claim {
     held: u32,
     /// The lease the attempt sets.
     lease: Duration,
+    /// When the claim was made, before the attempt was sent: from then on, the attempt
+    /// may set the key's expiry to its lease.
+    made: Instant,
 }
 
 /// The claim of this thread's next attempt on `target` for a hold of `lease`. A
@@ -190,19 +193,20 @@ pub(crate) fn claim<K: Hashed>(target: &Target, lease: Option<Duration>) -> Clai
         field,
         held,
         lease,
+        made: Instant::now(),
     }
 }
 
 /// Sets the owner's count back to what it was before an attempt under `claim` (deleting
-/// the key at 0) wherever the attempt may have counted. The key's expiry is reset to the
-/// claim's lease where holds remain, so the holding of those can count on no more than
-/// that from now.
+/// the key at 0) wherever the attempt may have counted. The attempt, and the undo where
+/// holds remain, set the key's expiry to the claim's lease, so the holding of those can
+/// count on no more than that from when the claim was made.
 pub(crate) fn undo<K: Hashed>(target: &Target, claim: &Claim) -> Undo {
     if claim.held > 0
         && let Some(holding) = target.shared.holds().holding(&claim.id)
     {
-        let now = Instant::now();
-        holding.shorten_to(validity_end(now, claim.lease).unwrap_or(now));
+        let made = claim.made;
+        holding.shorten_to(validity_end(made, claim.lease).unwrap_or(made));
     }
     let wake = target.give_back_wakes();
     Undo {
@@ -229,6 +233,7 @@ pub(crate) fn take<K: Hashed>(
         field,
         held,
         lease: script_lease,
+        ..
     } = claim;
     let (held, script_lease) = (*held, *script_lease);
     // The attempt sets the owner's count: a give-back still pending for it has no work.
@@ -281,6 +286,7 @@ pub(crate) fn take<K: Hashed>(
             field: field.clone(),
             id: id.clone(),
             lease: script_lease,
+            made: claim.made,
         };
         target.give_back(undo::<K>(target, &first));
         if let Some(stale) = shared.holds().remove(id) {
@@ -342,6 +348,7 @@ pub(crate) fn take_granted<K: Hashed>(
         field: K::field(target),
         held: 0,
         lease: shared.config().lease,
+        made: Instant::now(),
     };
     let taken = acquired::<K>(target, None, &claim, since, valid_until, None);
     if matches!(taken, Ok(Attempt::Acquired(_))) {
@@ -383,6 +390,7 @@ fn acquired<K: Hashed>(
                 lease: config.lease,
                 id: id.clone(),
                 field: claim.field.clone(),
+                made: Instant::now(),
             };
             target.give_back(undo::<K>(target, &taken));
             Err(Error::Watchdog {
@@ -502,6 +510,7 @@ impl<K: Hashed> Renewal for Renew<K> {
             lease: target.shared.config().lease,
             id: self.id.clone(),
             field: self.field.clone(),
+            made: Instant::now(),
         };
         undo::<K>(target, &whole)
     }

@@ -1059,6 +1059,38 @@ fn a_late_acquire_reply_leaves_no_hold() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A re-entry with a short explicit lease whose reply is late: it may have set the key's
+/// expiry to that lease when it ran, so the first hold's guard must count on no more than
+/// that from when it was sent, not from when its undo went out.
+#[test]
+fn a_late_re_entry_with_a_short_lease_shortens_the_holding_from_its_sending() {
+    use exclusive::{Lease::Ms, Op::*};
+    let ops = [
+        Take {
+            owner: 0,
+            lease: Ms(10_000),
+        },
+        Fault {
+            client: 0,
+            call: Call::Acquire,
+            reply: Reply::Late,
+        },
+        Take {
+            owner: 0,
+            lease: Ms(10),
+        },
+    ];
+    let failures: Vec<String> = [
+        exclusive::Harness::<redmutex::Reentrant>::new().run(&ops),
+        exclusive::Harness::<redmutex::Fenced>::new().run(&ops),
+        exclusive::Harness::<redmutex::Fair>::new().run(&ops),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// A token attempt with a 10 ms lease whose SET is answered late: by the time the probe asks
 /// why, the key it may have set has expired. Nobody can hold the lock, so it must not be
 /// reported busy; it failed, or is tried again.
