@@ -528,6 +528,43 @@ fn fair_lock_our_release_passes_over_a_crashed_waiter_of_ours_to_the_java_one_be
     assert_eq!(fair_queue_len(&server), 0);
 }
 
+/// The keys of the lock "fair" on the server, each with its PTTL (-1: no expiry).
+fn fair_keys_left(server: &Server) -> Vec<(String, i64)> {
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*fair*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+            (key, ttl)
+        })
+        .collect()
+}
+
+#[test]
+fn fair_lock_a_crashed_waiter_of_ours_leaves_nothing_behind_for_ever() {
+    let server = Server::start();
+    let holder = java(0);
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    // Ours queues and never comes back, and no other waiter comes.
+    let (_, until) = crashed_waiter(&server, CRASHED, 1000).expect("queued");
+    assert!(server.exists(OURS));
+    assert!(eventually(IN_TIME, || server_ms(&server) > until));
+    // The Java holder's unlock drops the crashed waiter from Redisson's keys, which is all
+    // Redisson's scripts know of; what this crate recorded of it must go by itself.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+    assert!(!server.exists(FAIR_KEYS[2]), "Redisson's place was kept");
+    let lasting: Vec<_> = (fair_keys_left(&server).into_iter())
+        .filter(|(_, ttl)| *ttl == -1)
+        .collect();
+    assert_eq!(lasting, [], "keys left without an expiry");
+    assert!(
+        eventually(IN_TIME, || fair_keys_left(&server).is_empty()),
+        "left behind: {:?}",
+        fair_keys_left(&server)
+    );
+}
+
 /// The owner field of the one waiter of ours in the queue: the one with a time in our
 /// sorted set.
 fn ours_field(server: &Server) -> String {
