@@ -430,6 +430,34 @@ fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
     ]);
 }
 
+/// Found by the property once it had crashed waiters: Redisson's purge drops a crashed
+/// waiter of ours from its queue and places when its place there has passed, and our
+/// record of it, which lasts as long as the reserve it kept for the Java waiter ahead,
+/// was left behind.
+#[test]
+fn fair_crashed_waiter_dropped_by_a_java_client_leaves_no_record() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 0,
+            lease: Ms(300),
+        },
+        JavaTake {
+            lease: 50,
+            wait: 300_000,
+        },
+        Crash { wait: 100 },
+        Pass { ms: 150 },
+        Release { owner: 0, which: 0 },
+        JavaTake {
+            lease: 2000,
+            wait: 300_000,
+        },
+        Pass { ms: 500 },
+        JavaRelease,
+    ]);
+}
+
 /// Found as the first failure of the read-write property: two read holds of one owner
 /// with different leases; releasing one leaves the other's guard valid past the hash's
 /// expiry.

@@ -91,6 +91,13 @@ while true do
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
 end
+-- A Redisson client drops a head of ours from the queue and KEYS[3] only, once its place
+-- there has passed: it is forgotten here once its time in KEYS[4] has passed too.
+for _, waiter in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now, 'limit', 0, 100)) do
+    if not redis.call('zscore', KEYS[3], waiter) then
+        redis.call('zrem', KEYS[4], waiter)
+    end
+end
 local expected = tonumber(ARGV[3])
 local mine = had and had > 0
 if not exists then
