@@ -30,7 +30,9 @@ use crate::transport::scripts;
 /// crate records its own waiters beside Redisson's keys (`redisson_lock_timeout:{<key>}:redmutex_alive`),
 /// and places them in Redisson's sorted set with a reserve for what each Java waiter ahead
 /// takes off the places behind it when it acquires or gives up, so that Java and Rust
-/// waiters share one first-come, first-served queue.
+/// waiters share one first-come, first-served queue. The record lasts as long as those
+/// places, so that a crashed waiter of ours is judged by its own time there, never by
+/// the reserve in its place.
 ///
 /// Reentrant, and held by a thread like the [`Reentrant`] lock: a thread that holds it
 /// takes it again without queuing.

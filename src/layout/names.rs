@@ -44,7 +44,9 @@ pub(crate) fn fair_timeouts(key: &[u8]) -> Vec<u8> {
 
 /// This crate's own record of its fair-lock waiters, by when each loses its place unless
 /// it comes back: `redisson_lock_timeout:{<key>}:redmutex_alive`, a sorted set beside
-/// Redisson's, which Redisson's clients neither read nor write. Named under the prefix of
+/// Redisson's, which Redisson's clients neither read nor write. It expires once the latest
+/// place of its waiters in Redisson's sorted set has passed, so that each waiter is found
+/// in it for as long as that place could keep it in the queue. Named under the prefix of
 /// Redisson's places, so that the rights a fair lock's user has cover it.
 pub(crate) fn fair_alive(key: &[u8]) -> Vec<u8> {
     [&fair_timeouts(key)[..], b":redmutex_alive"].concat()

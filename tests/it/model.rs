@@ -667,6 +667,65 @@ fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
     ]);
 }
 
+/// Written for a crashed waiter of ours behind a Java one: its place in Redisson's set
+/// keeps a reserve for the Java waiter ahead, which that waiter's acquisition takes only
+/// partly off. Once its own wait has passed, the lock is free for anyone after the Java
+/// owner's release, however long that place lasts.
+#[test]
+fn fair_crashed_waiter_behind_a_java_one_is_dropped_after_its_wait() {
+    use exclusive::{LONG_LEASE, Lease::Ms, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 0,
+            lease: Ms(LONG_LEASE),
+        },
+        JavaTake {
+            lease: 50,
+            wait: 300_000,
+        },
+        Crash { wait: 100 },
+        Pass { ms: 150 },
+        Release { owner: 0, which: 0 },
+        JavaTake {
+            lease: 50,
+            wait: 300_000,
+        },
+        JavaRelease,
+        Take {
+            owner: 1,
+            lease: Ms(50),
+        },
+    ]);
+}
+
+/// Found by the property once it had crashed waiters: Redisson's purge drops a crashed
+/// waiter of ours from its queue and places when its place there has passed, and our
+/// record of it, which lasts as long as the reserve it kept for the Java waiter ahead,
+/// was left behind.
+#[test]
+fn fair_crashed_waiter_dropped_by_a_java_client_leaves_no_record() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<redmutex::Fair>(&[
+        Take {
+            owner: 0,
+            lease: Ms(300),
+        },
+        JavaTake {
+            lease: 50,
+            wait: 300_000,
+        },
+        Crash { wait: 100 },
+        Pass { ms: 150 },
+        Release { owner: 0, which: 0 },
+        JavaTake {
+            lease: 2000,
+            wait: 300_000,
+        },
+        Pass { ms: 500 },
+        JavaRelease,
+    ]);
+}
+
 /// Found as the first failure of the read-write property: two read holds of one owner
 /// with different leases; releasing one leaves the other's guard valid past the hash's
 /// expiry.

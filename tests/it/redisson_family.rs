@@ -380,18 +380,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     assert!(java_fair_acquire(&server, &first).is_some());
     // A waiter of ours queues behind the first Java waiter, with a place that reserves
     // that waiter's wait, and never comes back: its process crashed after one attempt.
-    let crashed: Option<(i64, i64)> = eval(
-        &mut server.conn(),
-        include_str!("../../src/transport/scripts/fair_acquire.lua"),
-        &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
-        &[
-            arg(30000),
-            arg("0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1"),
-            arg(0),
-            arg(1000),
-            arg(JAVA_WAIT),
-        ],
-    );
+    let crashed = crashed_waiter(&server, "0b7e3c1a-6d2f-4e8a-b5c9-1f2e3d4c5b6a:1", 1000);
     assert!(crashed.is_some(), "queued");
     assert!(java_fair_acquire(&server, &second).is_some());
     let ours = OurWaiter::start(&server, LONG);
@@ -417,6 +406,163 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
     assert!(ours.outcome(), "ours was not woken");
     ours.unlock();
     assert_eq!(fair_queue_len(&server), 0);
+}
+
+/// One attempt of a waiter of ours (owner field `owner`, `fair_queue_wait` of `wait_ms`)
+/// that never comes back: its process crashed after it. Our acquire script's reply: when
+/// it queued, `(pttl, until)`, `until` being the server's time at which it loses its place
+/// by this crate's rule.
+fn crashed_waiter(server: &Server, owner: &str, wait_ms: u64) -> Option<(i64, i64)> {
+    eval(
+        &mut server.conn(),
+        include_str!("../../src/transport/scripts/fair_acquire.lua"),
+        &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
+        &[arg(30000), arg(owner), arg(0), arg(wait_ms), arg(JAVA_WAIT)],
+    )
+}
+
+/// The server's clock in milliseconds since the epoch, as the scripts read it (`TIME`).
+fn server_ms(server: &Server) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// The place of `owner` in Redisson's sorted set: when Redisson's clients drop it.
+fn redisson_place(server: &Server, owner: &str) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(FAIR_KEYS[2])
+        .arg(owner)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// Releases our `guard`, and checks that the release woke the Java waiter `next` on its
+/// channel.
+fn release_waking(server: &Server, guard: redmutex::LockGuard<redmutex::Fair>, next: &str) {
+    let mut listener = listen_as(server, next);
+    listener.set_read_timeout(Some(IN_TIME)).unwrap();
+    guard.unlock().unwrap();
+    let heard = listener.recv_response();
+    let payload = heard.map(|message| {
+        let (_, _, payload): (String, String, String) = redis::from_redis_value(message).unwrap();
+        payload
+    });
+    assert_eq!(payload.ok().as_deref(), Some("0"), "{next} was not woken");
+}
+
+/// A waiter of ours with the hand-off on (a version-8 client id) that crashes while queued.
+const CRASHED: &str = "0b7e3c1a-6d2f-8e8a-b5c9-1f2e3d4c5b6a:1";
+
+#[test]
+fn fair_lock_a_crashed_waiter_of_ours_behind_a_java_one_loses_its_place_after_its_wait() {
+    let server = Server::start();
+    let theirs = java(1);
+    let guard = server.client().fair_lock("fair").lock().unwrap();
+    assert!(java_fair_acquire(&server, &theirs).is_some());
+    // Ours queues behind the Java waiter with a 1 s wait and never comes back. Its place
+    // in Redisson's set keeps a reserve for what the Java waiter ahead may take off it.
+    let (_, until) = crashed_waiter(&server, CRASHED, 1000).expect("queued");
+    assert!(eventually(IN_TIME, || server_ms(&server) > until));
+
+    // Our holder's release wakes the Java waiter, which takes its turn and takes its wait
+    // off the places behind it: what is left of the crashed waiter's place is about the
+    // holder's lease (30 s).
+    release_waking(&server, guard, &theirs);
+    assert_eq!(
+        java_fair_acquire(&server, &theirs),
+        None,
+        "its turn did not come"
+    );
+    assert_eq!(java_fair_unlock(&server, &theirs), Some(1));
+    let place = redisson_place(&server, CRASHED).expect("still queued by Redisson's rule");
+    assert!(
+        place > server_ms(&server) as f64,
+        "its place in Redisson's set ran out already"
+    );
+
+    // The lock is free and the crashed waiter, dead by its own wait, heads the queue: our
+    // next waiter drops it and takes the lock, long before that place runs out.
+    assert!(!server.exists("fair"));
+    assert_eq!(fair_queue_len(&server), 1);
+    let next = OurWaiter::start(&server, LONG);
+    let left = Duration::from_millis((place as i64 - server_ms(&server)).max(0) as u64);
+    let taken = next.taken.recv_timeout(left + IN_TIME);
+    assert_eq!(taken, Ok(true), "our next waiter did not get the free lock");
+    assert!(
+        (server_ms(&server) as f64) < place,
+        "our next waiter got the lock only once the crashed waiter's place in Redisson's \
+         set ran out, not once its own wait had"
+    );
+    next.unlock();
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+#[test]
+fn fair_lock_our_release_passes_over_a_crashed_waiter_of_ours_to_the_java_one_behind() {
+    let server = Server::start();
+    let (first, behind) = (java(1), java(2));
+    let guard = server.client().fair_lock("fair").lock().unwrap();
+    assert!(java_fair_acquire(&server, &first).is_some());
+    let (_, until) = crashed_waiter(&server, CRASHED, 1000).expect("queued");
+    assert!(java_fair_acquire(&server, &behind).is_some());
+    // The first Java waiter gives up and takes its wait off the places behind it: the
+    // crashed waiter heads the queue, its place in Redisson's set about our holder's
+    // lease (30 s) away.
+    java_fair_give_up(&server, &first);
+    assert!(eventually(IN_TIME, || server_ms(&server) > until));
+    let place = redisson_place(&server, CRASHED).expect("still queued by Redisson's rule");
+
+    // Our release drops the crashed waiter, dead by its own wait, neither granting nor
+    // waking it, and wakes the Java waiter behind, which gets in.
+    release_waking(&server, guard, &behind);
+    assert_eq!(
+        java_fair_acquire(&server, &behind),
+        None,
+        "the crashed waiter kept its place"
+    );
+    assert!(
+        (server_ms(&server) as f64) < place,
+        "the crashed waiter was dropped only once its place in Redisson's set ran out"
+    );
+    assert_eq!(java_fair_unlock(&server, &behind), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+}
+
+/// The keys of the lock "fair" on the server, each with its PTTL (-1: no expiry).
+fn fair_keys_left(server: &Server) -> Vec<(String, i64)> {
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*fair*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+            (key, ttl)
+        })
+        .collect()
+}
+
+#[test]
+fn fair_lock_a_crashed_waiter_of_ours_leaves_nothing_behind_for_ever() {
+    let server = Server::start();
+    let holder = java(0);
+    assert_eq!(java_fair_acquire(&server, &holder), None);
+    // Ours queues and never comes back, and no other waiter comes.
+    let (_, until) = crashed_waiter(&server, CRASHED, 1000).expect("queued");
+    assert!(server.exists(OURS));
+    assert!(eventually(IN_TIME, || server_ms(&server) > until));
+    // The Java holder's unlock drops the crashed waiter from Redisson's keys, which is all
+    // Redisson's scripts know of; what this crate recorded of it must go by itself.
+    assert_eq!(java_fair_unlock(&server, &holder), Some(1));
+    assert_eq!(fair_queue_len(&server), 0);
+    assert!(!server.exists(FAIR_KEYS[2]), "Redisson's place was kept");
+    let lasting: Vec<_> = (fair_keys_left(&server).into_iter())
+        .filter(|(_, ttl)| *ttl == -1)
+        .collect();
+    assert_eq!(lasting, [], "keys left without an expiry");
+    assert!(
+        eventually(IN_TIME, || fair_keys_left(&server).is_empty()),
+        "left behind: {:?}",
+        fair_keys_left(&server)
+    );
 }
 
 /// The owner field of the one waiter of ours in the queue: the one with a time in our

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use redmutex::{Cancel, Error, LockClient};
+use redmutex::{Cancel, Error, LockClient, Permit};
 use support::{Server, eventually, get_int, incr, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -170,6 +170,84 @@ fn releasing_three_permits_wakes_three_waiters_of_one_client() {
             "a waiter was not woken"
         );
     }
+}
+
+/// Permits whose leases ran out come back only when an acquisition finds them, and that
+/// acquisition publishes how many are available: a waiter told at its last attempt that
+/// the first lease ends in an hour, and whose first pause is minutes long, gets one of
+/// them on that message alone, as Redisson's waiters, which rely on it, do.
+#[test]
+fn permits_that_came_back_from_ended_leases_wake_a_waiter() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let hour = Duration::from_secs(3600);
+    let held = [
+        semaphore.acquire_with_lease(hour).unwrap(),
+        semaphore.acquire_with_lease(hour).unwrap(),
+    ];
+    let waiters = server
+        .builder()
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let waiter = waiters.semaphore(NAME);
+    let scripts = server.calls("evalsha");
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let permit = waiter.try_acquire_for(4 * NO_HANG).unwrap();
+        let _ = taken.send(permit.map(Permit::release).is_some());
+    });
+    // It tried, subscribed, tried again, and sleeps.
+    assert!(eventually(NO_HANG, || server.calls("evalsha") >= scripts + 2));
+    assert_eq!(server.subscribers(CHANNEL), 1);
+
+    // Both leases end at once, which nothing publishes.
+    for permit in &held {
+        permit.extend(redmutex::MIN_LEASE).unwrap();
+    }
+    assert!(eventually(NO_HANG, || ended_leases(&server) == 2));
+    let mut listener = server.conn();
+    let subscribe = redis::cmd("SUBSCRIBE").arg(CHANNEL).get_packed_command();
+    listener.send_packed_command(&subscribe).unwrap();
+    listener.recv_response().unwrap();
+    listener.set_read_timeout(Some(NO_HANG)).unwrap();
+
+    // Another client's acquisition takes both back, takes one, and says two came back.
+    let other = server.client().semaphore(NAME);
+    let _kept = other.try_acquire().unwrap().expect("a permit came back");
+    assert_eq!(
+        got.recv_timeout(NO_HANG),
+        Ok(true),
+        "the waiter was not woken"
+    );
+    let heard = listener.recv_response().map(|message| {
+        let (_, _, payload): (String, String, String) = redis::from_redis_value(message).unwrap();
+        payload
+    });
+    assert_eq!(
+        heard.ok().as_deref(),
+        Some("2"),
+        "nothing said that permits came back"
+    );
+    for permit in held {
+        assert!(permit.release().unwrap_err().is_lost());
+    }
+}
+
+const CHANNEL: &str = "redisson_sc:{pool}";
+
+/// How many held permits' leases have ended by the server's clock.
+fn ended_leases(server: &Server) -> u64 {
+    let mut redis = server.conn();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut redis).unwrap();
+    redis::cmd("ZCOUNT")
+        .arg(HELD)
+        .arg("-inf")
+        .arg(secs * 1000 + micros / 1000)
+        .query(&mut redis)
+        .unwrap()
 }
 
 #[test]

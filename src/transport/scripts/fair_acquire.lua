@@ -4,7 +4,8 @@
 -- KEYS[3]  places: Redisson's sorted set of the waiting owner fields by when each loses
 --             its place (milliseconds since the epoch)
 -- KEYS[4]  our waiters: a sorted set of this crate's waiting owner fields by when each
---             loses its place unless it comes back (milliseconds, this server's clock)
+--             loses its place unless it comes back (milliseconds, this server's clock);
+--             it lasts until the latest place of ours in KEYS[3] has passed (see below)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[3]  holds the owner believes it has already (0 for a first hold)
@@ -25,9 +26,16 @@
 --          an error, with nothing written, when the user may not write the keys.
 -- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
 -- first: one of ours once its time in KEYS[4] has passed, any other once its place in
--- KEYS[3] has. A free lock goes to the head of the queue only, or to anyone when it is
--- empty. The field is set, not incremented, so running this twice (a retry after a lost
--- reply) still leaves ARGV[3] + 1 holds.
+-- KEYS[3] has. A waiter of ours is found in KEYS[4] for as long as its place in KEYS[3]
+-- lasts, whatever reserve that place keeps for Java waiters ahead: each attempt makes
+-- KEYS[4] last until the place it set in KEYS[3] has passed, and only a Java waiter's
+-- acquisition or give-up changes that place afterwards, always to an earlier one. So a
+-- waiter missing from KEYS[4] is a Java waiter (or one of ours whose place has passed
+-- anyway), and a waiter of ours that stops coming back is dropped ARGV[4] after its last
+-- attempt, not when its place in KEYS[3] runs out, which the reserve for Java waiters
+-- ahead of it may put tens of seconds or minutes later. A free lock goes to the head of
+-- the queue only, or to anyone when it is empty. The field is set, not incremented, so
+-- running this twice (a retry after a lost reply) still leaves ARGV[3] + 1 holds.
 -- Places in KEYS[3]. A Redisson client takes its wait off every place when it acquires,
 -- and off the places behind it when it gives up; its clients drop a head whose place has
 -- passed. So a waiter of ours is placed at now + ARGV[4] plus a reserve for what the
@@ -82,6 +90,13 @@ while true do
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
+end
+-- A Redisson client drops a head of ours from the queue and KEYS[3] only, once its place
+-- there has passed: it is forgotten here once its time in KEYS[4] has passed too.
+for _, waiter in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now, 'limit', 0, 100)) do
+    if not redis.call('zscore', KEYS[3], waiter) then
+        redis.call('zrem', KEYS[4], waiter)
+    end
 end
 local expected = tonumber(ARGV[3])
 local mine = had and had > 0
@@ -140,7 +155,8 @@ elseif was and place > was then
     end
 end
 redis.call('zadd', KEYS[4], now + wait, ARGV[2])
-if redis.call('pttl', KEYS[4]) < wait then
-    redis.call('pexpire', KEYS[4], wait)
+local lasts = math.ceil(wait + reserve)
+if redis.call('pttl', KEYS[4]) < lasts then
+    redis.call('pexpire', KEYS[4], lasts)
 end
 return {redis.call('pttl', KEYS[1]), now + wait}

@@ -1,5 +1,6 @@
 //! The exclusive kinds — reentrant, fenced, fair, token — against one model: parties
-//! (our owners, the Java owner) with their holds and how long each may still be in Redis.
+//! (our owners, the Java owner, a crashed waiter of ours) with their holds and how long
+//! each may still be in Redis.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -94,7 +95,16 @@ pub enum Op {
     Restart,
     /// An operator deletes the lock's key with a plain DEL.
     Delete,
+    /// A waiter of ours on a client of its own makes one attempt, which keeps its place (or
+    /// the lock, if it takes it) for `wait` milliseconds, and never comes back: its
+    /// process crashed. A fair lock's only.
+    Crash {
+        wait: u64,
+    },
 }
+
+/// The owner field of the crashed waiter: a client of ours with the direct hand-off on.
+const CRASHED: &str = "0b7e3c1a-6d2f-8e8a-b5c9-1f2e3d4c5b6a:1";
 
 /// A lease longer than any case.
 pub const LONG_LEASE: u64 = 10_000;
@@ -192,6 +202,7 @@ pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
             ),
             (2, Just(Op::JavaRelease).boxed()),
             (1, Just(Op::JavaLeave).boxed()),
+            (1, (50u64..300).prop_map(|wait| Op::Crash { wait }).boxed()),
         ]);
     }
     proptest::collection::vec(proptest::strategy::Union::new_weighted(ops), 1..40)
@@ -457,6 +468,7 @@ impl<K: Subject> Harness<K> {
             name,
             parties: (0..OWNERS).map(|_| Party::default()).collect(),
             java: JavaParty::default(),
+            crashed: Bound::Gone,
             history: History::default(),
             tokens: Vec::new(),
             acquisitions: Vec::new(),
@@ -496,6 +508,8 @@ struct Case<'h, K: Subject> {
     name: String,
     parties: Vec<Party>,
     java: JavaParty,
+    /// Until when the crashed waiter may hold the lock or be ahead in its queue.
+    crashed: Bound,
     history: History,
     tokens: Vec<Fence>,
     acquisitions: Vec<Acquisition>,
@@ -517,6 +531,10 @@ impl<K: Subject> Case<'_, K> {
 
     fn timeouts(&self) -> String {
         format!("redisson_lock_timeout:{{{}}}", self.name)
+    }
+
+    fn ours(&self) -> String {
+        format!("redisson_lock_timeout:{{{}}}:redmutex_alive", self.name)
     }
 
     fn play(&mut self, ops: &[Op]) -> Result<(), String> {
@@ -646,7 +664,7 @@ impl<K: Subject> Case<'_, K> {
             .filter(|(i, _)| Some(*i) != me)
             .all(|(_, p)| p.bound().over_by(at));
         let java = me.is_none() || self.java.bound.unwrap_or(Bound::Gone).over_by(at);
-        others && java && self.java.queued.is_none()
+        others && java && self.java.queued.is_none() && self.crashed.over_by(at)
     }
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
@@ -885,6 +903,7 @@ impl<K: Subject> Case<'_, K> {
             Op::JavaTake { lease, wait } => self.java_take(lease, wait),
             Op::JavaRelease => self.java_release(),
             Op::JavaLeave => self.java_leave(),
+            Op::Crash { wait } => self.crash(wait),
         }
     }
 
@@ -1207,6 +1226,32 @@ impl<K: Subject> Case<'_, K> {
         Ok(())
     }
 
+    /// One attempt of the crashed waiter, through our acquire script as its client sends
+    /// it: its lease and its place in the queue are both `wait`.
+    fn crash(&mut self, wait: u64) -> Result<(), String> {
+        if K::JAVA != Java::Fair {
+            return Ok(());
+        }
+        let keys = [
+            self.name.clone(),
+            self.queue(),
+            self.timeouts(),
+            self.ours(),
+        ];
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let reply: redis::Value = redisson::eval(
+            &mut self.h.conn,
+            include_str!("../../../src/transport/scripts/fair_acquire.lua"),
+            &keys,
+            &[arg(wait), arg(CRASHED), arg(0), arg(wait), arg(300_000)],
+        );
+        self.log.push(format!("  the crashed waiter: {reply:?}"));
+        self.crashed = self
+            .crashed
+            .extend(Instant::now() + Duration::from_millis(wait));
+        Ok(())
+    }
+
     /// The invariants after a step.
     fn check(&mut self) -> Result<(), String> {
         let now = Instant::now();
@@ -1384,15 +1429,24 @@ impl<K: Subject> Case<'_, K> {
                 b.holder
             ));
         }
-        // What a failed call left expires within its lease.
-        let ghosts = self
-            .parties
-            .iter()
-            .map(Party::bound)
+        // What a failed call left expires within its lease, and the crashed waiter's place
+        // within its wait.
+        let ghosts = (self.parties.iter().map(Party::bound))
+            .chain([self.crashed])
             .max()
             .unwrap_or(Bound::Gone);
         if !super::await_bound(ghosts) {
             return Ok(());
+        }
+        if self.crashed != Bound::Gone {
+            // Its place in the queue goes when someone comes: a lock nobody can hold any more.
+            self.step(&Op::Take {
+                owner: 0,
+                lease: Lease::Ms(50),
+            })?;
+            while !self.parties[0].holds.is_empty() {
+                self.step(&Op::Release { owner: 0, which: 0 })?;
+            }
         }
         let left = leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
