@@ -576,6 +576,34 @@ fn read_write_lock_after_a_lost_write_release_follows_its_model() {
     }
 }
 
+/// Found by the property under load: a write holding deleted by a forced unlock is found
+/// out and forgotten by its watchdog, and the owner's next write acquisition, beside a read
+/// hold it took since, is refused as an upgrade. The pause makes the watchdog's finding
+/// certain.
+#[test]
+fn read_write_lock_after_a_forced_write_unlock_follows_its_model() {
+    use exclusive::Lease::Watched;
+    use read_write::{Op::*, Side::*};
+    let mut harness = read_write::Harness::new();
+    let take = |side| Take {
+        owner: 0,
+        side,
+        lease: Watched,
+    };
+    let ops = [
+        take(Write),
+        Force { side: Write },
+        take(Read),
+        Pass {
+            ms: 2 * WATCHDOG_LEASE.as_millis() as u64,
+        },
+        take(Write),
+    ];
+    if let Err(err) = harness.run(&ops) {
+        panic!("read-write: {err}");
+    }
+}
+
 #[test]
 fn semaphore_follows_its_model() {
     let harness = std::cell::RefCell::new(semaphore::Harness::new());

@@ -496,8 +496,13 @@ impl Case<'_> {
         // A forced unlock leaves the client's hold table as it was until a renewal or
         // release finds out: its read holds may still count.
         let upgrade = side == Side::Write && reading && !writing;
-        let may_upgrade =
-            side == Side::Write && mine.holds.iter().any(|h| h.side == Side::Read) && !writing;
+        // A write holding deleted from outside, or whose validity ran out, may have been
+        // found out and forgotten by its watchdog: then the acquisition is an upgrade.
+        let surely_writing = (mine.holds.iter().zip(&views))
+            .any(|(h, view)| h.side == Side::Write && !h.stale && !h.revoked && live(view));
+        let may_upgrade = side == Side::Write
+            && mine.holds.iter().any(|h| h.side == Side::Read)
+            && !surely_writing;
         let (result, returned) =
             self.h.owners[owner].run(move |mine| attempt(mine, side, lease, wait));
         let result = result.map(|view| view.is_some());
