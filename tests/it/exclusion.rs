@@ -110,7 +110,13 @@ fn four_processes_two_hundred_increments_each() {
             })
             .collect();
         for mut worker in workers {
-            assert!(worker.wait().unwrap().success());
+            // A signal here, not an exit code, means the worker was killed from outside.
+            let status = worker.wait().unwrap();
+            assert!(
+                status.success(),
+                "{}: a worker ended with {status:?}",
+                K::NAME
+            );
         }
         assert_eq!(counter(&server), 4 * 200, "{}", K::NAME);
         let history = history::received(&mut server.conn(), "history");
