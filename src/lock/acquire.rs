@@ -254,6 +254,17 @@ impl<K: Kind> Lock<K> {
                     if left == Some(Duration::ZERO) {
                         return Err(err);
                     }
+                    // Listening before the pause, so that an unlock during it wakes this
+                    // waiter; one that may have come before the subscription was confirmed
+                    // is looked for at once.
+                    if waiting.needs_subscription() {
+                        let channel = K::wait_channel(target);
+                        let caught_up =
+                            waiting.subscribe::<K>(target, &channel, lease, deadline, sent);
+                        if !caught_up && waiting.confirmed() {
+                            continue;
+                        }
+                    }
                     let pause = backoff.next_delay(left);
                     log::debug!("{err:#}; retrying in {pause:?}");
                     // On the signal, so that a cancel ends the pause; an unlock that

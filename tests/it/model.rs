@@ -1284,3 +1284,32 @@ fn fenced_tokens_across_a_restart_follow_their_model() {
         },
     ]);
 }
+
+/// Found by the token property: a waiter whose first attempt's reply came late paused for
+/// its backoff without listening, so an unlock during the pause woke nobody and a sleepy
+/// waiter took a free lock only at its deadline.
+fn a_waiter_whose_first_reply_was_late_is_woken<K: exclusive::Subject>() {
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<K>(&[
+        Fault {
+            client: client_of(SLEEPY),
+            call: Call::Acquire,
+            reply: Reply::Late,
+        },
+        Wait {
+            owner: SLEEPY,
+            lease: Ms(37),
+            wait: 3328,
+        },
+        Force,
+        Join { owner: SLEEPY },
+    ]);
+}
+
+#[test]
+fn a_waiter_whose_first_reply_was_late_is_woken_by_an_unlock() {
+    a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Reentrant>();
+    a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Fenced>();
+    a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Fair>();
+    a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Token>();
+}
