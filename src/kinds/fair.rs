@@ -54,7 +54,9 @@ use crate::transport::scripts;
 ///   set to 1 hold; the key expires when the head's place in the queue would have run out
 ///   (its last attempt plus `fair_queue_wait`), or one watchdog lease of the releasing
 ///   client from now if that is sooner (the *grant lease*).
-///   `granted:<lease ms>:<place>` is published on the head's channel.
+///   `granted:<grant lease ms>:<place>` is published on the head's channel. The grant
+///   lease is the head's place (an absolute time of the server's clock) less the server's
+///   time at the release, capped.
 /// - **The waiter.** Its subscriber thread marks its signal granted, if the signal is
 ///   armed: only a message published after the waiter registered counts (see
 ///   `notify::hub::Signal`), so that a grant from an earlier wait can never be taken for
@@ -62,9 +64,11 @@ use crate::transport::scripts;
 ///   acquire script's busy reply tells the waiter that place: a grant naming another one
 ///   came before that attempt, which found the lock busy all the same (the grant had
 ///   lapsed, or was deleted by force), and only wakes the waiter. A grant taken thus ran
-///   after the waiter's last attempt that found the lock busy, and the key lasts at least
-///   the smaller of its own `fair_queue_wait` and the releasing client's lease from that
-///   attempt's sending: that, less the drift allowance, is the guard's validity. Its watchdog renews a third of the way into that validity, which
+///   after the waiter's last attempt that found the lock busy, so the key lasts at least
+///   the grant lease from that attempt's sending, whatever the server's clock did between
+///   the two (a step forward shortens the grant lease; the place alone would not show it):
+///   that, no longer than `fair_queue_wait` and less the drift allowance, is the guard's
+///   validity. Its watchdog renews a third of the way into that validity, which
 ///   confirms the grant and sets the waiter's own lease (a hold released sooner needs no
 ///   confirming). A waiter with an explicit lease, one that needs replica
 ///   acknowledgements, or one whose grant has less than a third of its validity left,

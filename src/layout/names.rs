@@ -125,7 +125,8 @@ pub(crate) const GRANT_MESSAGE: &str = "granted:";
 /// What a grant message says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granted {
-    /// The longest the grant lease may be.
+    /// The grant lease: the expiry the release gave the key. The waiter's validity, counted
+    /// from its last busy attempt, is no longer.
     pub cap: std::time::Duration,
     /// The waiter's place (milliseconds, the server's clock) when it was granted.
     pub place: u64,

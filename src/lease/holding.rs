@@ -78,13 +78,19 @@ impl Holding {
         (before != after).then_some(before)
     }
 
-    /// Marks the holding lost, waking [`wait_lost`](Self::wait_lost); true the first time.
-    pub fn mark_lost(&self) -> bool {
-        let first = !self.lost.swap(true, Ordering::AcqRel);
+    /// Marks the holding lost, waking [`wait_lost`](Self::wait_lost); true the first time,
+    /// which runs `first` before the mark (a loss is counted before anyone can see it). A
+    /// concurrent marker waits until `first` ran.
+    pub fn mark_lost(&self, first: impl FnOnce()) -> bool {
         // Under the lock, so that a waiter between its check and its wait is not missed.
         let _wait = self.lost_wait.lock();
+        if self.lost.load(Ordering::Acquire) {
+            return false;
+        }
+        first();
+        self.lost.store(true, Ordering::Release);
         self.lost_cond.notify_all();
-        first
+        true
     }
 
     /// Waits until the holding is lost (marked so, or its validity ran out) or `done`
@@ -168,7 +174,7 @@ mod tests {
             "not lost yet"
         );
         let marker = holding.clone();
-        let thread = std::thread::spawn(move || marker.mark_lost());
+        let thread = std::thread::spawn(move || marker.mark_lost(|| {}));
         // A bound far beyond any scheduling delay: only the loss ends this wait in time.
         assert!(holding.wait_lost(Duration::from_secs(3600), || false));
         assert!(thread.join().unwrap());

@@ -138,11 +138,12 @@ impl Shared {
     /// the one way every finder of a loss (watchdog, release, re-entry) reports it.
     pub fn report_lost(&self, lock: &Subject, holding: &Holding, error: Option<Error>) {
         let before = holding.told_health();
-        if !holding.mark_lost() {
+        // Counted first: whoever sees the hold lost (its guard, a watch, the callbacks)
+        // finds the loss in the stats and the metrics.
+        if !holding.mark_lost(|| self.counters.lost()) {
             return;
         }
         self.health_changed(lock, before, Health::Lost);
-        self.counters.lost();
         match &error {
             None => log::warn!("{lock} was lost: its key or field is gone"),
             Some(err) => {

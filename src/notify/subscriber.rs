@@ -9,10 +9,15 @@
 //! ping interval; one that is not back within the response timeout means the connection is
 //! deaf (a half-open connection, a NAT that dropped its state), and it is replaced.
 //!
-//! Ordinary replies (to the probes' PUBLISH, errors) carry nothing the thread needs: the
-//! `redis` crate discards one of them after every read that timed out, so the thread relies
-//! on pushes alone, and its read timeouts are only its clock for probes, never shorter than
-//! what is due next.
+//! Its read timeouts are its clock for probes and lingering channels. The `redis` crate
+//! discards one ordinary (not push) reply after every read that timed out, taking it for
+//! the late answer to the read. Most ordinary replies carry nothing the thread needs (the
+//! probes' PUBLISH), but an error reply to a SUBSCRIBE does: `MOVED` says that a sharded
+//! channel's slot is served elsewhere, not that the subscription was refused. So every
+//! timed-out read is paid for with a command whose ordinary reply may be discarded in place
+//! of one that matters (a probe's PUBLISH, or a PING sent ahead of a SUBSCRIBE), and while
+//! a probe is out the thread reads without timing out before the probe is overdue, which
+//! ends the connection.
 //!
 //! With nothing subscribed nothing can arrive, so the thread waits on the hub's condition
 //! variable instead of the socket (a first waiter needs no wake-up message), and its probe
@@ -167,6 +172,9 @@ struct Link<'a> {
     conn: Connection,
     /// The connection's read timeout now.
     read_timeout: Duration,
+    /// Reads that timed out since the last command with an ordinary reply was sent: the
+    /// `redis` crate may still discard that many ordinary replies.
+    owed: usize,
     /// Whether the last command sent about the wake channel subscribed it.
     wake_subscribed: bool,
     next_fence: u64,
@@ -186,6 +194,7 @@ impl<'a> Link<'a> {
             settings,
             conn,
             read_timeout: settings.response_timeout,
+            owed: 0,
             wake_subscribed: false,
             next_fence: 0,
             fences: VecDeque::new(),
@@ -240,15 +249,20 @@ impl<'a> Link<'a> {
                 }
                 continue;
             }
-            let due = self.fences.front().map_or(self.next_probe, |&(_, due)| due);
-            let due = self.lingering.map_or(due, |until| due.min(until));
+            // While a probe is out, only its being overdue ends a read: a read that timed
+            // out earlier could cost the reply to a SUBSCRIBE sent before the probe.
+            let due = match self.fences.front() {
+                Some(&(_, due)) => due,
+                None => {
+                    (self.lingering).map_or(self.next_probe, |until| until.min(self.next_probe))
+                }
+            };
             let wait = due
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
-            // The timeout is set again (a system call) only when it is off by more than a
-            // tenth: a read that returns early just comes round again.
-            let off = self.read_timeout / 10;
-            if wait + off < self.read_timeout || wait > self.read_timeout + off {
+            // The timeout is set again (a system call) only when it is not between what is
+            // due and a tenth later: a read never times out before it is due.
+            if wait > self.read_timeout || self.read_timeout > wait + wait / 10 {
                 if let Err(err) = self.conn.set_read_timeout(Some(wait)) {
                     return err;
                 }
@@ -256,7 +270,7 @@ impl<'a> Link<'a> {
             }
             match self.conn.recv_response() {
                 Ok(value) => self.on_value(value),
-                Err(err) if err.is_timeout() => {}
+                Err(err) if err.is_timeout() => self.owed += 1,
                 Err(err) => return err,
             }
         }
@@ -273,6 +287,11 @@ impl<'a> Link<'a> {
             command(out, self.verb("UNSUBSCRIBE"), name, None);
         }
         if !sweep.subscribe.is_empty() {
+            // Replies the `redis` crate may still discard go to these, not to an error
+            // reply to the SUBSCRIBEs after them.
+            for _ in 0..std::mem::take(&mut self.owed) {
+                redis::cmd("PING").write_packed_command(out);
+            }
             if !self.wake_subscribed {
                 command(out, "SUBSCRIBE", &self.hub.wake_channel, None);
                 self.wake_subscribed = true;
@@ -299,6 +318,8 @@ impl<'a> Link<'a> {
 
     /// Appends a probe: a message to ourselves on the wake channel.
     fn fence(&mut self, out: &mut Vec<u8>) {
+        // Its ordinary reply pays for a read that timed out before.
+        self.owed = self.owed.saturating_sub(1);
         let number = self.next_fence;
         self.next_fence += 1;
         let payload = format!("f{number}");
@@ -439,13 +460,14 @@ impl<'a> Link<'a> {
                 names.push(String::from_utf8_lossy(name).into_owned());
             }
         }
+        // Errors before this probe answered the commands sent before it: none is left for
+        // the next one.
+        let last_error = self.last_error.take();
         if moved {
-            self.last_error = None;
             self.hub.changed.notify_all();
         }
         if !names.is_empty() {
-            let reason = (self.last_error.take())
-                .map_or_else(|| "no confirmation".into(), |err| err.to_string());
+            let reason = last_error.map_or_else(|| "no confirmation".into(), |err| err.to_string());
             refused(
                 &mut state,
                 &format!("SUBSCRIBE {}: {reason}", names.join(", ")),

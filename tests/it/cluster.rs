@@ -420,6 +420,78 @@ fn a_waiter_follows_its_lock_s_slot_to_another_primary() {
     assert!(waiter.join().unwrap());
 }
 
+/// A sharded subscription sent to a primary that no longer serves the channel's slot is
+/// answered `MOVED`, an ordinary reply: the subscriber must see it even after reads of its
+/// connection timed out (the `redis` crate drops one later ordinary reply for each), and
+/// take the channel as moved, not refused, so that its waiter subscribes where the slot
+/// is now rather than polling.
+#[test]
+fn a_subscription_answered_moved_after_timed_out_reads_follows_the_slot() {
+    let cluster = Cluster::start();
+    // No probe during the test: the only timed-out read is the one below.
+    let ours = cluster
+        .builder()
+        .ping_interval(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let theirs = cluster.client();
+    let from = cluster.owner_of("after-timeouts").port();
+    // Three names on that primary, in three slots.
+    let mut names: Vec<String> = Vec::new();
+    for i in 0.. {
+        let name = format!("after-timeouts:{i}");
+        let slot = cluster.slot(&name);
+        if cluster.owner(slot).port() == from && names.iter().all(|n| cluster.slot(n) != slot) {
+            names.push(name);
+        }
+        if names.len() == 3 {
+            break;
+        }
+    }
+    let (left, kept, moving) = (&names[0], &names[1], &names[2]);
+    let at_from = || cluster.by_port(from);
+
+    // A waiter of ours subscribes `left`, is woken, takes the lock and leaves: the channel
+    // lingers.
+    let guard = theirs.lock(left).lock().unwrap();
+    let lock = ours.lock(left);
+    let waiter = std::thread::spawn(move || lock.try_lock_for(LONG).unwrap().is_some());
+    assert!(eventually(LONG, || subscribed(at_from(), left) == 1));
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+    // Another waits on `kept`; with nothing to read until the linger ends, the subscriber's
+    // read times out then, and it unsubscribes `left`.
+    let guard = theirs.lock(kept).lock().unwrap();
+    let lock = ours.lock(kept);
+    let waiter = std::thread::spawn(move || lock.try_lock_for(LONG).unwrap().is_some());
+    assert!(eventually(LONG, || subscribed(at_from(), kept) == 1));
+    assert!(
+        eventually(LONG, || subscribed(at_from(), left) == 0),
+        "the linger ended"
+    );
+
+    // The slot of an election moves away behind our client's back.
+    let to = (cluster.primaries().into_iter())
+        .find(|s| s.port() != from)
+        .unwrap();
+    cluster.migrate(cluster.slot(moving), to);
+    let mut observer = ours.election(moving).observe();
+    // Subscribes where the map said, waiting for the answer (MOVED), then reads,
+    // following the MOVED; the next wait subscribes again, where the slot is now.
+    assert_eq!(
+        observer.recv_timeout(LONG).unwrap(),
+        Some(redmutex::Change::Vacant)
+    );
+    assert_eq!(observer.recv_timeout(Duration::ZERO).unwrap(), None);
+    assert!(
+        eventually(LONG, || subscribed(to, moving) == 1),
+        "the observer subscribed where the slot is now"
+    );
+    assert_eq!(subscribed(at_from(), moving), 0);
+    guard.unlock().unwrap();
+    assert!(waiter.join().unwrap());
+}
+
 /// Redlock stays a quorum over independent deployments, one of which is a cluster: the lock
 /// is taken on all three, a rival waits, and the release frees it everywhere.
 #[test]

@@ -701,3 +701,51 @@ fn a_late_grant_message_from_before_the_last_attempt_is_no_hold() {
     );
     waiter.unlock();
 }
+
+/// A grant message names the lease the release gave the key, not the longest it could
+/// have given: the waiter's validity (from its last busy attempt, at most that lease) then
+/// holds whatever the server's clock did between that attempt and the release. The grant
+/// is the waiter's place less the server's time at the release, so a clock stepped forward
+/// in between shortens it; a validity bounded by the queue wait alone would outlast the key.
+#[test]
+fn a_grant_message_names_the_lease_the_key_was_given() {
+    let server = Server::start();
+    let guard = server.client().fair_lock(NAME).lock().unwrap();
+    let client = server.client();
+    let mut messages = server.conn();
+    let mut pubsub = messages.as_pubsub();
+    pubsub
+        .psubscribe("redisson_lock__channel:{fair}:*")
+        .unwrap();
+    pubsub.set_read_timeout(Some(NO_HANG)).unwrap();
+    let waiter = waiting(&server, client.fair_lock(NAME), NO_HANG);
+    let field: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    let place: u64 = redis::cmd("ZSCORE")
+        .arg(ALIVE)
+        .arg(&field)
+        .query(&mut server.conn())
+        .unwrap();
+    // The server's time before the release: the grant is at most the place less this.
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    let before = secs * 1000 + micros / 1000;
+    guard.unlock().unwrap();
+    let message: String = pubsub.get_message().unwrap().get_payload().unwrap();
+    let (lease, named) = message
+        .strip_prefix("granted:")
+        .and_then(|rest| rest.split_once(':'))
+        .unwrap_or_else(|| panic!("not a grant: {message}"));
+    assert_eq!(named.parse::<u64>().unwrap(), place, "{message}");
+    let lease: u64 = lease.parse().unwrap();
+    assert!(
+        lease <= place - before,
+        "{message}: more than the {} ms left of the place",
+        place - before
+    );
+    assert_eq!(waiter.outcome().unwrap(), Some(1));
+    assert_eq!(client.stats().grants_taken, 1);
+    waiter.unlock();
+}

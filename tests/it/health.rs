@@ -90,3 +90,37 @@ fn a_hold_found_gone_is_lost_and_so_is_an_unrenewed_lease_past_its_validity() {
         "unwatched holds tell no callback"
     );
 }
+
+/// A loss is counted before anything tells of it: whoever learns that a hold was lost (its
+/// guard, a watch, the health callback) finds it in the client's stats and in the metrics.
+#[test]
+fn a_loss_is_counted_before_it_is_told() {
+    let server = Server::start();
+    // The client, for the callback to read its stats; emptied at the end.
+    let client_slot: Arc<Mutex<Option<LockClient>>> = Arc::default();
+    let counted: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let (slot, seen) = (client_slot.clone(), counted.clone());
+    let client = LockClient::builder(&server.url())
+        .lease(SHORT_LEASE)
+        .response_timeout(response_timeout_for(SHORT_LEASE))
+        .on_health_change(move |change| {
+            if change.to == Health::Lost {
+                let lost = (slot.lock().unwrap().as_ref()).map(|c| c.stats().locks_lost);
+                seen.lock()
+                    .unwrap()
+                    .push(lost.expect("set before the lock is taken"));
+            }
+        })
+        .build()
+        .unwrap();
+    *client_slot.lock().unwrap() = Some(client.clone());
+    let guard = client.lock("counted").lock().unwrap();
+    let () = redis::cmd("DEL")
+        .arg("counted")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(eventually(PATIENCE, || !counted.lock().unwrap().is_empty()));
+    assert!(guard.unlock().unwrap_err().is_lost());
+    assert_eq!(*counted.lock().unwrap(), [1], "told once, counted by then");
+    client_slot.lock().unwrap().take();
+}

@@ -61,7 +61,7 @@ local grant = nil
 if channel and ours and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
     and string.sub(head, 15, 15) == '8' and string.sub(head, 37, 37) == ':' then
     grant = math.min(ours - now, tonumber(ARGV[4]))
-    message = 'granted:' .. ARGV[4] .. ':' .. string.format('%.0f', ours)
+    message = 'granted:' .. string.format('%.0f', grant) .. ':' .. string.format('%.0f', ours)
 end
 if check then
     if unknown and not check('hdel', KEYS[1], ARGV[1]) then

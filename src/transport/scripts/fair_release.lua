@@ -26,8 +26,11 @@
 -- off) and it is in KEYS[6] (queued by fair_acquire.lua) — the head leaves the queue and
 -- becomes the holder here: its field is set to 1 and the key expires when its place would
 -- have run out (its time in KEYS[6]), or ARGV[6] from now if that is sooner. The message
--- "granted:<ARGV[6]>:<its time in KEYS[6]>" on its channel tells it (the time, which its
--- last attempt set and was told, shows the waiter that no attempt of its came after); its client renews before a third of the
+-- "granted:<that expiry, ms>:<its time in KEYS[6]>" on its channel tells it (the time,
+-- which its last attempt set and was told, shows the waiter that no attempt of its came
+-- after). The waiter counts its validity from that attempt's sending and for no longer
+-- than the expiry named: the expiry is its time less this server's time now, and a clock
+-- stepped forward since the attempt shortens it. Its client renews before a third of the
 -- grant has passed, which confirms the grant with its own lease. A crashed or departed head thus holds the lock no longer
 -- than it would have kept its place at the head of the queue (which stopped everyone just
 -- as long before), nor longer than a watchdog lease. A waiter that gave up passes the grant
@@ -74,7 +77,7 @@ if channel and ours and ARGV[6] ~= '0' and head ~= ARGV[3] and #head > 37
     and string.sub(head, 9, 9) == '-' and string.sub(head, 15, 15) == '8'
     and string.sub(head, 37, 37) == ':' then
     grant = math.min(ours - now, tonumber(ARGV[6]))
-    message = 'granted:' .. ARGV[6] .. ':' .. string.format('%.0f', ours)
+    message = 'granted:' .. string.format('%.0f', grant) .. ':' .. string.format('%.0f', ours)
 end
 if check then
     if not check('pexpire', KEYS[3], ARGV[5]) then
