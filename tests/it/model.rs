@@ -408,6 +408,19 @@ impl<S: 'static> Drop for Owner<S> {
     }
 }
 
+/// The owner field of `owner`'s thread on `client`, read from a lock it holds once.
+fn owner_field<S: 'static>(owner: &Owner<S>, client: &LockClient, server: &Server) -> String {
+    let name = fresh_name("field");
+    let lock = client.lock(&name);
+    let mut conn = server.conn();
+    owner.run(move |_| {
+        let guard = lock.try_lock().unwrap().unwrap();
+        let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
+        guard.unlock().unwrap();
+        fields.into_iter().next().unwrap()
+    })
+}
+
 /// Until when a party (an owner, the Java owner) may still have something in Redis: an
 /// upper bound, never a promise that it has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -6,11 +6,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redmutex::{Fair, Fenced, Health, Lock, LockClient, LockGuard, Reentrant, Token};
+use redmutex::{Fair, Fenced, Health, Lock, LockGuard, Reentrant, Token};
 
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
-    epoch_ms, expiry, fresh_name, leftovers, pttl, ran_first, settle_time, settles,
+    epoch_ms, expiry, fresh_name, leftovers, owner_field, pttl, ran_first, settle_time, settles,
 };
 use crate::support::history::History;
 use crate::support::redisson::{self, JAVA, arg};
@@ -488,19 +488,6 @@ impl<K: Subject> Harness<K> {
             .and(ended)
             .map_err(|err| format!("{err}\nsteps:\n{}", case.log.join("\n")))
     }
-}
-
-/// The owner field of `owner`'s thread on `client`, read from a lock it holds once.
-fn owner_field<K: Subject>(owner: &Owner<Mine<K>>, client: &LockClient, server: &Server) -> String {
-    let name = fresh_name("field");
-    let lock = client.lock(&name);
-    let mut conn = server.conn();
-    owner.run(move |_| {
-        let guard = lock.try_lock().unwrap().unwrap();
-        let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
-        guard.unlock().unwrap();
-        fields.into_iter().next().unwrap()
-    })
 }
 
 struct Case<'h, K: Subject> {
