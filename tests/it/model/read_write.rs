@@ -306,6 +306,8 @@ pub struct Harness {
     /// Each owner's reader field; its writer field adds `:write`.
     fields: Vec<String>,
     conn: redis::Connection,
+    /// How many failed acquisitions were looked at for what they left.
+    pub settled: u64,
 }
 
 impl Harness {
@@ -330,6 +332,7 @@ impl Harness {
             owners,
             fields,
             conn,
+            settled: 0,
         }
     }
 
@@ -498,6 +501,7 @@ impl Case<'_> {
             return Ok(());
         }
         self.log.push(format!("  (the {reply:?} reply was to it)"));
+        self.h.settled += 1;
         let name = self.name.clone();
         let field = self.h.fields[owner].clone();
         let leases = format!("{{{name}}}:{field}:rwlock_timeout:*");
@@ -1210,7 +1214,7 @@ impl Case<'_> {
 
 /// Two windows of different owners that overlap, of which one (the first) is a writer's:
 /// `writes` and `reads` are the writers' and readers' windows.
-fn conflict(writes: &History, reads: &History) -> Option<(Window, Window)> {
+pub(super) fn conflict(writes: &History, reads: &History) -> Option<(Window, Window)> {
     if let Some(found) = writes.overlap() {
         return Some(found);
     }
