@@ -898,7 +898,7 @@ impl<K: Subject> Case<'_, K> {
     /// lease after now. In a fair queue, a place they take lasts as long as the client's
     /// queue wait (a give-up sent meanwhile may reach Redis first), past any case.
     fn thawed(&mut self, client: usize) {
-        let now = Instant::now();
+        let now = super::landed(&mut self.h.conn);
         let fair = K::JAVA == Java::Fair;
         for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
             let party = &mut self.parties[owner];

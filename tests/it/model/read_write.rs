@@ -476,7 +476,7 @@ impl Case<'_> {
     /// After `client`'s stall ended: what its calls on their way take lasts until their
     /// lease after now.
     fn thawed(&mut self, client: usize) {
-        let now = Instant::now();
+        let now = super::landed(&mut self.h.conn);
         for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
             let party = &mut self.parties[owner];
             if let Some(lease) = party.stalled_lease.take() {
