@@ -320,12 +320,18 @@ impl Faults {
         true
     }
 
-    /// Ends `client`'s stall; false when it was not stalled.
+    /// Ends `client`'s stall, once the calls it held have gone on to the server; false
+    /// when it was not stalled.
     fn thaw(&mut self, clients: &Clients, client: usize) -> bool {
         if self.stalled[client].take().is_none() {
             return false;
         }
-        clients.proxy(client).resume();
+        let proxy = clients.proxy(client);
+        proxy.resume();
+        assert!(
+            proxy.flushed(Duration::from_secs(10)),
+            "what the stall held did not go on"
+        );
         true
     }
 
@@ -337,6 +343,14 @@ impl Faults {
             self.armed[client] = None;
         }
     }
+}
+
+/// When what was sent to the server before now has surely run: a PING's reply, which the
+/// server writes only after the commands that reached it with the PING have run (a busy
+/// machine may keep the server from running them for a while).
+fn landed(conn: &mut redis::Connection) -> Instant {
+    let _: String = redis::cmd("PING").query(conn).unwrap();
+    Instant::now()
 }
 
 /// A client from `builder`: building asks the server for its settings within the short
@@ -406,6 +420,19 @@ impl<S: 'static> Drop for Owner<S> {
             let _ = thread.join();
         }
     }
+}
+
+/// The owner field of `owner`'s thread on `client`, read from a lock it holds once.
+fn owner_field<S: 'static>(owner: &Owner<S>, client: &LockClient, server: &Server) -> String {
+    let name = fresh_name("field");
+    let lock = client.lock(&name);
+    let mut conn = server.conn();
+    owner.run(move |_| {
+        let guard = lock.try_lock().unwrap().unwrap();
+        let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
+        guard.unlock().unwrap();
+        fields.into_iter().next().unwrap()
+    })
 }
 
 /// Until when a party (an owner, the Java owner) may still have something in Redis: an
@@ -498,6 +525,29 @@ fn the_history_check_finds_overlapping_windows() {
     assert_eq!((a.holder.as_str(), b.holder.as_str()), ("b", "c"));
 }
 
+#[test]
+fn the_read_write_window_check_finds_a_writer_beside_another_owner() {
+    use support::history::History;
+    let (writes, reads) = (History::default(), History::default());
+    let t = Instant::now();
+    let ms = Duration::from_millis;
+    writes.record("a", t, t + ms(10), t + ms(20));
+    reads.record("a", t + ms(5), t + ms(8), t + ms(30));
+    reads.record("b", t + ms(11), t + ms(30), t + ms(15));
+    reads.record("c", t + ms(12), t + ms(30), t + ms(15));
+    assert!(
+        read_write::conflict(&writes, &reads).is_none(),
+        "its own reader, and readers together"
+    );
+    writes.record("b", t + ms(14), t + ms(30), t + ms(40));
+    let (a, b) = read_write::conflict(&writes, &reads).expect("b writes beside c's read");
+    assert_eq!((a.holder.as_str(), b.holder.as_str()), ("b", "c"));
+    let writes = History::default();
+    writes.record("a", t, t + ms(10), t + ms(20));
+    writes.record("b", t + ms(5), t + ms(30), t + ms(40));
+    assert!(read_write::conflict(&writes, &History::default()).is_some());
+}
+
 /// Runs the property of one kind on one server, with fresh lock names per case.
 fn exclusive_property<K: exclusive::Subject>(java: bool) {
     let harness = std::cell::RefCell::new(exclusive::Harness::<K>::new());
@@ -548,6 +598,11 @@ fn read_write_lock_follows_its_model() {
     if let Err(err) = result {
         panic!("read-write: {err}");
     }
+    let settled = harness.borrow().settled;
+    let _ = writeln!(
+        std::io::stderr(),
+        "read-write: {settled} failed acquisitions looked at for what they left"
+    );
 }
 
 /// Found by the property: a release that finds the write holding lost forgets all of it,
@@ -1312,4 +1367,127 @@ fn a_waiter_whose_first_reply_was_late_is_woken_by_an_unlock() {
     a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Fenced>();
     a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Fair>();
     a_waiter_whose_first_reply_was_late_is_woken::<redmutex::Token>();
+}
+
+/// A read or write acquisition, by an owner that held nothing, whose reply is lost, late,
+/// or late while the client's idle connections die: within a response timeout of the
+/// error, no field or read lease key of the owner may be left.
+#[test]
+fn a_faulty_read_write_acquire_reply_leaves_nothing() {
+    use exclusive::Lease::{Ms, Watched};
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    let mut harness = read_write::Harness::new();
+    let mut failures = Vec::new();
+    for side in [Read, Write] {
+        for reply in [Reply::Lost, Reply::Late, Reply::Broken] {
+            for lease in [Watched, Ms(10_000)] {
+                let ops = [
+                    Fault {
+                        client: 0,
+                        side,
+                        call: Call::Acquire,
+                        reply,
+                    },
+                    Take {
+                        owner: 0,
+                        side,
+                        lease,
+                    },
+                ];
+                if let Err(err) = harness.run(&ops) {
+                    failures.push(err);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // A late reply surely ends in an error, whose leftovers were looked at.
+    assert!(harness.settled >= 4, "looked at {}", harness.settled);
+}
+
+/// A watched holder of one side cut off from Redis (its client stalls): once its validity
+/// has ended and another owner holds a side that excludes it, its guard must say it is
+/// lost. Owner 2 tries every 10 ms until the hold has expired.
+#[test]
+fn a_cut_off_read_write_holder_knows_its_loss_before_another_holds() {
+    use exclusive::{
+        LONG_LEASE,
+        Lease::{Ms, Watched},
+    };
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    let mut harness = read_write::Harness::new();
+    for (held, next) in [(Write, Write), (Write, Read), (Read, Write)] {
+        let mut ops = vec![
+            Take {
+                owner: 0,
+                side: held,
+                lease: Watched,
+            },
+            Stall { client: 0 },
+            Pass { ms: 150 },
+        ];
+        for _ in 0..30 {
+            ops.push(Take {
+                owner: 2,
+                side: next,
+                lease: Ms(LONG_LEASE),
+            });
+            ops.push(Pass { ms: 10 });
+        }
+        if let Err(err) = harness.run(&ops) {
+            panic!("read-write ({held:?}, then {next:?}): {err}");
+        }
+    }
+}
+
+/// Found by the read-write property on a busy machine (once in 300 cases): owner 1's three
+/// acquisitions, made while its client stalled, reach Redis only after the stall ends,
+/// and the hash one of them takes outlasted the bound the model counted from the end of
+/// the stall. The calls a stall held go on, and run, some time after it ends, later still
+/// on a busy machine: the stall's end now waits until the proxy has passed them on, and
+/// their leases count from a PING's reply after that. The timing edge did not come up
+/// again in replays; the steps are kept as they were found.
+#[test]
+fn read_write_calls_held_by_a_stall_follow_their_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    let mut harness = read_write::Harness::new();
+    let take = |side, ms| Take {
+        owner: 1,
+        side,
+        lease: Ms(ms),
+    };
+    let ops = [
+        Stall { client: 0 },
+        Fault {
+            client: 1,
+            side: Read,
+            call: Call::Renew,
+            reply: Reply::Late,
+        },
+        Stall { client: 1 },
+        JavaTake {
+            side: Read,
+            lease: 34,
+        },
+        take(Write, 55),
+        take(Read, 47),
+        Pass { ms: 178 },
+        take(Write, 52),
+        Pass { ms: 29 },
+    ];
+    for _ in 0..3 {
+        if let Err(err) = harness.run(&ops) {
+            panic!("read-write: {err}");
+        }
+    }
 }

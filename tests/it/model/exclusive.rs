@@ -6,11 +6,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redmutex::{Fair, Fenced, Health, Lock, LockClient, LockGuard, Reentrant, Token};
+use redmutex::{Fair, Fenced, Health, Lock, LockGuard, Reentrant, Token};
 
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
-    epoch_ms, expiry, fresh_name, leftovers, pttl, ran_first, settle_time, settles,
+    epoch_ms, expiry, fresh_name, leftovers, owner_field, pttl, ran_first, settle_time, settles,
 };
 use crate::support::history::History;
 use crate::support::redisson::{self, JAVA, arg};
@@ -490,19 +490,6 @@ impl<K: Subject> Harness<K> {
     }
 }
 
-/// The owner field of `owner`'s thread on `client`, read from a lock it holds once.
-fn owner_field<K: Subject>(owner: &Owner<Mine<K>>, client: &LockClient, server: &Server) -> String {
-    let name = fresh_name("field");
-    let lock = client.lock(&name);
-    let mut conn = server.conn();
-    owner.run(move |_| {
-        let guard = lock.try_lock().unwrap().unwrap();
-        let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
-        guard.unlock().unwrap();
-        fields.into_iter().next().unwrap()
-    })
-}
-
 struct Case<'h, K: Subject> {
     h: &'h mut Harness<K>,
     name: String,
@@ -911,7 +898,7 @@ impl<K: Subject> Case<'_, K> {
     /// lease after now. In a fair queue, a place they take lasts as long as the client's
     /// queue wait (a give-up sent meanwhile may reach Redis first), past any case.
     fn thawed(&mut self, client: usize) {
-        let now = Instant::now();
+        let now = super::landed(&mut self.h.conn);
         let fair = K::JAVA == Java::Fair;
         for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
             let party = &mut self.parties[owner];

@@ -9,11 +9,11 @@ use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
 
 use super::exclusive::{GRACE, Lease, lease};
 use super::{
-    Bound, Clients, OWNERS, Owner, SLACK, SLEEPY, WATCHDOG_LEASE, expiry, fresh_name, leftovers,
-    pttl,
+    Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
+    expiry, fresh_name, leftovers, owner_field, pttl, ran_first, settle_time, settles,
 };
 use crate::support::Server;
-use crate::support::history::History;
+use crate::support::history::{History, Window};
 use crate::support::redisson::{self, JAVA, arg};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +64,26 @@ pub enum Op {
         lease: u64,
     },
     JavaRelease,
+    /// The reply to client `client`'s next `call` of `side` (0: the shared client, 1:
+    /// owner 2's) is lost or late: the call may or may not have run.
+    Fault {
+        client: usize,
+        side: Side,
+        call: Call,
+        reply: Reply,
+    },
+    /// Every connection of client `client` stalls until `Thaw`: its holders pause, their
+    /// renewals with them, while the other client goes on.
+    Stall {
+        client: usize,
+    },
+    Thaw {
+        client: usize,
+    },
+    /// Redis restarts without persistence: every key is gone.
+    Restart,
+    /// An operator deletes the lock's hash with a plain DEL (read lease keys stay).
+    Delete,
 }
 
 fn side() -> impl Strategy<Value = Side> {
@@ -90,6 +110,12 @@ pub fn ops() -> impl Strategy<Value = Vec<Op>> {
         1 => side().prop_map(|side| Op::Force { side }),
         3 => (side(), 10u64..80).prop_map(|(side, lease)| Op::JavaTake { side, lease }),
         2 => Just(Op::JavaRelease),
+        2 => (0..2usize, side(), super::call(), super::reply())
+            .prop_map(|(client, side, call, reply)| Op::Fault { client, side, call, reply }),
+        1 => (0..2usize).prop_map(|client| Op::Stall { client }),
+        1 => (0..2usize).prop_map(|client| Op::Thaw { client }),
+        1 => Just(Op::Restart),
+        1 => Just(Op::Delete),
     ];
     proptest::collection::vec(op, 1..40)
 }
@@ -99,11 +125,31 @@ enum Guard {
     Write(LockGuard<Write>),
 }
 
+/// What a guard says.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    health: Health,
+    lost: bool,
+    valid_until: Instant,
+}
+
+impl View {
+    /// Held, with validity left after `at`.
+    fn live(&self, at: Instant) -> bool {
+        self.health == Health::Held && self.valid_until > at
+    }
+}
+
 impl Guard {
-    fn view(&self) -> (Health, Instant) {
-        match self {
-            Guard::Read(g) => (g.health(), g.valid_until()),
-            Guard::Write(g) => (g.health(), g.valid_until()),
+    fn view(&self) -> View {
+        let (health, lost, valid_until) = match self {
+            Guard::Read(g) => (g.health(), g.is_lost(), g.valid_until()),
+            Guard::Write(g) => (g.health(), g.is_lost(), g.valid_until()),
+        };
+        View {
+            health,
+            lost,
+            valid_until,
         }
     }
 
@@ -123,6 +169,8 @@ struct Mine {
 #[derive(Clone, Debug)]
 struct Hold {
     side: Side,
+    /// When its acquisition was sent.
+    sent: Instant,
     /// When its acquisition returned.
     taken: Instant,
     lease: Lease,
@@ -144,6 +192,9 @@ struct Party {
     waiting: Option<Waiting>,
     /// The longest lease among the holds taken since it last held nothing.
     longest: Duration,
+    /// Its client stalled while a call of its was on its way: the call reaches Redis when
+    /// the stall ends, and what it takes lasts this long after.
+    stalled_lease: Option<Duration>,
 }
 
 struct Waiting {
@@ -156,13 +207,17 @@ struct Waiting {
     forced: bool,
     /// Since when nothing could keep the lock from it, after an unlock message.
     free_since: Option<Instant>,
+    /// Its client stalled meanwhile: it may have missed a message.
+    stalled: bool,
 }
 
-/// An attempt's outcome: the new guard's view if taken, and when it returned.
-type Attempted = (redmutex::Result<Option<(Health, Instant)>>, Instant);
+/// An attempt's outcome: when it was sent, the new guard's view if taken, and when it
+/// returned.
+type Attempted = (Instant, redmutex::Result<Option<View>>, Instant);
 
 fn attempt(mine: &mut Mine, side: Side, lease: Lease, wait: Option<Duration>) -> Attempted {
     let lock = mine.lock.as_ref().unwrap();
+    let sent = Instant::now();
     let result = match side {
         Side::Read => match (lease.explicit(), wait) {
             (None, None) => lock.read().try_lock(),
@@ -187,7 +242,7 @@ fn attempt(mine: &mut Mine, side: Side, lease: Lease, wait: Option<Duration>) ->
             view
         })
     });
-    (result, returned)
+    (sent, result, returned)
 }
 
 impl Party {
@@ -228,10 +283,11 @@ impl Party {
     }
 }
 
-/// The Java owner's holds, last taken last, each with the least its key's expiry is.
+/// The Java owner's holds, last taken last, each with the least its key's expiry is and
+/// when its acquisition was sent.
 #[derive(Default)]
 struct JavaParty {
-    holds: Vec<(Side, Instant)>,
+    holds: Vec<(Side, Instant, Instant)>,
     bound: Option<Bound>,
 }
 
@@ -239,7 +295,7 @@ impl JavaParty {
     fn live(&self, side: Side, at: Instant) -> bool {
         self.holds
             .iter()
-            .any(|(s, until)| *s == side && *until > at + SLACK)
+            .any(|(s, until, _)| *s == side && *until > at + SLACK)
     }
 }
 
@@ -247,19 +303,26 @@ pub struct Harness {
     server: Server,
     clients: Clients,
     owners: Vec<Owner<Mine>>,
+    /// Each owner's reader field; its writer field adds `:write`.
+    fields: Vec<String>,
     conn: redis::Connection,
+    /// How many failed acquisitions were looked at for what they left.
+    pub settled: u64,
 }
 
 impl Harness {
     pub fn new() -> Harness {
         let server = Server::start();
         let clients = Clients::new(&server);
+        let mut fields = Vec::new();
         let owners = (0..OWNERS)
-            .map(|_| {
-                Owner::spawn(|| Mine {
+            .map(|i| {
+                let owner = Owner::spawn(|| Mine {
                     lock: None,
                     guards: Vec::new(),
-                })
+                });
+                fields.push(owner_field(&owner, clients.of(i), &server));
+                owner
             })
             .collect();
         let conn = server.conn();
@@ -267,7 +330,9 @@ impl Harness {
             server,
             clients,
             owners,
+            fields,
             conn,
+            settled: 0,
         }
     }
 
@@ -287,7 +352,9 @@ impl Harness {
             java: JavaParty::default(),
             linger: Bound::Gone,
             history: History::default(),
+            reads: History::default(),
             messaged: false,
+            faults: Faults::default(),
             log: Vec::new(),
         };
         let result = case.play(ops);
@@ -312,8 +379,11 @@ struct Case<'h> {
     linger: Bound,
     /// The writers' windows.
     history: History,
+    /// The readers' windows.
+    reads: History,
     /// The last step published an unlock message.
     messaged: bool,
+    faults: Faults,
     log: Vec<String>,
 }
 
@@ -322,9 +392,143 @@ impl Case<'_> {
         for op in ops {
             self.log.push(format!("{op:?}"));
             self.step(op)?;
+            self.faults.sprung(&self.h.clients);
             self.check()?;
         }
         Ok(())
+    }
+
+    /// The window history of `side`.
+    fn windows(&self, side: Side) -> &History {
+        match side {
+            Side::Read => &self.reads,
+            Side::Write => &self.history,
+        }
+    }
+
+    /// Whether `owner`'s client is stalled.
+    fn stalled(&self, owner: usize) -> bool {
+        self.faults.stalled[client_of(owner)].is_some()
+    }
+
+    /// Whether no other owner of `owner`'s client is waiting (sending calls of its own),
+    /// and the client is not stalled: a fault aimed at the client's next call hits
+    /// `owner`'s, and its calls reach Redis in order.
+    fn quiet(&self, owner: usize) -> bool {
+        let client = client_of(owner);
+        !self.stalled(owner)
+            && (0..OWNERS)
+                .filter(|&o| o != owner && client_of(o) == client)
+                .all(|o| self.parties[o].waiting.is_none())
+    }
+
+    /// Every hold may be gone from Redis, whoever's it was, as after a forced unlock at
+    /// `at`: the holds count no more (their windows end there), and a wait going on may
+    /// have lost what it took. When `known`, they are surely gone, all but read lease keys
+    /// (`keys`: those too).
+    fn revoke_all(&mut self, at: Instant, known: bool, keys: bool) {
+        for (i, party) in self.parties.iter_mut().enumerate() {
+            if let Some(waiting) = &mut party.waiting {
+                // A waiting owner's thread is busy, and it holds nothing yet.
+                waiting.forced = true;
+                continue;
+            }
+            let views = self.h.owners[i]
+                .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
+            for (hold, view) in party.holds.iter_mut().zip(views) {
+                if !hold.revoked {
+                    let who = format!("owner {i}");
+                    let windows = match hold.side {
+                        Side::Read => &self.reads,
+                        Side::Write => &self.history,
+                    };
+                    windows.record(&who, hold.taken, at, view.valid_until);
+                }
+                hold.revoked = true;
+            }
+            if !known {
+                continue;
+            }
+            if !keys {
+                // Read leases stay until they run out; watched ones are renewed no more
+                // once the field is gone.
+                self.linger = match party.bound() {
+                    Bound::Forever => self.linger.extend(at + WATCHDOG_LEASE),
+                    bound => self.linger.max(bound),
+                };
+                if let Some(until) = party.leased_until {
+                    self.linger = self.linger.extend(until);
+                }
+            }
+            party.held = None;
+            party.wrote = false;
+        }
+        if !known {
+            self.java.holds.iter_mut().for_each(|hold| hold.1 = at);
+            return;
+        }
+        if !keys {
+            self.linger = self.linger.max(self.java.bound.unwrap_or(Bound::Gone));
+        }
+        self.java = JavaParty::default();
+    }
+
+    /// After `client`'s stall ended: what its calls on their way take lasts until their
+    /// lease after now.
+    fn thawed(&mut self, client: usize) {
+        let now = super::landed(&mut self.h.conn);
+        for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
+            let party = &mut self.parties[owner];
+            if let Some(lease) = party.stalled_lease.take() {
+                party.ghost = Some(party.ghost.unwrap_or(Bound::Gone).extend(now + lease));
+            }
+        }
+    }
+
+    /// After `owner`'s acquisition sent at `sent` failed with `err` in a call the armed
+    /// fault `reply` hit, while the owner held nothing: within a response timeout (and
+    /// some slack) of its return, no reader field, writer field or read lease key of the
+    /// owner may be left in Redis, since no guard accounts for it.
+    fn settled(
+        &mut self,
+        owner: usize,
+        reply: Option<Reply>,
+        (sent, returned): (Instant, Instant),
+        err: &str,
+    ) -> Result<(), String> {
+        let proxy = self.h.clients.proxy(client_of(owner));
+        if !ran_first(proxy, reply, sent, returned) {
+            return Ok(());
+        }
+        self.log.push(format!("  (the {reply:?} reply was to it)"));
+        self.h.settled += 1;
+        let name = self.name.clone();
+        let field = self.h.fields[owner].clone();
+        let leases = format!("{{{name}}}:{field}:rwlock_timeout:*");
+        let conn = &mut self.h.conn;
+        let mut left = String::new();
+        let gone = settles(returned, || {
+            let (read, write, keys): (Option<i64>, Option<i64>, Vec<String>) = redis::pipe()
+                .cmd("HGET")
+                .arg(&name)
+                .arg(&field)
+                .cmd("HGET")
+                .arg(&name)
+                .arg(format!("{field}:write"))
+                .cmd("KEYS")
+                .arg(&leases)
+                .query(conn)
+                .unwrap();
+            left = format!("reader field {read:?}, writer field {write:?}, lease keys {keys:?}");
+            read.is_none() && write.is_none() && keys.is_empty()
+        });
+        if gone {
+            return Ok(());
+        }
+        Err(format!(
+            "owner {owner}'s acquisition failed ({err}), and {:?} after it returned: {left}",
+            settle_time()
+        ))
     }
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
@@ -350,39 +554,41 @@ impl Case<'_> {
                     return Ok(());
                 }
                 let which = which % party.holds.len();
-                let ((health, valid_until), started, result, ended) =
-                    self.h.owners[owner].run(move |mine| {
-                        let guard = mine.guards.remove(which);
-                        let view = guard.view();
-                        let started = Instant::now();
-                        let result = guard.unlock();
-                        (view, started, result, Instant::now())
-                    });
+                let (view, started, result, ended) = self.h.owners[owner].run(move |mine| {
+                    let guard = mine.guards.remove(which);
+                    let view = guard.view();
+                    let started = Instant::now();
+                    let result = guard.unlock();
+                    (view, started, result, Instant::now())
+                });
                 let hold = self.parties[owner].holds.remove(which);
                 self.log.push(format!("  {result:?}"));
                 let released = result.is_ok();
-                if hold.side == Side::Write && !hold.revoked {
+                if !hold.revoked {
                     let who = format!("owner {owner}");
-                    self.history.record(&who, hold.taken, started, valid_until);
+                    (self.windows(hold.side)).record(&who, hold.taken, started, view.valid_until);
                 }
                 if result.is_err() {
                     // Its lease keys stay until they run out.
+                    let stalled = self.stalled(owner);
                     let party = &mut self.parties[owner];
                     let ghost = party.ghost.unwrap_or(Bound::Gone);
                     party.ghost = Some(ghost.extend(Instant::now() + hold.lease.script()));
+                    if stalled {
+                        party.stalled_lease = party.stalled_lease.max(Some(hold.lease.script()));
+                    }
                 }
                 match result {
                     Ok(()) => {}
                     // Judged by the reply, not the call's start: a busy machine can hold
                     // the script back past the guard's validity.
                     Err(err) if err.is_lost() || err.is_not_held() => {
-                        let live = health == Health::Held && valid_until > ended + SLACK;
-                        if !hold.revoked && live {
+                        if !hold.revoked && view.live(ended + SLACK) {
                             return Err(format!(
                                 "owner {owner}'s release found no {:?} hold, while its guard \
                                  said Held for {:?} more after the reply: {err}",
                                 hold.side,
-                                valid_until - ended
+                                view.valid_until - ended
                             ));
                         }
                         if err.is_lost() {
@@ -410,56 +616,87 @@ impl Case<'_> {
                 Ok(())
             }
             Op::Force { side } => {
+                // A stalled client's call would reach Redis when the stall ends, at a time
+                // the model does not know: the operator waits.
+                if self.stalled(0) {
+                    return Ok(());
+                }
                 let lock = self.h.client(0).read_write_lock(&self.name);
                 let at = Instant::now();
-                let deleted = match side {
+                // A reply that did not come in time: it may or may not have deleted the
+                // lock, so the holds count no more, and may still be there.
+                let (deleted, known) = match match side {
                     Side::Read => lock.read().force_unlock(),
                     Side::Write => lock.write().force_unlock(),
-                }
-                .or_else(|err| match err.is_connection() {
-                    // A reply that did not come in time: taken as not deleted, and since it
-                    // may have been, nothing below may count on the holds any more.
-                    true => {
-                        for hold in self.parties.iter_mut().flat_map(|p| p.holds.iter_mut()) {
-                            hold.revoked = true;
-                        }
-                        self.java.holds.iter_mut().for_each(|hold| hold.1 = at);
-                        Ok(false)
-                    }
-                    false => Err(format!("force_unlock: {err}")),
-                })?;
+                } {
+                    Ok(deleted) => (deleted, true),
+                    Err(err) if err.is_connection() => (false, false),
+                    Err(err) => return Err(format!("force_unlock: {err}")),
+                };
                 self.log.push(format!("  deleted: {deleted}"));
                 self.messaged = deleted;
-                if deleted {
-                    for (i, party) in self.parties.iter_mut().enumerate() {
-                        if let Some(waiting) = &mut party.waiting {
-                            // A waiting owner's thread is busy, and it holds nothing yet.
-                            waiting.forced = true;
-                            continue;
-                        }
-                        let views = self.h.owners[i]
-                            .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
-                        for (hold, (_, until)) in party.holds.iter_mut().zip(views) {
-                            if hold.side == Side::Write && !hold.revoked {
-                                let who = format!("owner {i}");
-                                self.history.record(&who, hold.taken, at, until);
-                            }
-                            hold.revoked = true;
-                        }
-                        // Read leases stay until they run out; watched ones are renewed
-                        // no more once the field is gone.
-                        self.linger = match party.bound() {
-                            Bound::Forever => self.linger.extend(at + WATCHDOG_LEASE),
-                            bound => self.linger.max(bound),
-                        };
-                        if let Some(until) = party.leased_until {
-                            self.linger = self.linger.extend(until);
-                        }
-                        party.held = None;
-                        party.wrote = false;
+                if deleted || !known {
+                    self.revoke_all(at, known, false);
+                }
+                Ok(())
+            }
+            Op::Delete => {
+                let at = Instant::now();
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&self.name)
+                    .query(&mut self.h.conn)
+                    .unwrap();
+                self.revoke_all(at, true, false);
+                Ok(())
+            }
+            Op::Restart => {
+                let at = Instant::now();
+                self.h.server.restart();
+                self.h.conn = self.h.server.conn();
+                self.revoke_all(at, true, true);
+                self.linger = Bound::Gone;
+                for owner in 0..OWNERS {
+                    let stalled = self.stalled(owner);
+                    let party = &mut self.parties[owner];
+                    if party.waiting.is_none() && !stalled {
+                        party.ghost = None;
                     }
-                    self.linger = self.linger.max(self.java.bound.unwrap_or(Bound::Gone));
-                    self.java = JavaParty::default();
+                }
+                Ok(())
+            }
+            Op::Fault {
+                client,
+                side,
+                call,
+                reply,
+            } => {
+                let kind = match side {
+                    Side::Read => "read",
+                    Side::Write => "write",
+                };
+                if !self.faults.arm(&self.h.clients, kind, client, call, reply) {
+                    self.log.push("  (no such call)".into());
+                }
+                Ok(())
+            }
+            Op::Stall { client } => {
+                if !self.faults.stall(&self.h.clients, client) {
+                    return Ok(());
+                }
+                for owner in (0..OWNERS).filter(|&o| client_of(o) == client) {
+                    let party = &mut self.parties[owner];
+                    if let Some(waiting) = &mut party.waiting {
+                        waiting.stalled = true;
+                        waiting.forced = true;
+                        let lease = Duration::from_millis(waiting.lease);
+                        party.stalled_lease = party.stalled_lease.max(Some(lease));
+                    }
+                }
+                Ok(())
+            }
+            Op::Thaw { client } => {
+                if self.faults.thaw(&self.h.clients, client) {
+                    self.thawed(client);
                 }
                 Ok(())
             }
@@ -478,15 +715,14 @@ impl Case<'_> {
         if self.parties[owner].waiting.is_some() {
             return Ok(());
         }
-        let free_of_others = self.free_for(owner, side, Instant::now());
+        let before = Instant::now();
+        let free_of_others = self.free_for(owner, side, before);
         let views = self.h.owners[owner]
             .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
         let mine = &self.parties[owner];
         // Stale holds (found gone by a re-entry) are no longer in the client's hold table,
         // nor those that have run out (a release may find them gone and forget them).
-        let live = |(health, until): &(Health, Instant)| {
-            *health == Health::Held && *until > Instant::now() + SLACK
-        };
+        let live = |view: &View| view.live(Instant::now() + SLACK);
         let reading = (mine.holds.iter().zip(&views))
             .any(|(h, view)| h.side == Side::Read && !h.revoked && live(view));
         // Any write hold may still be in the hold table (a forced unlock's are until found
@@ -503,17 +739,33 @@ impl Case<'_> {
         let may_upgrade = side == Side::Write
             && mine.holds.iter().any(|h| h.side == Side::Read)
             && !surely_writing;
-        let (result, returned) =
+        // Whether a failed call must leave nothing: the owner holds nothing, nothing of its
+        // earlier calls nor of forcibly deleted holds may be left, and the fault aimed at
+        // it.
+        let fresh = mine.holds.is_empty()
+            && mine.ghost.is_none_or(|g| g.over_by(before))
+            && self.linger.over_by(before);
+        let reply = self.faults.aimed(client_of(owner), Call::Acquire);
+        let watch = fresh && self.quiet(owner) && reply.is_some();
+        let (sent, result, returned) =
             self.h.owners[owner].run(move |mine| attempt(mine, side, lease, wait));
+        let failed = match &result {
+            Err(err) if watch => Some(err.to_string()),
+            _ => None,
+        };
         let result = result.map(|view| view.is_some());
         self.outcome(
             owner,
             side,
             lease,
-            (result, returned),
+            (sent, result, returned),
             free,
             (upgrade, may_upgrade),
-        )
+        )?;
+        match failed {
+            Some(err) => self.settled(owner, reply, (sent, returned), &err),
+            None => Ok(()),
+        }
     }
 
     /// Records an attempt's outcome; `free`: nothing could keep the lock from the owner;
@@ -523,7 +775,7 @@ impl Case<'_> {
         owner: usize,
         side: Side,
         lease: Lease,
-        (result, returned): (redmutex::Result<bool>, Instant),
+        (sent, result, returned): (Instant, redmutex::Result<bool>, Instant),
         free: bool,
         (upgrade, may_upgrade): (bool, bool),
     ) -> Result<(), String> {
@@ -538,6 +790,7 @@ impl Case<'_> {
                 let party = &mut self.parties[owner];
                 party.holds.push(Hold {
                     side,
+                    sent,
                     taken: returned,
                     lease,
                     revoked: false,
@@ -568,7 +821,11 @@ impl Case<'_> {
                         "owner {owner}'s {side:?} acquisition failed: {err}"
                     ));
                 }
+                let stalled = self.stalled(owner);
                 let party = &mut self.parties[owner];
+                if stalled {
+                    party.stalled_lease = party.stalled_lease.max(Some(lease.script()));
+                }
                 if err.is_lost() {
                     // Every guard of that side's holding is stale now.
                     for hold in party.holds.iter_mut().filter(|h| h.side == side) {
@@ -589,7 +846,7 @@ impl Case<'_> {
             .filter(|(i, _)| *i != owner)
             .all(|(_, p)| !p.blocks(side, at));
         let java = match side {
-            Side::Read => !self.java.holds.iter().any(|(s, _)| *s == Side::Write),
+            Side::Read => !self.java.holds.iter().any(|(s, _, _)| *s == Side::Write),
             Side::Write => self.java.holds.is_empty(),
         } || self.java.bound.is_none_or(|b| b.over_by(at));
         others && java
@@ -604,14 +861,20 @@ impl Case<'_> {
         let started = Instant::now();
         let result = self.h.owners[owner]
             .start(move |mine| attempt(mine, side, Lease::Ms(lease), Some(wait)));
-        self.parties[owner].waiting = Some(Waiting {
+        let stalled = self.stalled(owner);
+        let party = &mut self.parties[owner];
+        if stalled {
+            party.stalled_lease = party.stalled_lease.max(Some(Duration::from_millis(lease)));
+        }
+        party.waiting = Some(Waiting {
             result,
             side,
             lease,
             started,
             wait,
-            forced: false,
+            forced: stalled,
             free_since: None,
+            stalled,
         });
         Ok(())
     }
@@ -620,21 +883,30 @@ impl Case<'_> {
         let Some(waiting) = self.parties[owner].waiting.take() else {
             return Ok(());
         };
-        let (result, returned) = waiting
+        let (sent, result, returned) = waiting
             .result
             .recv_timeout(waiting.wait + Duration::from_secs(20))
             .map_err(|err| format!("owner {owner}'s wait did not end: {err}"))?;
+        // Its call may have held the lock at any time: keep its bound until now.
+        let ghost = self.parties[owner].ghost.unwrap_or(Bound::Gone);
+        self.parties[owner].ghost = Some(ghost.extend(Instant::now()));
         let lease = Duration::from_millis(waiting.lease);
         // When its successful attempt was sent (its validity began then), or its wait ended.
         let attempt = match &result {
-            Ok(Some((_, until))) => Some(*until - (lease - lease / 100 - Duration::from_millis(2))),
+            Ok(Some(view)) => {
+                Some(view.valid_until - (lease - lease / 100 - Duration::from_millis(2)))
+            }
             Ok(None) => Some(waiting.started + waiting.wait),
             Err(_) => None,
+        };
+        let sent = match (&result, attempt) {
+            (Ok(Some(_)), Some(attempt)) => attempt.max(sent),
+            _ => sent,
         };
         let late = attempt
             .zip(waiting.free_since)
             .filter(|(at, since)| *since + GRACE < *at);
-        if let (SLEEPY, Some((attempt, since))) = (owner, late) {
+        if let (SLEEPY, Some((attempt, since)), false) = (owner, late, waiting.stalled) {
             return Err(format!(
                 "owner {owner}'s {:?} waiter was not woken: nothing kept the lock from it for \
                  {:?} before its {}",
@@ -653,7 +925,7 @@ impl Case<'_> {
             owner,
             waiting.side,
             Lease::Ms(waiting.lease),
-            (result, returned),
+            (sent, result, returned),
             false,
             (false, false),
         )?;
@@ -694,19 +966,19 @@ impl Case<'_> {
         if got.is_none() {
             let lease = Duration::from_millis(lease);
             let bound = self.java.bound.unwrap_or(Bound::Gone);
-            let writing = self.java.holds.iter().any(|(s, _)| *s == Side::Write);
+            let writing = self.java.holds.iter().any(|(s, _, _)| *s == Side::Write);
             self.java.bound = Some(match (side, bound) {
                 // A write re-entry sets the key to what was left plus the lease.
                 (Side::Write, Bound::Until(until)) if writing => Bound::Until(until + lease),
                 _ => bound.extend(returned + lease),
             });
-            self.java.holds.push((side, sent + lease));
+            self.java.holds.push((side, sent + lease, sent));
         }
         Ok(())
     }
 
     fn java_release(&mut self) -> Result<(), String> {
-        let Some(&(side, _)) = self.java.holds.last() else {
+        let Some(&(side, _, _)) = self.java.holds.last() else {
             return Ok(());
         };
         let name = self.name.clone();
@@ -774,22 +1046,52 @@ impl Case<'_> {
                 _ => None,
             };
         }
-        let mut live = Vec::new();
+        let mut views = Vec::new();
         for (i, party) in self.parties.iter().enumerate() {
             if party.waiting.is_some() {
                 continue;
             }
-            let views = self.h.owners[i]
+            let guards = self.h.owners[i]
                 .run(|mine| mine.guards.iter().map(Guard::view).collect::<Vec<_>>());
-            for (hold, view) in party.holds.iter().zip(views) {
+            for (hold, view) in party.holds.iter().zip(guards) {
                 if !hold.revoked {
-                    live.push((i, hold.side, view));
+                    views.push((i, hold.clone(), view));
                 }
             }
         }
         let (ttl, read) = pttl(&mut self.h.conn, &self.name);
         let now = Instant::now();
-        live.retain(|(_, _, (health, until))| *health == Health::Held && *until > now);
+        self.told(&views, now)?;
+        // The windows so far, with those still open as their guards say now: no writer's
+        // overlaps another owner's reader's or writer's.
+        let (writes, reads) = (History::default(), History::default());
+        for (windows, so_far) in [(&writes, &self.history), (&reads, &self.reads)] {
+            for window in so_far.windows() {
+                windows.add(window);
+            }
+        }
+        for (i, hold, view) in &views {
+            if view.health == Health::Held && !view.lost {
+                let windows = match hold.side {
+                    Side::Read => &reads,
+                    Side::Write => &writes,
+                };
+                windows.record(&format!("owner {i}"), hold.taken, now, view.valid_until);
+            }
+        }
+        if let Some((a, b)) = conflict(&writes, &reads) {
+            return Err(format!(
+                "a writer's window overlaps another owner's: {} until {} ns after the start of \
+                 {}'s",
+                a.holder,
+                a.to - b.from,
+                b.holder
+            ));
+        }
+        let live: Vec<(usize, Side, Instant)> = (views.iter())
+            .filter(|(_, _, view)| view.live(now))
+            .map(|(i, hold, view)| (*i, hold.side, view.valid_until))
+            .collect();
         let writers: Vec<usize> = live
             .iter()
             .filter(|(_, side, _)| *side == Side::Write)
@@ -818,7 +1120,7 @@ impl Case<'_> {
         if java_writes && !readers.is_empty() {
             return Err(format!("Java writes beside readers {readers:?}"));
         }
-        for (i, side, (_, until)) in &live {
+        for (i, side, until) in &live {
             if expiry(ttl, read).is_none_or(|expires| *until > expires) {
                 return Err(format!(
                     "owner {i}'s {side:?} guard is valid for {:?} more, but the key's PTTL is \
@@ -830,7 +1132,48 @@ impl Case<'_> {
         Ok(())
     }
 
+    /// A watched hold whose validity ended before another party's acquisition of a side
+    /// that excludes it (that holds now) was sent is surely gone: its guard must say it is
+    /// lost, not only uncertain, by then, whatever its renewal waits on. `views` were read
+    /// before `now`.
+    fn told(&self, views: &[(usize, Hold, View)], now: Instant) -> Result<(), String> {
+        let java = (self.java.holds.iter())
+            .filter(|(_, until, _)| *until > now + SLACK)
+            .map(|(side, _, sent)| ("Java".to_owned(), *side, *sent));
+        let successors = (views.iter())
+            .filter(|(_, _, view)| view.live(now))
+            .map(|(i, hold, _)| (format!("owner {i}"), hold.side, hold.sent))
+            .chain(java);
+        for (who, side, sent) in successors {
+            let unaware = views.iter().find(|(i, hold, view)| {
+                format!("owner {i}") != who
+                    && (side == Side::Write || hold.side == Side::Write)
+                    && matches!(hold.lease, Lease::Watched)
+                    && !view.lost
+                    && view.valid_until + SLACK < sent
+            });
+            if let Some((i, hold, view)) = unaware {
+                return Err(format!(
+                    "owner {i}'s watched {:?} hold ran out {:?} before {who}'s {side:?} \
+                     acquisition, which holds now, was sent, and its guard still does not say \
+                     it is lost ({:?})",
+                    hold.side,
+                    sent - view.valid_until,
+                    view.health
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn end(&mut self) -> Result<(), String> {
+        for client in 0..2 {
+            if self.faults.stalled[client].is_some() {
+                self.faults.thaw(&self.h.clients, client);
+                self.thawed(client);
+            }
+        }
+        self.faults.clear(&self.h.clients);
         // Holders first, so that waiters get their turn.
         for owner in 0..OWNERS {
             while self.parties[owner].waiting.is_none() && !self.parties[owner].holds.is_empty() {
@@ -846,9 +1189,9 @@ impl Case<'_> {
                 self.step(&Op::Release { owner, which: 0 })?;
             }
         }
-        if let Some((a, b)) = self.history.overlap() {
+        if let Some((a, b)) = conflict(&self.history, &self.reads) {
             return Err(format!(
-                "two writers' windows overlap: {} and {}",
+                "a writer's window overlaps another owner's: {} and {}",
                 a.holder, b.holder
             ));
         }
@@ -867,6 +1210,20 @@ impl Case<'_> {
         }
         Ok(())
     }
+}
+
+/// Two windows of different owners that overlap, of which one (the first) is a writer's:
+/// `writes` and `reads` are the writers' and readers' windows.
+pub(super) fn conflict(writes: &History, reads: &History) -> Option<(Window, Window)> {
+    if let Some(found) = writes.overlap() {
+        return Some(found);
+    }
+    let reads = reads.windows();
+    writes.windows().into_iter().find_map(|w| {
+        (reads.iter())
+            .find(|r| r.holder != w.holder && w.from < r.to && r.from < w.to)
+            .map(|r| (w.clone(), r.clone()))
+    })
 }
 
 pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {

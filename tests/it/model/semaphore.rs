@@ -193,7 +193,7 @@ impl Case<'_> {
 
     fn thawed(&mut self, client: usize) {
         if let Some(lease) = self.stalled_lease[client].take() {
-            self.ghost = self.ghost.extend(Instant::now() + lease);
+            self.ghost = self.ghost.extend(super::landed(&mut self.h.conn) + lease);
         }
     }
 

@@ -23,7 +23,8 @@ pub struct Proxy {
 struct Shared {
     target: u16,
     state: Mutex<State>,
-    /// Signalled on resume and whenever a connection closes.
+    /// Signalled on resume, whenever a connection closes, and when a chunk a pause held
+    /// has gone on.
     changed: Condvar,
 }
 
@@ -31,6 +32,9 @@ struct Shared {
 struct State {
     stopped: bool,
     paused: bool,
+    /// Chunks a pause held that have not gone on (written, or dropped with their
+    /// connection) yet.
+    held: usize,
     delay: Duration,
     trap: Option<(Vec<u8>, Trap)>,
     trap_sprung: bool,
@@ -118,6 +122,21 @@ impl Proxy {
         state.paused = false;
         state.refusing = false;
         self.shared.changed.notify_all();
+    }
+
+    /// Waits, after `resume`, until every chunk the pause held has gone on: written to its
+    /// peer, or dropped with its connection. False if that takes longer than `limit`.
+    pub fn flushed(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut state = self.shared.state();
+        while state.held > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self.shared.changed.wait_timeout(state, left).unwrap().0;
+        }
+        true
     }
 
     /// The connections open now stop hearing from the server (its bytes are discarded),
@@ -306,7 +325,13 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                 std::thread::sleep(delay);
             }
         }
+        // Declared before the lock's guard: dropped after it, whichever way the chunk goes.
+        let mut _held = None;
         let mut guard = shared.state();
+        if guard.paused && guard.conns.contains_key(&id) {
+            guard.held += 1;
+            _held = Some(Held(shared));
+        }
         while guard.paused && guard.conns.contains_key(&id) {
             guard = shared.changed.wait(guard).unwrap();
         }
@@ -384,6 +409,16 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
     }
     let mut state = shared.state();
     shared.close(&mut state, id);
+}
+
+/// A chunk a pause held, until it has gone on.
+struct Held<'a>(&'a Shared);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.state().held -= 1;
+        self.0.changed.notify_all();
+    }
 }
 
 /// The (from, to) ends of the two pumps of a connection.
