@@ -212,6 +212,29 @@ fn a_crashed_waiter_holds_the_queue_up_until_its_place_runs_out() {
     assert_eq!(queued(&server), 0);
 }
 
+/// A waiter of ours killed while queued behind a hold that just runs out, with nobody
+/// coming after: the record of our waiters runs out with the dead waiter's place, and is no
+/// key left for ever.
+#[test]
+fn a_crashed_waiter_with_nobody_after_it_leaves_no_record_for_ever() {
+    let server = Server::start();
+    let lock = server.client().fair_lock(NAME);
+    let guard = lock.try_lock_with_lease(Duration::from_secs(1)).unwrap();
+    let mut crashed = spawn_worker(
+        "fair::fair_worker",
+        &[(URL_VAR, server.url()), (WAITERS_VAR, "0".into())],
+    );
+    assert!(eventually(NO_HANG, || queued(&server) == 1));
+    assert!(server.exists(ALIVE));
+    crashed.kill().unwrap();
+    crashed.wait().unwrap();
+    std::mem::forget(guard);
+    assert!(
+        eventually(NO_HANG, || !server.exists(ALIVE)),
+        "the record of a dead waiter outlived its place"
+    );
+}
+
 #[test]
 fn a_fair_lock_is_reentrant_and_shares_its_key_with_the_reentrant_lock() {
     let server = Server::start();
