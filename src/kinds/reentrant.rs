@@ -439,6 +439,11 @@ pub(crate) fn release<K: Hashed>(
             &failed,
         );
         let kept = held > 1 && tally.verdict() == Verdict::Yes;
+        // A node that did not answer may have run the release, which set the lease of the
+        // holds that remain: they can count on no more than that lease from when it was sent.
+        if held > 1 && K::RELEASE_SETS_LEASE && failed.iter().any(|f| f.error.may_have_run()) {
+            holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
+        }
         let mut gone = false;
         if kept && !K::RELEASE_SETS_LEASE {
             holding.shorten_to(kept_until(&answers, sent));

@@ -1491,3 +1491,33 @@ fn read_write_calls_held_by_a_stall_follow_their_model() {
         }
     }
 }
+
+/// Found by the fair property: a release, by an owner holding a watched hold and a re-entry,
+/// whose reply came late. It had run, leaving the re-entry's short lease on the key, while
+/// the guard left kept the validity of the last renewal and outlived the key.
+fn a_late_release_reply_shortens_the_holds_left<K: exclusive::Subject>() {
+    use exclusive::{Lease::*, Op::*};
+    replay::<K>(&[
+        Take {
+            owner: 1,
+            lease: Watched,
+        },
+        Take {
+            owner: 1,
+            lease: Ms(10),
+        },
+        Fault {
+            client: client_of(1),
+            call: Call::Release,
+            reply: Reply::Late,
+        },
+        Release { owner: 1, which: 2 },
+    ]);
+}
+
+#[test]
+fn a_late_release_reply_shortens_the_holds_left_by_their_lease() {
+    a_late_release_reply_shortens_the_holds_left::<redmutex::Reentrant>();
+    a_late_release_reply_shortens_the_holds_left::<redmutex::Fenced>();
+    a_late_release_reply_shortens_the_holds_left::<redmutex::Fair>();
+}
