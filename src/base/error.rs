@@ -473,6 +473,13 @@ impl Error {
         }
     }
 
+    /// A cluster answered that the key's slot is being migrated or has no primary for now:
+    /// the command did not run, and may later.
+    pub(crate) fn is_slot_unsettled(&self) -> bool {
+        use redis::{ErrorKind::Server, ServerErrorKind::*};
+        (self.redis()).is_some_and(|source| matches!(source.kind(), Server(TryAgain | ClusterDown)))
+    }
+
     /// Redis said the key holds another type than the command works on.
     pub(crate) fn is_wrong_type(&self) -> bool {
         self.server_code() == Some("WRONGTYPE")

@@ -177,7 +177,9 @@ impl Machinery for Leading {
         let node = node(target)?;
         let cmd = resign_cmd(target, &hold.held.token, true);
         let end = Instant::now() + target.shared.config().response_timeout;
-        let released = hold.holding.exclusively(|| node.run::<Released>(&cmd, end));
+        let settle = hold.holding.valid_until();
+        let released =
+            (hold.holding).exclusively(|| node.run_settling::<Released>(&cmd, end, settle));
         match released.map_err(|err| err.with_lock(target.subject()))? {
             Released::NotOurs => Err(target.found_lost(&hold.holding)),
             _ if expired => Err(target.found_lost(&hold.holding)),

@@ -197,7 +197,8 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
     let cmd = release_cmd(target, &keys(target)?, id);
     let nodes = target.shared.nodes();
     let released = match holding {
-        Some(holding) => holding.exclusively(|| nodes.agreed(nodes.run_all::<i64>(&cmd, None))),
+        Some(holding) => holding
+            .exclusively(|| nodes.agreed(nodes.run_all_until::<i64>(&cmd, holding.valid_until()))),
         None => nodes.agreed(nodes.run_all::<i64>(&cmd, None)),
     };
     match released.map_err(|err| err.with_lock(target.subject()))? {
@@ -224,7 +225,7 @@ pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) 
     let cmd = scripts::semaphore_renew(&timeouts, &hold.held.id.to_be_bytes(), lease);
     let end = Instant::now() + target.shared.config().response_timeout;
     let renewed = hold.holding.lease_round(lease, || {
-        let renewed = node.run::<Renewed>(&cmd, end);
+        let renewed = node.run_settling::<Renewed>(&cmd, end, hold.holding.valid_until());
         let kept = matches!(renewed, Ok(Renewed::Kept));
         (renewed, kept)
     });

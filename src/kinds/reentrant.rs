@@ -433,7 +433,8 @@ pub(crate) fn release<K: Hashed>(
     // release leaves their leases alone, when the reply says.
     let (tally, failed, gone) = holding.lease_round(lease, || {
         let sent = Instant::now();
-        let (answers, failed) = nodes.split(nodes.run_all::<Released>(&cmd, None));
+        let (answers, failed) =
+            nodes.split(nodes.run_all_until::<Released>(&cmd, holding.valid_until()));
         let tally = nodes.tally(
             answers.iter().filter(|&&r| r != Released::NotOurs).count(),
             &failed,

@@ -136,9 +136,10 @@ impl Machinery for Token {
         drop(hold.held.watchdog.lock().take());
         let nodes = target.shared.nodes();
         let cmd = release_cmd(target, &hold.held.token, true);
+        let settle = hold.holding.valid_until();
         let (answers, failed) = hold
             .holding
-            .exclusively(|| nodes.split(nodes.run_all::<Released>(&cmd, None)));
+            .exclusively(|| nodes.split(nodes.run_all_until::<Released>(&cmd, settle)));
         let tally = nodes.tally(
             answers.iter().filter(|&&r| r == Released::Deleted).count(),
             &failed,

@@ -15,6 +15,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
+use crate::notify::interrupt;
 use crate::notify::notifier::Subscription;
 
 impl<K: Kind> Lock<K> {
@@ -119,7 +120,11 @@ impl<K: Kind> Lock<K> {
     ) -> Result<Result<LockGuard<K>, Option<HeldBy>>> {
         let mut queued = false;
         let started = Instant::now();
-        let result = self.wait_for(lease, deadline, &mut queued);
+        // A pause inside an attempt (a cluster slot being migrated) ends with a cancel too.
+        let tokens = (self.cancel.iter().cloned())
+            .chain([self.target.shared.closing().clone()])
+            .collect();
+        let result = interrupt::with(tokens, || self.wait_for(lease, deadline, &mut queued));
         // Whatever ended the call, an attempt that reached Redis may have queued this waiter
         // (a fair lock queues it in the same script that finds the lock busy, and then a
         // lost reply or a hold found lost is an error): leave, or the next waiter waits for
@@ -225,6 +230,18 @@ impl<K: Kind> Lock<K> {
                 .map_or_else(Error::may_have_run, |attempt| {
                     !matches!(attempt, Attempt::Acquired(_))
                 });
+            // An attempt cut short by a cancel (a pause for a cluster slot) says so.
+            if attempt.is_err() {
+                self.check_cancelled()?;
+            }
+            // A cluster slot still being migrated (or without a primary) when the attempt's
+            // bound passed: a call without a deadline tries again after a pause.
+            let attempt = match attempt {
+                Err(err) if deadline.is_none() && err.is_slot_unsettled() => {
+                    Ok(Attempt::Retry(err))
+                }
+                attempt => attempt,
+            };
             let ttl = match attempt? {
                 Attempt::Acquired(hold) => {
                     if let Some(woken) = woken_at {

@@ -28,6 +28,7 @@ use redis::{
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::base::retry::Backoff;
+use crate::notify::interrupt;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
 use crate::topology::slots::{self, Addr, SlotMap};
@@ -97,32 +98,39 @@ impl Cluster {
         self.listeners.lock().push(Box::new(listener));
     }
 
-    /// Runs `cmd` (and `wait` after it) on the primary serving the slot of its first key,
-    /// following redirections until `end`.
+    /// Runs `cmd` (and `wait` after it) on the primary serving the slot of its first key.
+    /// The first try ends by `end`, each later one within a round (connect and response
+    /// timeouts); redirections are followed, and a slot that is being migrated or has no
+    /// primary is waited for, until `settle` (never before `end`), or until the calling
+    /// thread's wait is [interrupted](interrupt::pause).
     pub fn run<T: FromRedisValue>(
         &self,
         cmd: &Cmd,
         wait: Option<&Cmd>,
         end: Instant,
+        settle: Instant,
     ) -> Result<Acked<T>> {
         let slot = routing_key(cmd).map_or(0, slots::slot);
         let cmd = &*self.flavour(cmd);
+        let settle = settle.max(end);
+        let round = self.config.connect_timeout + self.config.response_timeout;
         let mut asking: Option<Arc<Shard>> = None;
         let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
         let mut redirects = 0;
+        let mut try_end = end;
         loop {
             let (shard, ask) = match asking.take() {
                 Some(shard) => (shard, true),
-                None => (self.shard_for(slot, end)?, false),
+                None => (self.shard_for(slot, settle)?, false),
             };
-            let result = shard.run_routed(cmd, wait, ask, end);
+            let result = shard.run_routed(cmd, wait, ask, try_end);
             let Err(err) = &result else {
                 return result;
             };
             let Some(redirect) = redirect(err, &shard) else {
                 return result;
             };
-            if Instant::now() >= end {
+            if Instant::now() >= settle {
                 return result;
             }
             redirects += 1;
@@ -145,9 +153,12 @@ impl Cluster {
                 }
             };
             if pause {
-                let left = end.saturating_duration_since(Instant::now());
-                std::thread::sleep(backoff.next_delay(Some(left)));
+                let left = settle.saturating_duration_since(Instant::now());
+                if interrupt::pause(backoff.next_delay(Some(left))) {
+                    return result;
+                }
             }
+            try_end = (Instant::now() + round).min(settle);
         }
     }
 
@@ -227,7 +238,9 @@ impl Cluster {
                 Err(err) if Instant::now() < end => {
                     log::debug!("{err:#}; reading the slot map again");
                     let left = end.saturating_duration_since(Instant::now());
-                    std::thread::sleep(backoff.next_delay(Some(left)));
+                    if interrupt::pause(backoff.next_delay(Some(left))) {
+                        return Err(err);
+                    }
                 }
                 shard => return shard,
             }

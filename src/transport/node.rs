@@ -127,9 +127,23 @@ impl Node {
 
     /// Runs `cmd` where its key lives, giving up at `end` at the latest.
     pub fn run<T: FromRedisValue>(&self, cmd: &Cmd, end: Instant) -> Result<T> {
+        self.run_settling(cmd, end, end)
+    }
+
+    /// Runs `cmd` where its key lives, its first try ending by `end`; on a cluster, a slot
+    /// being migrated or without a primary is waited for until `settle` (see
+    /// [`Cluster::run`]).
+    pub fn run_settling<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        end: Instant,
+        settle: Instant,
+    ) -> Result<T> {
         match &self.route {
             Route::One(shard) => shard.run(cmd, end),
-            Route::Cluster(cluster) => cluster.run(cmd, None, end).map(|(reply, _)| reply),
+            Route::Cluster(cluster) => {
+                (cluster.run(cmd, None, end, settle)).map(|(reply, _)| reply)
+            }
         }
     }
 
@@ -140,10 +154,11 @@ impl Node {
         cmd: &Cmd,
         wait: Option<&Cmd>,
         end: Instant,
+        settle: Instant,
     ) -> Result<Acked<T>> {
         match &self.route {
             Route::One(shard) => shard.run_routed(cmd, wait, false, end),
-            Route::Cluster(cluster) => cluster.run(cmd, wait, end),
+            Route::Cluster(cluster) => cluster.run(cmd, wait, end, settle),
         }
     }
 
@@ -175,7 +190,7 @@ impl Node {
         mut sent: Sent,
         cmd: &Cmd,
         wait: Option<&Cmd>,
-        deadline: Instant,
+        (deadline, settle): (Instant, Instant),
     ) -> Result<Acked<T>> {
         let flavoured = match &self.route {
             Route::One(_) => Cow::Borrowed(cmd),
@@ -185,7 +200,7 @@ impl Node {
         match (&self.route, &reply) {
             (Route::Cluster(_), Err(err)) if is_cluster_redirect(err) => {
                 drop(sent);
-                self.run_acked(cmd, wait, deadline)
+                self.run_acked(cmd, wait, deadline, settle)
             }
             _ => reply,
         }
@@ -250,17 +265,35 @@ impl Nodes {
         quorum::quorum(self.list.len())
     }
 
-    /// Runs `cmd` on every node at once; one result per node, in order. The whole call,
-    /// retries included, keeps to one deadline: the round timeout, or `limit` if that comes
-    /// first. A node whose pooled connection turns out dead (as after a restart) gets the
-    /// command again on another.
+    /// Runs `cmd` on every node at once; one result per node, in order. The first try on
+    /// each node keeps to one deadline: the round timeout, or `limit` if that comes first.
+    /// A node whose pooled connection turns out dead (as after a restart) gets the command
+    /// again on another; on a cluster, a slot being migrated or without a primary is waited
+    /// for until `limit` (one round without it).
     pub fn run_all<T: FromRedisValue>(&self, cmd: &Cmd, limit: Option<Instant>) -> Vec<Result<T>> {
         let round = Instant::now() + self.timeout;
         let deadline = limit.map_or(round, |limit| limit.min(round));
+        self.run_all_settling(cmd, deadline, limit.unwrap_or(round))
+    }
+
+    /// Runs `cmd` on every node as [`run_all`](Self::run_all) does, each first try within a
+    /// round; on a cluster, a slot being migrated or without a primary is waited for until
+    /// `settle` (a release's and a renewal's: the hold's validity).
+    pub fn run_all_until<T: FromRedisValue>(&self, cmd: &Cmd, settle: Instant) -> Vec<Result<T>> {
+        let round = Instant::now() + self.timeout;
+        self.run_all_settling(cmd, round, settle)
+    }
+
+    fn run_all_settling<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        deadline: Instant,
+        settle: Instant,
+    ) -> Vec<Result<T>> {
         if let [node] = &self.list[..] {
-            return vec![node.run(cmd, deadline)];
+            return vec![node.run_settling(cmd, deadline, settle)];
         }
-        let replies = self.fan_out(cmd, None, deadline);
+        let replies = self.fan_out(cmd, None, (deadline, settle));
         replies
             .into_iter()
             .map(|r| r.map(|(reply, _)| reply))
@@ -283,9 +316,10 @@ impl Nodes {
         };
         let round = Instant::now() + self.timeout;
         let deadline = limit.map_or(round, |limit| limit.min(round));
+        let settle = limit.unwrap_or(round);
         let replies = match &self.list[..] {
-            [node] => vec![node.run_acked(cmd, Some(wait), deadline)],
-            _ => self.fan_out(cmd, Some(wait), deadline),
+            [node] => vec![node.run_acked(cmd, Some(wait), deadline, settle)],
+            _ => self.fan_out(cmd, Some(wait), (deadline, settle)),
         };
         let checked = self.list.iter().zip(replies).map(|(node, reply)| {
             let (reply, acked) = reply?;
@@ -308,7 +342,7 @@ impl Nodes {
         &self,
         cmd: &Cmd,
         wait: Option<&Cmd>,
-        deadline: Instant,
+        (deadline, until): (Instant, Instant),
     ) -> Vec<Result<Acked<T>>> {
         let mut packed = cmd.get_packed_command();
         if let Some(wait) = wait {
@@ -325,7 +359,7 @@ impl Nodes {
                 }
             }
             for (i, conn) in sent {
-                let result = self.list[i].receive(conn, cmd, wait, deadline);
+                let result = self.list[i].receive(conn, cmd, wait, (deadline, until));
                 if matches!(&result, Err(err) if err.is_dropped_connection())
                     && Instant::now() < deadline
                 {

@@ -512,3 +512,119 @@ fn redlock_takes_a_cluster_as_one_of_its_nodes() {
     let err = ours.lock("a{}b").try_lock().map(drop).unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
 }
+
+/// Names whose keys all live in `slot`, one per `kind`.
+fn names_in_slot(slot: u16, kinds: &[&str]) -> Vec<String> {
+    kinds
+        .iter()
+        .map(|kind| {
+            (0..)
+                .map(|i| format!("{kind}:{i}"))
+                .find(|name| support::key_slot(name) == slot)
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A slot holding thousands of keys, with holds of every kind in it, kept migrating for
+/// ten seconds while its keys move in small batches: the releases and acquisitions made
+/// meanwhile wait for the slot to settle instead of failing, a watched hold with a lease
+/// shorter than the migration stays held, and a cancelled wait ends while the slot is still
+/// migrating.
+#[test]
+fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
+    let cluster = Cluster::start();
+    let client = cluster.client();
+    let short = (cluster.builder())
+        .lease(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let slot = cluster.slot("migrating");
+    let kinds = [
+        "reentrant",
+        "fenced",
+        "token",
+        "write",
+        "short",
+        "cancelled",
+    ];
+    let names = names_in_slot(slot, &kinds);
+    let from = cluster.owner(slot);
+    let mut conn = from.conn();
+    let mut fill = redis::pipe();
+    for i in 0..3000 {
+        fill.cmd("SET")
+            .arg(format!("{{migrating}}:{i}"))
+            .arg(i)
+            .ignore();
+    }
+    fill.exec(&mut conn).unwrap();
+
+    let reentrant = client.lock(&names[0]);
+    let fenced = client.fenced_lock(&names[1]);
+    let token = client.token_lock(&names[2]);
+    let write = client.read_write_lock(&names[3]);
+    let held = (
+        reentrant.lock().unwrap(),
+        fenced.lock().unwrap(),
+        token.lock().unwrap(),
+        write.write().lock().unwrap(),
+    );
+    let renewed = short.lock(&names[4]).lock().unwrap();
+    // Someone holds it: the cancelled wait below waits, on a fair lock, whose queue's keys
+    // do not exist yet, so that its attempts wait for the slot to settle.
+    let _blocker = client.fair_lock(&names[5]).lock().unwrap();
+
+    let to = (cluster.primaries().into_iter())
+        .find(|s| s.port() != from.port())
+        .unwrap();
+    let mut migration = cluster.begin_migration(slot, to);
+    let finished = Arc::new(AtomicBool::new(false));
+    let mover = {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            // The keys move 25 at a time, and the slot stays migrating for ten seconds at
+            // least, as a resharding of a large slot does.
+            let started = Instant::now();
+            while migration.move_keys(25) > 0 || started.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            migration.finish();
+            finished.store(true, Ordering::SeqCst);
+        })
+    };
+
+    // A cancelled wait ends at once, the slot still migrating.
+    let cancel = redmutex::Cancel::new();
+    let waiter = client.fair_lock(&names[5]).with_cancel(&cancel);
+    let waiting = std::thread::spawn(move || waiter.try_lock_for(LONG).map(|g| g.is_some()));
+    std::thread::sleep(Duration::from_millis(500));
+    cancel.cancel();
+    let cancelled = waiting.join().unwrap();
+    assert!(
+        matches!(&cancelled, Err(err) if err.is_cancelled()),
+        "{cancelled:?}"
+    );
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the cancelled wait ended only with the migration"
+    );
+
+    // Every release gets through, and every lock is taken again.
+    held.0.unlock().unwrap();
+    held.1.unlock().unwrap();
+    held.2.unlock().unwrap();
+    held.3.unlock().unwrap();
+    assert!(reentrant.try_lock_for(LONG).unwrap().is_some());
+    assert!(fenced.try_lock_for(LONG).unwrap().is_some());
+    assert!(token.lock().is_ok());
+    assert!(write.write().try_lock_for(LONG).unwrap().is_some());
+    mover.join().unwrap();
+    assert!(finished.load(Ordering::SeqCst));
+    assert_eq!(cluster.owner(slot).port(), to.port());
+    assert!(
+        !renewed.is_lost(),
+        "a watched hold was lost during the migration"
+    );
+    renewed.unlock().unwrap();
+}

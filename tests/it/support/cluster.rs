@@ -242,6 +242,12 @@ impl Cluster {
     /// (`SETSLOT IMPORTING` / `MIGRATING`, `MIGRATE` in batches, `SETSLOT NODE`), while
     /// clients keep using it.
     pub fn migrate(&self, slot: u16, to: &Server) {
+        self.begin_migration(slot, to).finish();
+    }
+
+    /// Marks `slot` IMPORTING on `to` and MIGRATING on the primary serving it, as a
+    /// resharding starts; its keys move with [`Migration::move_keys`].
+    pub fn begin_migration(&self, slot: u16, to: &Server) -> Migration {
         let from = self.owner(slot);
         assert_ne!(
             from.port(),
@@ -249,40 +255,14 @@ impl Cluster {
             "slot {slot} is served by the target already"
         );
         let (from_id, to_id) = (self.id(from), self.id(to));
-        let setslot = |server: &Server, state: &str, id: &str| {
-            redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg(state)
-                .arg(id)
-                .exec(&mut server.conn())
-                .unwrap();
-        };
-        setslot(to, "IMPORTING", &from_id);
-        setslot(from, "MIGRATING", &to_id);
-        loop {
-            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
-                .arg("GETKEYSINSLOT")
-                .arg(slot)
-                .arg(50)
-                .query(&mut from.conn())
-                .unwrap();
-            if keys.is_empty() {
-                break;
-            }
-            redis::cmd("MIGRATE")
-                .arg("127.0.0.1")
-                .arg(to.port())
-                .arg("")
-                .arg(0)
-                .arg(5000)
-                .arg("KEYS")
-                .arg(keys)
-                .exec(&mut from.conn())
-                .unwrap();
-        }
-        for server in self.primaries() {
-            setslot(server, "NODE", &to_id);
+        setslot(to, slot, "IMPORTING", &from_id);
+        setslot(from, slot, "MIGRATING", &to_id);
+        Migration {
+            slot,
+            from: from.conn(),
+            to: to.port(),
+            to_id,
+            primaries: self.primaries().iter().map(|s| s.conn()).collect(),
         }
     }
 
@@ -383,4 +363,86 @@ fn known_nodes(server: &Server) -> usize {
         .lines()
         .filter(|line| !line.contains("handshake") && !line.contains("noaddr"))
         .count()
+}
+
+fn setslot(server: &Server, slot: u16, state: &str, id: &str) {
+    redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(state)
+        .arg(id)
+        .exec(&mut server.conn())
+        .unwrap();
+}
+
+/// A slot being migrated between two primaries, with connections of its own so that it can
+/// move keys from another thread.
+pub struct Migration {
+    pub slot: u16,
+    from: redis::Connection,
+    to: u16,
+    to_id: String,
+    primaries: Vec<redis::Connection>,
+}
+
+impl Migration {
+    /// Moves up to `count` of the slot's keys to the importing primary; how many it moved.
+    pub fn move_keys(&mut self, count: usize) -> usize {
+        let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(self.slot)
+            .arg(count)
+            .query(&mut self.from)
+            .unwrap();
+        if !keys.is_empty() {
+            redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.to)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .exec(&mut self.from)
+                .unwrap();
+        }
+        keys.len()
+    }
+
+    /// Moves what is left and gives the slot to the importing primary on every primary.
+    pub fn finish(mut self) {
+        while self.move_keys(50) > 0 {}
+        for conn in &mut self.primaries {
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(self.slot)
+                .arg("NODE")
+                .arg(&self.to_id)
+                .exec(conn)
+                .unwrap();
+        }
+    }
+}
+
+/// The cluster slot of `key` (CRC16 of its hash tag, or of the whole key), computed here so
+/// that names can be searched for a slot without asking a server each time.
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }

@@ -24,7 +24,7 @@ mod skew;
 pub mod tls;
 
 pub use binary::has_tls;
-pub use cluster::{Cluster, lone_primary};
+pub use cluster::{Cluster, key_slot, lone_primary};
 pub use peer::Peer;
 pub use proxy::Proxy;
 pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
