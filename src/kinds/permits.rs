@@ -199,7 +199,7 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
     let released = match holding {
         Some(holding) => holding
             .exclusively(|| nodes.agreed(nodes.run_all_until::<i64>(&cmd, holding.valid_until()))),
-        None => nodes.agreed(nodes.run_all::<i64>(&cmd, None)),
+        None => nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd)),
     };
     match released.map_err(|err| err.with_lock(target.subject()))? {
         1 => Ok(()),

@@ -152,7 +152,7 @@ pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
     let mut cmd = redis::cmd("HGET");
     cmd.arg(key).arg(K::field(target));
     let nodes = target.shared.nodes();
-    let counts = nodes.run_all::<Option<u32>>(&cmd, None);
+    let counts = nodes.run_all_unhurried::<Option<u32>>(&cmd);
     // A key of another type is someone else's lock: no holds of ours.
     let counts = counts.into_iter().map(|count| match count {
         Err(err) if err.is_wrong_type() => Ok(0),

@@ -170,7 +170,8 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
     let nodes = target.shared.nodes();
     let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
     let (tally, failed) = hold.holding.lease_round(lease, || {
-        let (answers, failed) = nodes.split(nodes.run_all::<Renewed>(&cmd, None));
+        let (answers, failed) =
+            nodes.split(nodes.run_all_until::<Renewed>(&cmd, hold.holding.valid_until()));
         let tally = nodes.tally(
             answers.iter().filter(|&&r| r == Renewed::Kept).count(),
             &failed,

@@ -107,7 +107,7 @@ impl<K: Kind> Lock<K> {
         let cmd = K::force_unlock_cmd(target, key, &latch, latch_ttl);
         let nodes = target.shared.nodes();
         let deleted = nodes
-            .answers(nodes.run_all::<i64>(&cmd, None))
+            .answers(nodes.run_all_unhurried::<i64>(&cmd))
             .map_err(|err| target.wrong_kind(err))?;
         Ok(deleted.contains(&1))
     }
@@ -117,7 +117,7 @@ impl<K: Kind> Lock<K> {
         self.target.open()?;
         let nodes = self.target.shared.nodes();
         nodes
-            .agreed(nodes.run_all(cmd, None))
+            .agreed(nodes.run_all_unhurried(cmd))
             .map_err(|err| err.with_lock(self.target.subject()))
     }
 }

@@ -148,7 +148,7 @@ impl Semaphore {
         let target = self.target();
         let nodes = target.shared.nodes();
         nodes
-            .agreed(nodes.run_all::<i64>(cmd, None))
+            .agreed(nodes.run_all_unhurried::<i64>(cmd))
             .map_err(|err| target.wrong_kind(err))
     }
 
@@ -159,7 +159,7 @@ impl Semaphore {
         let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
         let nodes = target.shared.nodes();
         nodes
-            .agreed(nodes.run_all::<i64>(&cmd, None))
+            .agreed(nodes.run_all_unhurried::<i64>(&cmd))
             .map_err(|err| target.wrong_kind(err))
     }
 
@@ -171,7 +171,7 @@ impl Semaphore {
         let cmd = scripts::semaphore_available(key, &names::semaphore_timeouts(key));
         let nodes = target.shared.nodes();
         let count: i64 = nodes
-            .agreed(nodes.run_all(&cmd, None))
+            .agreed(nodes.run_all_unhurried(&cmd))
             .map_err(|err| target.wrong_kind(err))?;
         Ok(u64::try_from(count).unwrap_or_default())
     }

@@ -222,6 +222,9 @@ pub(crate) struct Nodes {
     /// How long one round of a command on every node may take: the response timeout, plus
     /// the connect timeout on a single node (whose round may have to open a connection).
     timeout: Duration,
+    /// How long a call without a deadline of its own waits for a cluster slot being
+    /// migrated or without a primary: the lease.
+    unhurried: Duration,
 }
 
 impl Nodes {
@@ -239,6 +242,7 @@ impl Nodes {
             list,
             wait,
             timeout,
+            unhurried: config.lease,
         }
     }
 
@@ -282,6 +286,13 @@ impl Nodes {
     pub fn run_all_until<T: FromRedisValue>(&self, cmd: &Cmd, settle: Instant) -> Vec<Result<T>> {
         let round = Instant::now() + self.timeout;
         self.run_all_settling(cmd, round, settle)
+    }
+
+    /// Runs `cmd` on every node as [`run_all`](Self::run_all) does, for a call without a
+    /// deadline of its own (a forced unlock, a look at a lock, setting permits): on a
+    /// cluster, a slot being migrated or without a primary is waited for as long as a lease.
+    pub fn run_all_unhurried<T: FromRedisValue>(&self, cmd: &Cmd) -> Vec<Result<T>> {
+        self.run_all_until(cmd, Instant::now() + self.unhurried)
     }
 
     fn run_all_settling<T: FromRedisValue>(

@@ -547,6 +547,8 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
         "write",
         "short",
         "cancelled",
+        "semaphore",
+        "forced",
     ];
     let names = names_in_slot(slot, &kinds);
     let from = cluster.owner(slot);
@@ -571,6 +573,11 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
         write.write().lock().unwrap(),
     );
     let renewed = short.lock(&names[4]).lock().unwrap();
+    let semaphore = client.semaphore(&names[6]);
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permit = semaphore.acquire().unwrap();
+    let forced = client.lock(&names[7]);
+    let forced_guard = forced.lock().unwrap();
     // Someone holds it: the cancelled wait below waits, on a fair lock, whose queue's keys
     // do not exist yet, so that its attempts wait for the slot to settle.
     let _blocker = client.fair_lock(&names[5]).lock().unwrap();
@@ -610,6 +617,15 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
         "the cancelled wait ended only with the migration"
     );
 
+    // Looks, forced unlocks and permits get through.
+    assert!(reentrant.is_locked().unwrap());
+    assert_eq!(reentrant.hold_count().unwrap(), 1);
+    assert!(forced.force_unlock().unwrap());
+    assert!(!forced.is_locked().unwrap());
+    assert!(forced_guard.unlock().unwrap_err().is_lost());
+    permit.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+    assert!(semaphore.try_acquire_for(LONG).unwrap().is_some());
     // Every release gets through, and every lock is taken again.
     held.0.unlock().unwrap();
     held.1.unlock().unwrap();
