@@ -28,31 +28,8 @@ impl LockClient {
         let mut report = Report::default();
         let mut offsets = Vec::new();
         for node in nodes {
-            match node.check(&probe) {
-                Ok(()) => {
-                    let runs = "runs the lock scripts (EVALSHA, SCRIPT LOAD)";
-                    report.push("scripting", &node.name, Level::Ok, runs.into());
-                    report.push(
-                        "rights",
-                        &node.name,
-                        Level::Ok,
-                        "may run every command and channel the locks need".into(),
-                    );
-                }
-                Err(err) if err.is_scripting_disabled() => {
-                    report.push("scripting", &node.name, Level::Fail, err.detail());
-                    report.fix(
-                        "turn scripting on: no rename-command of EVAL, EVALSHA or SCRIPT; on \
-                         Valkey 9.1 and later, load its Lua module",
-                    );
-                    let unknown = "could not tell: the rights are checked by a script";
-                    report.push("rights", &node.name, Level::Unknown, unknown.into());
-                }
-                Err(Error::Permission { denied, .. }) => {
-                    report.push("rights", &node.name, Level::Fail, denied.join("; "));
-                    report.fix("grant the rights the README lists for a lock user");
-                }
-                Err(err) => report.push("rights", &node.name, Level::Fail, format!("{err:#}")),
+            for (server, checked) in node.checks(&probe) {
+                rights(&mut report, &server, checked);
             }
             let shards = match node.shards() {
                 Ok(shards) => shards,
@@ -76,5 +53,35 @@ impl LockClient {
             checks::clocks(&mut report, &offsets, config);
         }
         Ok(report)
+    }
+}
+
+/// The scripting and rights findings for `server` from its check.
+fn rights(report: &mut Report, server: &str, checked: Result<()>) {
+    match checked {
+        Ok(()) => {
+            let runs = "runs the lock scripts (EVALSHA, SCRIPT LOAD)";
+            report.push("scripting", server, Level::Ok, runs.into());
+            report.push(
+                "rights",
+                server,
+                Level::Ok,
+                "may run every command and channel the locks need".into(),
+            );
+        }
+        Err(err) if err.is_scripting_disabled() => {
+            report.push("scripting", server, Level::Fail, err.detail());
+            report.fix(
+                "turn scripting on: no rename-command of EVAL, EVALSHA or SCRIPT; on \
+                 Valkey 9.1 and later, load its Lua module",
+            );
+            let unknown = "could not tell: the rights are checked by a script";
+            report.push("rights", server, Level::Unknown, unknown.into());
+        }
+        Err(Error::Permission { denied, .. }) => {
+            report.push("rights", server, Level::Fail, denied.join("; "));
+            report.fix("grant the rights the README lists for a lock user");
+        }
+        Err(err) => report.push("rights", server, Level::Fail, format!("{err:#}")),
     }
 }

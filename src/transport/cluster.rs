@@ -400,6 +400,30 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// Each primary the map names now, with a key it serves: `probe` and a number, for
+    /// checks that must run on every primary (no hash tag, so that names built around the
+    /// key in braces, as a lock's channel is, share its slot).
+    pub fn probes(&self, probe: &[u8]) -> Result<Vec<(Arc<Shard>, Vec<u8>)>> {
+        let map = self.map.read();
+        let mut found: Vec<(Addr, Vec<u8>)> = Vec::new();
+        let wanted = map.primaries().count();
+        for n in 0..=u16::MAX {
+            if found.len() == wanted {
+                break;
+            }
+            let key = [probe, format!(":{n}").as_bytes()].concat();
+            if let Some(owner) = map.owner(slots::slot(&key))
+                && !found.iter().any(|(addr, _)| addr == owner)
+            {
+                found.push((owner.clone(), key));
+            }
+        }
+        drop(map);
+        (found.into_iter())
+            .map(|(addr, key)| Ok((self.shard_at(&addr)?, key)))
+            .collect()
+    }
+
     /// The primaries the map names now.
     pub fn primaries(&self) -> Result<Vec<Arc<Shard>>> {
         let known: Vec<Addr> = self.map.read().primaries().cloned().collect();

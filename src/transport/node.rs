@@ -87,15 +87,26 @@ impl Node {
     }
 
     /// Connects and checks that the user may run what the locks need on `probe_key`, as
-    /// [`Shard::check`] does; a cluster reads its slot map first and checks the primary
-    /// serving the probe key.
+    /// [`Shard::check`] does: the first failure of [`checks`](Self::checks).
     pub fn check(&self, probe_key: &[u8]) -> Result<()> {
-        match &self.route {
-            Route::One(shard) => shard.check(probe_key),
-            Route::Cluster(cluster) => {
-                cluster.start()?;
-                cluster.shard_for_key(probe_key)?.check(probe_key)
-            }
+        self.checks(probe_key)
+            .into_iter()
+            .try_for_each(|(_, checked)| checked)
+    }
+
+    /// [`Shard::check`] on each server of the node, by its name: its one server, or every
+    /// primary of a cluster (after reading the slot map), each on a key under `probe_key`
+    /// that it serves.
+    pub fn checks(&self, probe_key: &[u8]) -> Vec<(String, Result<()>)> {
+        let probes = match &self.route {
+            Route::One(shard) => return vec![(shard.name.clone(), shard.check(probe_key))],
+            Route::Cluster(cluster) => cluster.start().and_then(|()| cluster.probes(probe_key)),
+        };
+        match probes {
+            Ok(probes) => (probes.into_iter())
+                .map(|(shard, key)| (shard.name.clone(), shard.check(&key)))
+                .collect(),
+            Err(err) => vec![(self.name.clone(), Err(err))],
         }
     }
 

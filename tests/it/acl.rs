@@ -244,3 +244,49 @@ fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
         assert!(lock.force_unlock().unwrap());
     }
 }
+
+/// EVALSHA denied on one primary of a cluster only, not the one serving the client's probe
+/// key: building a client fails naming that primary, and doctor, on a client built before,
+/// reports that primary's rights failed and the others' ok.
+#[test]
+fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
+    let cluster = support::Cluster::start();
+    let extra = rules("ACL SETUSER locker +cluster");
+    let mut url = String::new();
+    for server in &cluster.servers {
+        url = readme_user(server);
+        let mut cmd = redis::cmd("ACL");
+        for word in &extra[1..] {
+            cmd.arg(word);
+        }
+        let () = cmd.query(&mut server.conn()).unwrap();
+    }
+    let build = || LockClient::cluster(&[&url]).key_prefix("myapp:").build();
+    let client = build().unwrap();
+    let probed = cluster.owner_of("myapp:redmutex:probe").port();
+    let denied = (cluster.primaries().into_iter())
+        .find(|server| server.port() != probed)
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg("-evalsha")
+        .query(&mut denied.conn())
+        .unwrap();
+    let port = format!(":{}", denied.port());
+    let err = build().unwrap_err();
+    assert!(err.is_permission(), "{err}");
+    assert!(err.to_string().contains(&port), "{err}");
+    let report = client.doctor().unwrap();
+    let rights: Vec<_> = (report.findings.iter())
+        .filter(|finding| finding.check == "rights")
+        .collect();
+    assert_eq!(rights.len(), 3, "{report}");
+    for finding in rights {
+        let expected = match finding.server.ends_with(&port) {
+            true => redmutex::Level::Fail,
+            false => redmutex::Level::Ok,
+        };
+        assert_eq!(finding.level, expected, "{report}");
+    }
+}
