@@ -138,8 +138,10 @@ impl LockClient {
             names::rwlock_channel(key),
             names::semaphore_channel(key),
         ];
-        let keys: [&[u8]; 8] = std::array::from_fn(|i| &names[i][..]);
-        let cmd = scripts::inspect(&keys);
+        // The script takes the keys as keys and the three channels as arguments.
+        let keys: [&[u8]; 5] = [0, 2, 3, 4, 5].map(|i| &names[i][..]);
+        let channels: [&[u8]; 3] = [1, 6, 7].map(|i| &names[i][..]);
+        let cmd = scripts::inspect(&keys, &channels);
         let nodes = self.shared().nodes();
         let results = nodes.run_all::<Value>(&cmd, None);
         let (mut free, mut failed) = (None, None);
@@ -486,7 +488,8 @@ fn hash_holders(fields: &[(String, String)]) -> std::result::Result<Vec<Holder>,
     Ok(holders)
 }
 
-/// The keys and channels of `kind` among `names` (in the inspect script's order).
+/// The keys and channels of `kind` among `names` (in the order `inspect_unnamed` lists
+/// them).
 fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
     let picks: &[usize] = match kind {
         LockKind::Fair => &[0, 1, 2, 3],

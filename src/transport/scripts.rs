@@ -3,6 +3,11 @@
 //! Each script has one function here that builds its call: the keys and arguments in the
 //! order its header (`scripts/*.lua`) states, so no call site knows that order. Its doc says
 //! what the script replies.
+//!
+//! Pub/sub channels go among a script's arguments, never its keys: a channel is never a
+//! key, so it is always absent, and declared as a key it would make a Cluster turn the call
+//! away (`TRYAGAIN`, as for any call whose keys are partly absent) while the lock's slot
+//! migrates. Named with the lock's hash tag, it stays in the lock's slot.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -191,12 +196,13 @@ pub(crate) fn release(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&RELEASE, &[key, channel, latch]);
+    let mut cmd = evalsha(&RELEASE, &[key, latch]);
     cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
         .arg(held)
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(channel);
     cmd
 }
 
@@ -243,13 +249,14 @@ pub(crate) fn fair_release(
     wake: bool,
     grant: Option<Duration>,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_RELEASE, &[key, channel, latch, queue, places, ours]);
+    let mut cmd = evalsha(&FAIR_RELEASE, &[key, latch, queue, places, ours]);
     cmd.arg(unlock_message(wake))
         .arg(millis(lease))
         .arg(field)
         .arg(held)
         .arg(millis(latch_ttl))
-        .arg(grant.map_or(0, millis));
+        .arg(grant.map_or(0, millis))
+        .arg(channel);
     cmd
 }
 
@@ -264,11 +271,12 @@ pub(crate) fn fair_give_up(
     held: u32,
     grant: Option<Duration>,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, channel, queue, places, ours]);
+    let mut cmd = evalsha(&FAIR_GIVE_UP, &[key, queue, places, ours]);
     cmd.arg(field)
         .arg(UNLOCK_MESSAGE)
         .arg(held)
-        .arg(grant.map_or(0, millis));
+        .arg(grant.map_or(0, millis))
+        .arg(channel);
     cmd
 }
 
@@ -282,11 +290,8 @@ pub(crate) fn fair_force_unlock(
     (queue, places, ours): Queue<'_>,
     latch_ttl: Duration,
 ) -> Cmd {
-    let mut cmd = evalsha(
-        &FAIR_FORCE_UNLOCK,
-        &[key, channel, latch, queue, places, ours],
-    );
-    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl));
+    let mut cmd = evalsha(&FAIR_FORCE_UNLOCK, &[key, latch, queue, places, ours]);
+    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl)).arg(channel);
     cmd
 }
 
@@ -322,14 +327,12 @@ pub(crate) fn read_release(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(
-        &READ_RELEASE,
-        &[key, channel, latch, timeouts, timeouts_prefix],
-    );
+    let mut cmd = evalsha(&READ_RELEASE, &[key, latch, timeouts, timeouts_prefix]);
     cmd.arg(unlock_message(wake))
         .arg(field)
         .arg(held)
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(channel);
     cmd
 }
 
@@ -369,12 +372,13 @@ pub(crate) fn write_release(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&WRITE_RELEASE, &[key, channel, latch]);
+    let mut cmd = evalsha(&WRITE_RELEASE, &[key, latch]);
     cmd.arg(if wake { WAKE_ALL_MESSAGE } else { "" })
         .arg(millis(lease))
         .arg(writer)
         .arg(held)
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(channel);
     cmd
 }
 
@@ -396,8 +400,9 @@ pub(crate) fn semaphore_acquire(
     lease: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&SEMAPHORE_ACQUIRE, &[key, timeouts, channel]);
-    cmd.arg(id)
+    let mut cmd = evalsha(&SEMAPHORE_ACQUIRE, &[key, timeouts]);
+    cmd.arg(channel)
+        .arg(id)
         .arg(millis(lease))
         .arg(if wake { UNLOCK_MESSAGE } else { "" });
     cmd
@@ -411,8 +416,8 @@ pub(crate) fn semaphore_release(
     id: &[u8],
     latch_ttl: Duration,
 ) -> Cmd {
-    let mut cmd = evalsha(&SEMAPHORE_RELEASE, &[key, timeouts, channel, latch]);
-    cmd.arg(id).arg(millis(latch_ttl));
+    let mut cmd = evalsha(&SEMAPHORE_RELEASE, &[key, timeouts, latch]);
+    cmd.arg(channel).arg(id).arg(millis(latch_ttl));
     cmd
 }
 
@@ -444,16 +449,16 @@ pub(crate) fn semaphore_busy(key: &[u8], timeouts: &[u8]) -> Cmd {
 /// Set the permits available to `n`, whatever they were, announcing `n` on `channel`.
 /// Replies the number available before.
 pub(crate) fn semaphore_set(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64) -> Cmd {
-    let mut cmd = evalsha(&SEMAPHORE_SET, &[key, timeouts, channel]);
-    cmd.arg(n);
+    let mut cmd = evalsha(&SEMAPHORE_SET, &[key, timeouts]);
+    cmd.arg(n).arg(channel);
     cmd
 }
 
 /// Take `n` permits away from those available, not below zero. Replies how many were
 /// taken away.
 pub(crate) fn semaphore_reduce(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64) -> Cmd {
-    let mut cmd = evalsha(&SEMAPHORE_REDUCE, &[key, timeouts, channel]);
-    cmd.arg(n);
+    let mut cmd = evalsha(&SEMAPHORE_REDUCE, &[key, timeouts]);
+    cmd.arg(n).arg(channel);
     cmd
 }
 
@@ -466,8 +471,8 @@ pub(crate) fn semaphore_delete(key: &[u8], timeouts: &[u8]) -> Cmd {
 /// the number available on `channel`. Replies that number, or -1 when `set` found the
 /// permits there.
 pub(crate) fn semaphore_add(key: &[u8], channel: &[u8], set: bool, n: u64) -> Cmd {
-    let mut cmd = evalsha(&SEMAPHORE_ADD, &[key, channel]);
-    cmd.arg(if set { "set" } else { "add" }).arg(n);
+    let mut cmd = evalsha(&SEMAPHORE_ADD, &[key]);
+    cmd.arg(if set { "set" } else { "add" }).arg(n).arg(channel);
     cmd
 }
 
@@ -491,15 +496,21 @@ pub(crate) fn force_unlock(
     latch: &[u8],
     latch_ttl: Duration,
 ) -> Cmd {
-    let mut cmd = evalsha(&FORCE_UNLOCK, &[key, channel, latch]);
-    cmd.arg(message).arg(millis(latch_ttl)).arg(stored);
+    let mut cmd = evalsha(&FORCE_UNLOCK, &[key, latch]);
+    cmd.arg(message)
+        .arg(millis(latch_ttl))
+        .arg(stored)
+        .arg(channel);
     cmd
 }
 
 /// Which commands the locks need the user may not run, tried on a lock key, its channel
-/// and a latch of it. Replies a list of what is denied.
+/// and a latch of it (the channel and the latch are only names to check rights on, passed
+/// as arguments). Replies a list of what is denied.
 pub(crate) fn check(key: &[u8], channel: &[u8], latch: &[u8]) -> Cmd {
-    evalsha(&CHECK, &[key, channel, latch])
+    let mut cmd = evalsha(&CHECK, &[key]);
+    cmd.arg(channel).arg(latch);
+    cmd
 }
 
 /// Why a token lock's key is taken, and whether it holds `token` (then its `lease` is set
@@ -520,10 +531,11 @@ pub(crate) fn token_release(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&TOKEN_RELEASE, &[key, channel, latch]);
+    let mut cmd = evalsha(&TOKEN_RELEASE, &[key, latch]);
     cmd.arg(token)
         .arg(unlock_message(wake))
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(channel);
     cmd
 }
 
@@ -536,15 +548,19 @@ pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: boo
 }
 
 /// Read what the lock at `keys[0]` is made of, writing nothing: `keys` are the lock key,
-/// its channel, the fair queue and timeouts, the fencing counter, the semaphore's held
-/// permits, the read-write lock's and the semaphore's channels. Replies as
-/// `scripts/inspect.lua` says.
-pub(crate) fn inspect(keys: &[&[u8]; 8]) -> Cmd {
-    evalsha(&INSPECT, keys)
+/// the fair queue and timeouts, the fencing counter and the semaphore's held permits;
+/// `channels` the lock's, the read-write lock's and the semaphore's channels, whose
+/// subscribers it counts. Replies as `scripts/inspect.lua` says.
+pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 3]) -> Cmd {
+    let mut cmd = evalsha(&INSPECT, keys);
+    for channel in channels {
+        cmd.arg(*channel);
+    }
+    cmd
 }
 
-/// The keys of an election: its key, its epoch counter, its record of leaders and its
-/// observers' channel.
+/// The names of an election: its key, its epoch counter, its record of leaders (keys) and
+/// its observers' channel.
 pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
 
 /// Take the lead of the election `keys` for the attempt `token` and the candidate `name`,
@@ -557,8 +573,12 @@ pub(crate) fn election_acquire(
     name: &str,
     record: usize,
 ) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key, observers]);
-    cmd.arg(token).arg(millis(lease)).arg(name).arg(record);
+    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key]);
+    cmd.arg(token)
+        .arg(millis(lease))
+        .arg(name)
+        .arg(record)
+        .arg(observers);
     cmd
 }
 
@@ -578,10 +598,12 @@ pub(crate) fn election_resign(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_RESIGN, &[key, channel, observers, latch]);
+    let mut cmd = evalsha(&ELECTION_RESIGN, &[key, latch]);
     cmd.arg(token)
         .arg(unlock_message(wake))
-        .arg(millis(latch_ttl));
+        .arg(millis(latch_ttl))
+        .arg(channel)
+        .arg(observers);
     cmd
 }
 
@@ -594,11 +616,13 @@ pub(crate) fn election_read(key: &[u8], counter: &[u8], record: &[u8], after: u6
     cmd
 }
 
-/// `EVALSHA <sha> <number of keys> <keys...>`, with room for up to 6 arguments, so that
-/// building the command does not grow it piecemeal.
+/// `EVALSHA <sha> <number of keys> <keys...>`, with room for up to 7 arguments, a channel
+/// (about as long as the first key) among them, so that building the command does not grow
+/// it piecemeal.
 fn evalsha(script: &Script, keys: &[&[u8]]) -> Cmd {
     let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
-    let mut cmd = Cmd::with_capacity(3 + keys.len() + 6, 64 + key_bytes + 160);
+    let channel_bytes = keys.first().map_or(0, |key| key.len() + 32);
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + 7, 64 + key_bytes + channel_bytes + 160);
     cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
     for key in keys {
         cmd.arg(*key);

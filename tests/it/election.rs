@@ -320,11 +320,11 @@ fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
     .key(NAME)
     .key(COUNTER)
     .key(RECORD)
-    .key("redisson_lock__channel:{e}:leader")
     .arg(token)
     .arg(30_000)
     .arg("candidate")
     .arg(100)
+    .arg("redisson_lock__channel:{e}:leader")
     .invoke(redis)
     .unwrap()
 }

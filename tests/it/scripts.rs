@@ -23,13 +23,13 @@ fn acquire(redis: &mut redis::Connection, held: u32) -> Option<i64> {
 fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> {
     Script::new(include_str!("../../src/transport/scripts/release.lua"))
         .key("k")
-        .key("redisson_lock__channel:{k}")
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
         .arg(0)
         .arg(30_000)
         .arg(FIELD)
         .arg(held)
         .arg(10_000)
+        .arg("redisson_lock__channel:{k}")
         .invoke(redis)
         .unwrap()
 }
@@ -37,11 +37,11 @@ fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> 
 fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
     Script::new(include_str!("../../src/transport/scripts/force_unlock.lua"))
         .key("k")
-        .key("redisson_lock__channel:{k}")
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
         .arg(0)
         .arg(10_000)
         .arg("hash")
+        .arg("redisson_lock__channel:{k}")
         .invoke(redis)
         .unwrap()
 }

@@ -5,11 +5,11 @@
 --          string, never expiring
 -- KEYS[3]  the record of recent leaders "redisson_lock_token:{<key>}:redmutex_leaders": a
 --          list of "<epoch> <name>", oldest first
--- KEYS[4]  the observers' channel "redisson_lock__channel:{<key>}:leader"
 -- ARGV[1]  the attempt's token: 32 hex digits, new for every attempt
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the candidate's name
 -- ARGV[4]  how many leaders the record keeps
+-- ARGV[5]  the observers' channel "redisson_lock__channel:{<key>}:leader"
 -- Reply    {1, epoch} when this attempt leads: newly (the counter's next value), or already
 --             (the key holds ARGV[1]: the same attempt sent again after its reply was lost
 --             takes no new epoch, and its lease is set again);
@@ -50,7 +50,7 @@ if check then
         {'pexpire', KEYS[1], ARGV[2]},
         {'rpush', KEYS[3], 'x'},
         {'ltrim', KEYS[3], '0', '-1'},
-        {'publish', KEYS[4], '1'},
+        {'publish', ARGV[5], '1'},
     }
     for _, command in ipairs(needed) do
         if not check(unpack(command)) then
@@ -64,5 +64,5 @@ redis.call('hset', KEYS[1], 'token', ARGV[1], 'epoch', epoch, 'name', ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[2])
 redis.call('rpush', KEYS[3], epoch .. ' ' .. ARGV[3])
 redis.call('ltrim', KEYS[3], -tonumber(ARGV[4]), -1)
-redis.call('publish', KEYS[4], '1')
+redis.call('publish', ARGV[5], '1')
 return {1, epoch}

@@ -1,13 +1,14 @@
 -- Delete a fair lock whoever holds it, and wake the head of its queue on the head's own
 -- channel, where it waits (as Redisson's RFairLock forceUnlock does).
 -- KEYS[1]  lock key
--- KEYS[2]  the lock's channel: a waiter's channel is this, ":", its owner field
--- KEYS[3]  unlock latch of this call, "redisson_unlock_latch:{<key>}:<request id>"
--- KEYS[4]  queue of the waiting owner fields (see fair_acquire.lua)
--- KEYS[5]  places of the waiting owner fields (see fair_acquire.lua)
--- KEYS[6]  our waiters (see fair_acquire.lua)
+-- KEYS[2]  unlock latch of this call, "redisson_unlock_latch:{<key>}:<request id>"
+-- KEYS[3]  queue of the waiting owner fields (see fair_acquire.lua)
+-- KEYS[4]  places of the waiting owner fields (see fair_acquire.lua)
+-- KEYS[5]  our waiters (see fair_acquire.lua)
+-- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  message published to the head of the queue when the lock was deleted ("0")
 -- ARGV[2]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- ARGV[3]  the lock's channel: a waiter's channel is this, ":", its owner field
 -- Reply    1 when the lock was deleted, 0 when there was none; when the latch shows that
 --          an earlier attempt of this call ran, what that attempt replied, and nothing
 --          else is done: a retry never deletes a lock taken since;
@@ -18,7 +19,7 @@
 --          to the head's channel or write the latch.
 -- The head is the first waiter whose place has not run out (see fair_acquire.lua); those
 -- before it are dropped.
-local done = redis.call('get', KEYS[3])
+local done = redis.call('get', KEYS[2])
 if done then
     return tonumber(done)
 end
@@ -33,13 +34,13 @@ if kind ~= 'none' and kind ~= 'hash' then
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local queue = redis.call('lrange', KEYS[4], 0, -1)
+local queue = redis.call('lrange', KEYS[3], 0, -1)
 local gone = 0
 local head = nil
 for _, waiter in ipairs(queue) do
-    local until_ = tonumber(redis.call('zscore', KEYS[6], waiter))
+    local until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
     if not until_ then
-        until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
+        until_ = tonumber(redis.call('zscore', KEYS[4], waiter))
     end
     if until_ and until_ > now then
         head = waiter
@@ -48,14 +49,14 @@ for _, waiter in ipairs(queue) do
     gone = gone + 1
 end
 local exists = redis.call('exists', KEYS[1]) == 1
-local channel = exists and head and (KEYS[2] .. ':' .. head)
+local channel = exists and head and (ARGV[3] .. ':' .. head)
 local check = redis.acl_check_cmd
 if check then
-    if not check('set', KEYS[3], '1', 'px', ARGV[2]) then
+    if not check('set', KEYS[2], '1', 'px', ARGV[2]) then
         return redis.error_reply('NOPERM this user may not SET the unlock latch key')
     end
-    if gone > 0 and (not check('lpop', KEYS[4]) or not check('zrem', KEYS[5], 'x')
-        or not check('zrem', KEYS[6], 'x')) then
+    if gone > 0 and (not check('lpop', KEYS[3]) or not check('zrem', KEYS[4], 'x')
+        or not check('zrem', KEYS[5], 'x')) then
         return redis.error_reply('NOPERM this user may not write the fair lock queue')
     end
     if channel and not check('publish', channel, ARGV[1]) then
@@ -63,13 +64,13 @@ if check then
     end
 end
 for i = 1, gone do
-    local waiter = redis.call('lpop', KEYS[4])
+    local waiter = redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], waiter)
     redis.call('zrem', KEYS[5], waiter)
-    redis.call('zrem', KEYS[6], waiter)
 end
 local deleted = redis.call('del', KEYS[1])
 if channel then
     redis.call('publish', channel, ARGV[1])
 end
-redis.call('set', KEYS[3], deleted, 'px', ARGV[2])
+redis.call('set', KEYS[2], deleted, 'px', ARGV[2])
 return deleted

@@ -3,15 +3,15 @@
 -- is granted the lock if it takes grants, else told its turn has come. The places of the
 -- waiters behind stay as they are (see fair_acquire.lua).
 -- KEYS[1]  lock key
--- KEYS[2]  the lock's channel: a waiter's channel is this, ":", its owner field
--- KEYS[3]  queue of the waiting owner fields (see fair_acquire.lua)
--- KEYS[4]  places of the waiting owner fields (see fair_acquire.lua)
--- KEYS[5]  our waiters (see fair_acquire.lua)
+-- KEYS[2]  queue of the waiting owner fields (see fair_acquire.lua)
+-- KEYS[3]  places of the waiting owner fields (see fair_acquire.lua)
+-- KEYS[4]  our waiters (see fair_acquire.lua)
 -- ARGV[1]  the leaving owner field
 -- ARGV[2]  message published to the new head ("0")
 -- ARGV[3]  holds the leaving owner believes it has (0 unless its earlier holds vanished)
 -- ARGV[4]  the longest grant lease in milliseconds, as in fair_release.lua; "0": grant
 --             nothing
+-- ARGV[5]  the lock's channel: a waiter's channel is this, ":", its owner field
 -- Reply    1 when the owner was queued or held a hold it did not know of (both are undone),
 --          else 0; an error, with nothing written, when the user may not write the queue,
 --          the lock key or publish to the head.
@@ -22,7 +22,7 @@
 -- first other waiter whose place has not run out; it is granted the lock exactly as
 -- fair_release.lua grants it (the two must agree), and left in the queue otherwise.
 local check = redis.acl_check_cmd
-if check and (not check('zrem', KEYS[4], ARGV[1]) or not check('zrem', KEYS[5], ARGV[1])) then
+if check and (not check('zrem', KEYS[3], ARGV[1]) or not check('zrem', KEYS[4], ARGV[1])) then
     return redis.error_reply('NOPERM this user may not write the fair lock queue')
 end
 local exists = redis.call('exists', KEYS[1]) == 1
@@ -33,19 +33,19 @@ if exists and tonumber(ARGV[3]) == 0 then
 end
 local free = not exists or (unknown and redis.call('hlen', KEYS[1]) == 1)
 local head = nil
--- The head's time in KEYS[5], when it has one, and the time the head was judged by.
+-- The head's time in KEYS[4], when it has one, and the time the head was judged by.
 local ours = nil
 local now = nil
 if free then
     local queued = unknown
     now = redis.call('time')
     now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    for _, waiter in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+    for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
         if waiter == ARGV[1] then
             queued = true
         elseif not head then
-            local in_ours = tonumber(redis.call('zscore', KEYS[5], waiter))
-            local until_ = in_ours or tonumber(redis.call('zscore', KEYS[4], waiter))
+            local in_ours = tonumber(redis.call('zscore', KEYS[4], waiter))
+            local until_ = in_ours or tonumber(redis.call('zscore', KEYS[3], waiter))
             if until_ and until_ > now then
                 head, ours = waiter, in_ours
             end
@@ -55,7 +55,7 @@ if free then
         head = nil
     end
 end
-local channel = head and (KEYS[2] .. ':' .. head)
+local channel = head and (ARGV[5] .. ':' .. head)
 local message = ARGV[2]
 local grant = nil
 if channel and ours and ARGV[4] ~= '0' and #head > 37 and string.sub(head, 9, 9) == '-'
@@ -67,21 +67,21 @@ if check then
     if unknown and not check('hdel', KEYS[1], ARGV[1]) then
         return redis.error_reply('NOPERM this user may not give back the lock')
     end
-    if grant and (not check('lrem', KEYS[3], '1', head) or not check('hset', KEYS[1], head, '1')
+    if grant and (not check('lrem', KEYS[2], '1', head) or not check('hset', KEYS[1], head, '1')
         or not check('pexpire', KEYS[1], grant) or not check('publish', channel, message)) then
         return redis.error_reply('NOPERM this user may not hand the lock to the next waiter')
     end
 end
-local removed = redis.call('lrem', KEYS[3], 0, ARGV[1])
+local removed = redis.call('lrem', KEYS[2], 0, ARGV[1])
+redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
-redis.call('zrem', KEYS[5], ARGV[1])
 if unknown then
     redis.call('hdel', KEYS[1], ARGV[1])
 end
 if grant then
-    redis.call('lrem', KEYS[3], 1, head)
+    redis.call('lrem', KEYS[2], 1, head)
+    redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
-    redis.call('zrem', KEYS[5], head)
     redis.call('hset', KEYS[1], head, 1)
     redis.call('pexpire', KEYS[1], grant)
 end

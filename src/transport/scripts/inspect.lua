@@ -1,12 +1,12 @@
 -- Read everything a lock of any kind is made of, writing nothing.
 -- KEYS[1]  lock key
--- KEYS[2]  its lock channel, "redisson_lock__channel:{<key>}"
--- KEYS[3]  the fair lock's queue, "redisson_lock_queue:{<key>}"
--- KEYS[4]  the fair lock's timeouts, "redisson_lock_timeout:{<key>}"
--- KEYS[5]  the fencing counter, "redisson_lock_token:{<key>}"
--- KEYS[6]  the semaphore's held permits, "{<key>}:timeout"
--- KEYS[7]  the read-write lock's channel, "redisson_rwlock:{<key>}"
--- KEYS[8]  the semaphore's channel, "redisson_sc:{<key>}"
+-- KEYS[2]  the fair lock's queue, "redisson_lock_queue:{<key>}"
+-- KEYS[3]  the fair lock's timeouts, "redisson_lock_timeout:{<key>}"
+-- KEYS[4]  the fencing counter, "redisson_lock_token:{<key>}"
+-- KEYS[5]  the semaphore's held permits, "{<key>}:timeout"
+-- ARGV[1]  the lock channel, "redisson_lock__channel:{<key>}"
+-- ARGV[2]  the read-write lock's channel, "redisson_rwlock:{<key>}"
+-- ARGV[3]  the semaphore's channel, "redisson_sc:{<key>}"
 -- Reply    {type, pttl, fields, queue, fence, permits, subscribers, value, now}:
 --            type         the lock key's Redis type, "none" when there is no key;
 --            pttl         its time to live in milliseconds (-1: none, -2: no key);
@@ -28,23 +28,23 @@ elseif kind == 'string' then
     value = redis.call('get', KEYS[1])
 end
 local queue = {}
-if redis.call('type', KEYS[3]).ok == 'list' then
-    for _, owner in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+if redis.call('type', KEYS[2]).ok == 'list' then
+    for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
         queue[#queue + 1] = owner
-        queue[#queue + 1] = tonumber(redis.call('zscore', KEYS[4], owner) or -1)
+        queue[#queue + 1] = tonumber(redis.call('zscore', KEYS[3], owner) or -1)
     end
 end
 local fence = -1
-if redis.call('type', KEYS[5]).ok == 'string' then
-    fence = tonumber(redis.call('get', KEYS[5])) or -1
+if redis.call('type', KEYS[4]).ok == 'string' then
+    fence = tonumber(redis.call('get', KEYS[4])) or -1
 end
 local permits = {}
-if redis.call('type', KEYS[6]).ok == 'zset' then
-    permits = redis.call('zrange', KEYS[6], 0, -1, 'withscores')
+if redis.call('type', KEYS[5]).ok == 'zset' then
+    permits = redis.call('zrange', KEYS[5], 0, -1, 'withscores')
 end
-local channels = {KEYS[2], KEYS[7], KEYS[8]}
+local channels = {ARGV[1], ARGV[2], ARGV[3]}
 for i = 1, #queue, 2 do
-    channels[#channels + 1] = KEYS[2] .. ':' .. queue[i]
+    channels[#channels + 1] = ARGV[1] .. ':' .. queue[i]
 end
 local subscribers = -1
 local counted, counts = pcall(redis.call, 'pubsub', 'numsub', unpack(channels))

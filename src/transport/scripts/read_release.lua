@@ -1,15 +1,16 @@
 -- Give back one read hold of a read-write lock; the last hold of all wakes a waiter.
 -- KEYS[1]  lock key: the hash described in read_acquire.lua
--- KEYS[2]  the lock's channel, "redisson_rwlock:{<key>}"
--- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
--- KEYS[4]  this owner's timeout prefix (see read_acquire.lua)
--- KEYS[5]  the key prefix of every owner's timeout keys, "{<key>}" ("<key>" with a tag);
+-- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- KEYS[3]  this owner's timeout prefix (see read_acquire.lua)
+-- KEYS[4]  the key prefix of every owner's timeout keys, "{<key>}" ("<key>" with a tag);
 --             the script reads every reader's "<prefix>:<field>:rwlock_timeout:<i>"
+-- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  message published when the lock is freed ("0": a writer or reader may go);
 --             empty: none, for giving back what a failed attempt took
 -- ARGV[2]  owner field
 -- ARGV[3]  read holds the owner has before this release (at least 1)
 -- ARGV[4]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- ARGV[5]  the lock's channel, "redisson_rwlock:{<key>}"
 -- The lock is freed (renamed to the latch, which then expires, and the message published)
 -- when no hold is left, or, as Redisson does, when the lock is read and the lease keys of
 -- every read hold left have run out. Otherwise, when read, the hash's expiry is set to the
@@ -28,7 +29,7 @@
 --             expiry, or may not read a reader's lease key.
 local hash, mode = pcall(redis.call, 'hget', KEYS[1], 'mode')
 if not hash or not mode or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    if redis.call('exists', KEYS[3]) == 1 then
+    if redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
@@ -40,9 +41,9 @@ local left, own, longest = false, 0, 0
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local field, count = fields[i], tonumber(fields[i + 1])
-    local prefix = KEYS[5] .. ':' .. field .. ':rwlock_timeout:'
+    local prefix = KEYS[4] .. ':' .. field .. ':rwlock_timeout:'
     if field == ARGV[2] then
-        count, prefix = held - 1, KEYS[4] .. ':'
+        count, prefix = held - 1, KEYS[3] .. ':'
     end
     if field ~= 'mode' and count and count > 0 then
         left = true
@@ -56,7 +57,7 @@ for i = 1, #fields, 2 do
     end
 end
 local free = not left or (mode == 'read' and longest <= 0)
-local timeout = KEYS[4] .. ':' .. held
+local timeout = KEYS[3] .. ':' .. held
 -- The owner's last hold takes every lease key of its field with it: the field may count
 -- more than the owner believed (an attempt that found its holds gone, given back whole).
 local last = held
@@ -71,10 +72,10 @@ if check then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
     if free then
-        if ARGV[1] ~= '' and not check('publish', KEYS[2], ARGV[1]) then
+        if ARGV[1] ~= '' and not check('publish', ARGV[5], ARGV[1]) then
             return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
         end
-        if not check('rename', KEYS[1], KEYS[3]) or not check('pexpire', KEYS[3], ARGV[4]) then
+        if not check('rename', KEYS[1], KEYS[2]) or not check('pexpire', KEYS[2], ARGV[4]) then
             return redis.error_reply('NOPERM this user may not RENAME the lock key to the latch')
         end
     elseif mode == 'read' and not check('pexpire', KEYS[1], longest) then
@@ -87,13 +88,13 @@ else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 for n = held, last do
-    redis.call('del', KEYS[4] .. ':' .. n)
+    redis.call('del', KEYS[3] .. ':' .. n)
 end
 if free then
-    redis.call('rename', KEYS[1], KEYS[3])
-    redis.call('pexpire', KEYS[3], ARGV[4])
+    redis.call('rename', KEYS[1], KEYS[2])
+    redis.call('pexpire', KEYS[2], ARGV[4])
     if ARGV[1] ~= '' then
-        redis.call('publish', KEYS[2], ARGV[1])
+        redis.call('publish', ARGV[5], ARGV[1])
     end
     return 1
 end

@@ -1,13 +1,14 @@
 -- Give back one hold of a reentrant lock (Redisson hash layout).
 -- KEYS[1]  lock key
--- KEYS[2]  unlock channel (see layout.rs)
--- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  message published when the last hold goes ("0", as Redisson sends); empty: none,
 --             for giving back what a failed attempt took
 -- ARGV[2]  lease in milliseconds for the holds that remain
 -- ARGV[3]  owner field "<client-uuid>:<thread-id>"
 -- ARGV[4]  holds the owner has before this release (at least 1)
 -- ARGV[5]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- ARGV[6]  unlock channel (see layout.rs)
 -- Reply    nil when the field is absent, or the key is not a hash (not held by this owner;
 --             nothing changed);
 --          0 when holds remain (lease refreshed), 1 when the key was deleted;
@@ -21,7 +22,7 @@
 -- have deleted the key before (the owner's own thread is inside this call).
 local held, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not held or present == 0 then
-    if redis.call('exists', KEYS[3]) == 1 then
+    if redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
@@ -41,18 +42,18 @@ end
 -- the PEXPIRE right (checked, since it runs after the first write), PUBLISH (no write; its
 -- message reaches subscribers only after the script, when the key is gone), then RENAME.
 -- A refusal (ACL) is passed on as NOPERM.
-if check and not check('pexpire', KEYS[3], ARGV[5]) then
+if check and not check('pexpire', KEYS[2], ARGV[5]) then
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
 local sent, refused = true, nil
 if ARGV[1] ~= '' then
-    sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[1])
+    sent, refused = pcall(redis.call, 'publish', ARGV[6], ARGV[1])
 end
 if sent then
-    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
+    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[2])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('pexpire', KEYS[3], ARGV[5])
+redis.call('pexpire', KEYS[2], ARGV[5])
 return 1

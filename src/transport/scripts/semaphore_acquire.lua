@@ -2,10 +2,10 @@
 -- KEYS[1]  permits key: a string, the number of permits available
 -- KEYS[2]  timeouts: a sorted set of the permits held, by id (16 bytes), scored by when
 --             each lease ends (milliseconds since the epoch, by this server's clock)
--- KEYS[3]  the semaphore's channel, "redisson_sc:{<key>}"
--- ARGV[1]  the permit's id (16 bytes)
--- ARGV[2]  its lease in milliseconds
--- ARGV[3]  message for permits whose leases ran out and came back: "" for none, else any
+-- ARGV[1]  the semaphore's channel, "redisson_sc:{<key>}"
+-- ARGV[2]  the permit's id (16 bytes)
+-- ARGV[3]  its lease in milliseconds
+-- ARGV[4]  message for permits whose leases ran out and came back: "" for none, else any
 --             (the number available is published)
 -- Reply    {1, 0} when the permit was taken, now or by an earlier attempt of this call
 --             (the id is held); otherwise busy: {0, the milliseconds until the first held
@@ -30,10 +30,10 @@ if zkind ~= 'none' and zkind ~= 'zset' then
 end
 local check = redis.acl_check_cmd
 if check and (not check('incrby', KEYS[1], '1') or not check('zadd', KEYS[2], '1', 'x')
-    or (ARGV[3] ~= '' and not check('publish', KEYS[3], '1'))) then
+    or (ARGV[4] ~= '' and not check('publish', ARGV[1], '1'))) then
     return redis.error_reply('NOPERM this user may not write the semaphore keys')
 end
-if redis.call('zscore', KEYS[2], ARGV[1]) then
+if redis.call('zscore', KEYS[2], ARGV[2]) then
     return {1, 0}
 end
 local now = redis.call('time')
@@ -42,13 +42,13 @@ local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, 100)
 if #ended > 0 then
     redis.call('zrem', KEYS[2], unpack(ended))
     local total = redis.call('incrby', KEYS[1], #ended)
-    if ARGV[3] ~= '' then
-        redis.call('publish', KEYS[3], total)
+    if ARGV[4] ~= '' then
+        redis.call('publish', ARGV[1], total)
     end
 end
 if (tonumber(redis.call('get', KEYS[1])) or 0) >= 1 then
     redis.call('decrby', KEYS[1], 1)
-    redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+    redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), ARGV[2])
     return {1, 0}
 end
 local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')

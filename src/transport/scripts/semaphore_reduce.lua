@@ -3,8 +3,8 @@
 -- available; held permits are left alone and come back when released.
 -- KEYS[1]  permits key (see semaphore_acquire.lua)
 -- KEYS[2]  timeouts (see semaphore_acquire.lua)
--- KEYS[3]  the semaphore's channel
 -- ARGV[1]  how many permits to take away (at least 1)
+-- ARGV[2]  the semaphore's channel
 -- Reply    how many were taken away: ARGV[1], or all that were available when fewer; 0,
 --          with nothing written, when the semaphore has no permits key; the error
 --          "WRONGKIND <type>" when a key holds something else; an error, with nothing
@@ -22,7 +22,7 @@ if kind == 'none' then
 end
 local check = redis.acl_check_cmd
 if check and (not check('incrby', KEYS[1], '1') or not check('decrby', KEYS[1], '1')
-    or not check('zrem', KEYS[2], 'x') or not check('publish', KEYS[3], '1')) then
+    or not check('zrem', KEYS[2], 'x') or not check('publish', ARGV[2], '1')) then
     return redis.error_reply('NOPERM this user may not write the semaphore keys')
 end
 local now = redis.call('time')
@@ -38,6 +38,6 @@ if taken > 0 then
     redis.call('decrby', KEYS[1], taken)
 end
 if #ended > 0 and available > taken then
-    redis.call('publish', KEYS[3], available - taken)
+    redis.call('publish', ARGV[2], available - taken)
 end
 return taken

@@ -2,8 +2,8 @@
 -- many waiters. Held permits whose leases ran out are dropped: they do not come back.
 -- KEYS[1]  permits key (see semaphore_acquire.lua)
 -- KEYS[2]  timeouts (see semaphore_acquire.lua)
--- KEYS[3]  the semaphore's channel
 -- ARGV[1]  the number of permits available from now (at least 1)
+-- ARGV[2]  the semaphore's channel
 -- Reply    the number available before (0 when the key did not exist); the error
 --          "WRONGKIND <type>" when a key holds something else; an error, with nothing
 --          written, when the user may not write the keys or publish.
@@ -17,7 +17,7 @@ if zkind ~= 'none' and zkind ~= 'zset' then
 end
 local check = redis.acl_check_cmd
 if check and (not check('set', KEYS[1], '1') or not check('zremrangebyscore', KEYS[2], '-inf', '1')
-    or not check('publish', KEYS[3], '1')) then
+    or not check('publish', ARGV[2], '1')) then
     return redis.error_reply('NOPERM this user may not write the semaphore keys')
 end
 local before = tonumber(redis.call('get', KEYS[1])) or 0
@@ -27,5 +27,5 @@ if zkind == 'zset' then
     redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call('publish', KEYS[3], ARGV[1])
+redis.call('publish', ARGV[2], ARGV[1])
 return before

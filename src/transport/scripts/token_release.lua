@@ -1,11 +1,12 @@
 -- Release a token lock: delete the key only if it still holds our token, and wake a waiter.
 -- KEYS[1]  lock key: a string holding the owner's token
--- KEYS[2]  unlock channel (see layout.rs)
--- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  the owner's token
 -- ARGV[2]  message published on release ("0"); empty: none, for giving back what a failed
 --             attempt took
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- ARGV[4]  unlock channel (see layout.rs)
 -- Reply    1 when the key was released, now or by an earlier attempt of this call (the latch
 --          says so); nil when it holds something else or nothing (not ours; nothing changed);
 --          an error, with the lock left as it was, when the user may not publish on the
@@ -18,24 +19,24 @@
 -- call cannot have deleted it before (tokens are never reused).
 local readable, value = pcall(redis.call, 'get', KEYS[1])
 if not readable or value ~= ARGV[1] then
-    if redis.call('exists', KEYS[3]) == 1 then
+    if redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
 end
-if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[3], ARGV[3]) then
+if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[2], ARGV[3]) then
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
 -- A refusal (ACL) is passed on as NOPERM.
 local sent, refused = true, nil
 if ARGV[2] ~= '' then
-    sent, refused = pcall(redis.call, 'publish', KEYS[2], ARGV[2])
+    sent, refused = pcall(redis.call, 'publish', ARGV[4], ARGV[2])
 end
 if sent then
-    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[3])
+    sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[2])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('pexpire', KEYS[3], ARGV[3])
+redis.call('pexpire', KEYS[2], ARGV[3])
 return 1

@@ -1,14 +1,15 @@
 -- Give back one write hold of a read-write lock. The last one wakes every waiter: readers
 -- may all go, or a writer.
 -- KEYS[1]  lock key: the hash described in read_acquire.lua
--- KEYS[2]  the lock's channel, "redisson_rwlock:{<key>}"
--- KEYS[3]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
+-- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  message published when the write lock goes ("1": wake every waiter); empty:
 --             none, for giving back what a failed attempt took
 -- ARGV[2]  lease in milliseconds for the holds that remain (at least)
 -- ARGV[3]  the owner's writer field, "<owner>:write"
 -- ARGV[4]  write holds the owner has before this release (at least 1)
 -- ARGV[5]  how long the latch lasts, in milliseconds: longer than the call's retries
+-- ARGV[6]  the lock's channel, "redisson_rwlock:{<key>}"
 -- Reply    nil when the owner holds no write hold (nothing changed);
 --          0 when write holds remain: the key then lasts at least ARGV[2] (its expiry is
 --             raised, never cut: this owner's read holds may have longer leases);
@@ -19,7 +20,7 @@
 --             or set an expiry.
 local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not hash or present == 0 then
-    if redis.call('exists', KEYS[3]) == 1 then
+    if redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
@@ -38,11 +39,11 @@ if left > 0 then
     return 0
 end
 if check then
-    if not check('pexpire', KEYS[3], ARGV[5]) or not check('rename', KEYS[1], KEYS[3])
-        or not check('set', KEYS[3], '1') or not check('hset', KEYS[1], 'mode', 'read') then
+    if not check('pexpire', KEYS[2], ARGV[5]) or not check('rename', KEYS[1], KEYS[2])
+        or not check('set', KEYS[2], '1') or not check('hset', KEYS[1], 'mode', 'read') then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
-    if ARGV[1] ~= '' and not check('publish', KEYS[2], ARGV[1]) then
+    if ARGV[1] ~= '' and not check('publish', ARGV[6], ARGV[1]) then
         return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
     end
 end
@@ -50,12 +51,12 @@ redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) > 1 then
     -- This owner still reads: the lock stays, read, and a marker latch records the release.
     redis.call('hset', KEYS[1], 'mode', 'read')
-    redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+    redis.call('set', KEYS[2], '1', 'px', ARGV[5])
 else
-    redis.call('rename', KEYS[1], KEYS[3])
-    redis.call('pexpire', KEYS[3], ARGV[5])
+    redis.call('rename', KEYS[1], KEYS[2])
+    redis.call('pexpire', KEYS[2], ARGV[5])
 end
 if ARGV[1] ~= '' then
-    redis.call('publish', KEYS[2], ARGV[1])
+    redis.call('publish', ARGV[6], ARGV[1])
 end
 return 1
