@@ -1521,3 +1521,80 @@ fn a_late_release_reply_shortens_the_holds_left_by_their_lease() {
     a_late_release_reply_shortens_the_holds_left::<redmutex::Fenced>();
     a_late_release_reply_shortens_the_holds_left::<redmutex::Fair>();
 }
+
+/// Found by the read-write property: a read re-entry sent while its client was stalled, by
+/// an owner with a watched read hold, set the watchdog's lease on its read lease key, not
+/// the one it asked for; the model now bounds what it may leave by that lease.
+#[test]
+fn a_stalled_reentry_into_a_watched_read_holding_follows_its_model() {
+    use exclusive::Lease::{Ms, Watched};
+    use read_write::{
+        Op::*,
+        Side::{Read, Write},
+    };
+    replay_read_write(&[
+        Take {
+            owner: 1,
+            side: Write,
+            lease: Ms(57),
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Watched,
+        },
+        JavaTake {
+            side: Read,
+            lease: 69,
+        },
+        Fault {
+            client: 0,
+            side: Write,
+            call: Call::Acquire,
+            reply: Reply::Late,
+        },
+        Fault {
+            client: 0,
+            side: Write,
+            call: Call::Force,
+            reply: Reply::Late,
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Ms(54),
+        },
+        Release { owner: 0, which: 0 },
+        Stall { client: 0 },
+        Release { owner: 1, which: 0 },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Ms(32),
+        },
+        Fault {
+            client: 1,
+            side: Read,
+            call: Call::Acquire,
+            reply: Reply::Broken,
+        },
+        Wait {
+            owner: 2,
+            side: Read,
+            lease: 28,
+            wait: 2581,
+        },
+        Fault {
+            client: 1,
+            side: Read,
+            call: Call::Renew,
+            reply: Reply::Late,
+        },
+        GiveUp {
+            owner: 2,
+            side: Write,
+            lease: Ms(11),
+            wait: 6,
+        },
+    ]);
+}

@@ -353,6 +353,16 @@ struct Party {
 }
 
 impl Party {
+    /// The lease an acquisition with `lease` sets on Redis: a re-entry into a watched
+    /// holding keeps the watchdog's lease, whatever it asked for.
+    fn script_lease(&self, lease: Lease) -> Duration {
+        let watched = (self.holds.iter()).any(|h| matches!(h.lease, Lease::Watched));
+        match watched {
+            true => lease.script().max(WATCHDOG_LEASE),
+            false => lease.script(),
+        }
+    }
+
     fn bound(&self) -> Bound {
         let waiting = self.waiting.as_ref().map(|_| Bound::Forever);
         [self.held, self.ghost, waiting]
@@ -970,8 +980,9 @@ impl<K: Subject> Case<'_, K> {
                 self.log.push(format!("  owner {owner}: {err}"));
                 let stalled = self.stalled(owner);
                 let party = &mut self.parties[owner];
+                let script_lease = party.script_lease(lease);
                 if stalled {
-                    party.stalled_lease = party.stalled_lease.max(Some(lease.script()));
+                    party.stalled_lease = party.stalled_lease.max(Some(script_lease));
                 }
                 if err.is_lost() && had {
                     // The re-entry found the earlier holds gone: every guard of the holding
@@ -983,7 +994,7 @@ impl<K: Subject> Case<'_, K> {
                     return Err(format!("owner {owner}'s acquisition failed: {err}"));
                 }
                 let ghost = party.ghost.unwrap_or(Bound::Gone);
-                party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
+                party.ghost = Some(ghost.extend(Instant::now() + script_lease));
                 Ok(())
             }
         }
@@ -1046,7 +1057,9 @@ impl<K: Subject> Case<'_, K> {
             let me = format!("owner {owner}");
             for acq in &self.acquisitions {
                 let later = acq.rank.is_none_or(|r| r > rank);
-                let placed = waiting.forced.is_none_or(|forced| acq.from < forced);
+                // From a forced unlock or a restart on, it may have lost its place (its
+                // grant deleted, the queue wiped): only holds taken surely before count.
+                let placed = waiting.forced.is_none_or(|forced| acq.to < forced);
                 if acq.who != me && later && placed && acq.from >= seen && acq.to + SLACK < ended {
                     return Err(format!(
                         "{} took the fair lock while {me}, queued before, still waited ({:?} \

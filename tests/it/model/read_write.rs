@@ -246,6 +246,17 @@ fn attempt(mine: &mut Mine, side: Side, lease: Lease, wait: Option<Duration>) ->
 }
 
 impl Party {
+    /// The lease an acquisition of `side` with `lease` sets on Redis: a re-entry into a
+    /// watched holding of that side keeps the watchdog's lease, whatever it asked for.
+    fn script_lease(&self, side: Side, lease: Lease) -> Duration {
+        let watched = (self.holds.iter())
+            .any(|h| h.side == side && !h.stale && matches!(h.lease, Lease::Watched));
+        match watched {
+            true => lease.script().max(WATCHDOG_LEASE),
+            false => lease.script(),
+        }
+    }
+
     fn bound(&self) -> Bound {
         let waiting = self.waiting.as_ref().map(|_| Bound::Forever);
         [self.held, self.ghost, waiting]
@@ -823,8 +834,9 @@ impl Case<'_> {
                 }
                 let stalled = self.stalled(owner);
                 let party = &mut self.parties[owner];
+                let script_lease = party.script_lease(side, lease);
                 if stalled {
-                    party.stalled_lease = party.stalled_lease.max(Some(lease.script()));
+                    party.stalled_lease = party.stalled_lease.max(Some(script_lease));
                 }
                 if err.is_lost() {
                     // Every guard of that side's holding is stale now.
@@ -834,7 +846,7 @@ impl Case<'_> {
                     }
                 }
                 let ghost = party.ghost.unwrap_or(Bound::Gone);
-                party.ghost = Some(ghost.extend(Instant::now() + lease.script()));
+                party.ghost = Some(ghost.extend(Instant::now() + script_lease));
                 Ok(())
             }
         }
