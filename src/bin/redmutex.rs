@@ -124,6 +124,16 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
             } else {
                 print_table(&locks);
             }
+            // What could not be read is listed too; the exit code says the listing is
+            // incomplete.
+            let unread = locks
+                .iter()
+                .filter(|info| matches!(info.kind, LockKind::Unreadable(_)))
+                .count();
+            if unread > 0 {
+                eprintln!("redmutex: {unread} could not be read; the listing is incomplete");
+                return Ok(ExitCode::from(1));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { name } => {
@@ -260,6 +270,7 @@ fn kind_name(kind: &LockKind) -> String {
         LockKind::Semaphore => "semaphore".into(),
         LockKind::Election => "election".into(),
         LockKind::NotALock(what) => format!("no lock: {what}"),
+        LockKind::Unreadable(why) => format!("unreadable: {why}"),
         _ => "unknown".into(),
     }
 }

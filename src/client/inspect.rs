@@ -39,6 +39,11 @@ pub enum LockKind {
     /// permits beside it (a counter, or a semaphore of which no permit is held). Says what
     /// it holds; the operations tool neither lists nor breaks it.
     NotALock(String),
+    /// What could not be read, and why: a key whose look failed, or every key of a server
+    /// that could not be listed (then [`LockInfo::name`] is the pattern and
+    /// [`LockInfo::server`] the server). A listing goes on past it and keeps it, so that
+    /// one that could not see everything says so.
+    Unreadable(String),
 }
 
 /// One holder of a lock.
@@ -200,8 +205,17 @@ impl LockClient {
         let mut glob = escape_glob(prefix);
         glob.extend_from_slice(pattern.as_bytes());
         let mut found = BTreeSet::new();
+        let mut keys = Vec::new();
+        let unlisted = |server: &str, err: Error| unreadable(pattern, server, &err);
         for node in shared.nodes().list() {
-            for shard in node.shards()? {
+            let shards = match node.shards() {
+                Ok(shards) => shards,
+                Err(err) => {
+                    keys.push(unlisted(&node.name, err));
+                    continue;
+                }
+            };
+            for shard in shards {
                 let mut cursor = 0u64;
                 loop {
                     let mut scan = redis::cmd("SCAN");
@@ -211,8 +225,14 @@ impl LockClient {
                         .arg("COUNT")
                         .arg(500);
                     let end = std::time::Instant::now() + config.response_timeout;
-                    let (next, keys): (u64, Vec<Vec<u8>>) = shard.run(&scan, end)?;
-                    for key in keys {
+                    let (next, listed): (u64, Vec<Vec<u8>>) = match shard.run(&scan, end) {
+                        Ok(reply) => reply,
+                        Err(err) => {
+                            keys.push(unlisted(&shard.name, err));
+                            break;
+                        }
+                    };
+                    for key in listed {
                         if let Some(name) = key.strip_prefix(&prefix[..])
                             && !auxiliary(&key)
                         {
@@ -226,16 +246,40 @@ impl LockClient {
                 }
             }
         }
-        let mut keys = Vec::new();
         let names = self.client_names();
         for name in found {
-            let mut info = self.inspect_unnamed(&name)?;
+            let mut info = match self.inspect_unnamed(&name) {
+                Ok(info) => info,
+                Err(err) => {
+                    let key = [&prefix[..], &name[..]].concat();
+                    let server = shared.nodes().list()[0].server_of(&key);
+                    keys.push(unreadable(&String::from_utf8_lossy(&name), &server, &err));
+                    continue;
+                }
+            };
             if info.kind != LockKind::Free {
                 name_holders(&mut info, &names);
                 keys.push(info);
             }
         }
         Ok(keys)
+    }
+}
+
+/// The entry of a listing for `name` on `server`, which could not be read for `err`.
+fn unreadable(name: &str, server: &str, err: &Error) -> LockInfo {
+    LockInfo {
+        name: name.to_owned(),
+        kind: LockKind::Unreadable(format!("{err:#}")),
+        holders: Vec::new(),
+        lease_left: None,
+        waiters: None,
+        queue: Vec::new(),
+        fence: None,
+        epoch: None,
+        available: None,
+        keys: Vec::new(),
+        server: server.to_owned(),
     }
 }
 
@@ -497,7 +541,7 @@ fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
         LockKind::ReadWrite => &[0, 6],
         LockKind::Semaphore => &[0, 5, 7],
         LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],
-        LockKind::NotALock(_) => &[0],
+        LockKind::NotALock(_) | LockKind::Unreadable(_) => &[0],
     };
     picks
         .iter()

@@ -439,3 +439,23 @@ fn an_auth_failure_says_how_to_give_credentials() {
         "{said}"
     );
 }
+
+/// A key under the prefix that cannot be looked at: `locks` lists what it could read and
+/// the key as unreadable, and exits 1, the listing being incomplete.
+#[test]
+fn locks_lists_past_a_key_it_cannot_read_and_exits_1() {
+    let server = Server::start();
+    let client = server.client();
+    let _guard = client.lock("readable").lock().unwrap();
+    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
+    let () = redis::cmd("SET")
+        .arg(&long)
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    let (code, stdout, stderr) = tool_with(&server.url(), &["locks"], &[]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("readable"), "{stdout}");
+    assert!(stdout.contains("unreadable"), "{stdout}");
+    assert!(stderr.contains("incomplete"), "{stderr}");
+}

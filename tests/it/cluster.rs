@@ -644,3 +644,52 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
     );
     renewed.unlock().unwrap();
 }
+
+/// A listing of locks on a cluster whose one primary does not answer: the locks of the
+/// others are listed, and the one that could not be read is named as unreadable.
+#[test]
+fn a_listing_goes_on_past_a_primary_that_does_not_answer_and_names_it() {
+    let cluster = Cluster::start();
+    let client = (cluster.builder())
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mut guards = Vec::new();
+    let mut by_shard = std::collections::HashMap::new();
+    for i in 0.. {
+        let name = format!("listed:{i}");
+        let owner = cluster.owner_of(&name).port();
+        if by_shard.contains_key(&owner) {
+            continue;
+        }
+        guards.push(client.lock(&name).lock().unwrap());
+        by_shard.insert(owner, name);
+        if by_shard.len() == 3 {
+            break;
+        }
+    }
+    let (&stopped, silent) = by_shard.iter().next().unwrap();
+    let server = cluster.by_port(stopped);
+    server.pause();
+    let listed = client.locks("listed:*");
+    server.resume();
+    let listed = listed.unwrap();
+    let names: Vec<&str> = listed.iter().map(|info| info.name.as_str()).collect();
+    for (port, name) in &by_shard {
+        assert_eq!(
+            names.contains(&name.as_str()),
+            *port != stopped,
+            "{listed:?}"
+        );
+    }
+    let unread: Vec<_> = (listed.iter())
+        .filter(|info| matches!(info.kind, redmutex::LockKind::Unreadable(_)))
+        .collect();
+    assert_eq!(unread.len(), 1, "{listed:?}");
+    assert!(
+        unread[0].server.ends_with(&format!(":{stopped}")),
+        "{listed:?}"
+    );
+    assert!(!names.contains(&silent.as_str()));
+    drop(guards);
+}

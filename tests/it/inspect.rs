@@ -158,3 +158,29 @@ fn inspection_writes_nothing() {
     }
     assert_eq!(changes(&server), before);
 }
+
+/// One key under the prefix that cannot be looked at (a name longer than a lock's may
+/// be): the listing goes on, and names it as unreadable.
+#[test]
+fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
+    let server = Server::start();
+    let client = server.client();
+    let guard = client.lock("readable").lock().unwrap();
+    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
+    let () = redis::cmd("SET")
+        .arg(&long)
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    let listed = client.locks("*").unwrap();
+    assert!(
+        listed.iter().any(|info| info.name == "readable"),
+        "{listed:?}"
+    );
+    let unread: Vec<_> = (listed.iter())
+        .filter(|info| matches!(info.kind, redmutex::LockKind::Unreadable(_)))
+        .collect();
+    assert_eq!(unread.len(), 1, "{listed:?}");
+    assert_eq!(unread[0].name, long);
+    drop(guard);
+}
