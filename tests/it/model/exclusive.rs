@@ -182,7 +182,7 @@ pub fn ops(java: bool) -> impl Strategy<Value = Vec<Op>> {
                 .boxed(),
         ),
         (
-            1,
+            2,
             (0..2usize).prop_map(|client| Op::Stall { client }).boxed(),
         ),
         (
@@ -255,6 +255,8 @@ impl Subject for Token {
 /// What a guard says.
 #[derive(Clone, Debug)]
 struct View {
+    /// When the guard was asked.
+    read: Instant,
     health: Health,
     lost: bool,
     valid_until: Instant,
@@ -265,6 +267,7 @@ struct View {
 impl View {
     fn of<K: Subject>(guard: &LockGuard<K>) -> View {
         View {
+            read: Instant::now(),
             health: guard.health(),
             lost: guard.is_lost(),
             valid_until: guard.valid_until(),
@@ -1368,6 +1371,18 @@ impl<K: Subject> Case<'_, K> {
     /// now) was sent is surely gone: its guard must say it is lost, not only uncertain, by
     /// then, whatever its renewal waits on. `views` were read before `now`.
     fn told(&self, views: &[(usize, View, HoldModel)], now: Instant) -> Result<(), String> {
+        // Whoever holds now: a guard asked past its validity says it is lost.
+        let stale =
+            (views.iter()).find(|(_, view, _)| !view.lost && view.valid_until + SLACK < view.read);
+        if let Some((i, view, hold)) = stale {
+            return Err(format!(
+                "owner {i}'s hold ({:?}) ran out {:?} before its guard was asked, which does \
+                 not say it is lost ({:?})",
+                hold.lease,
+                view.read - view.valid_until,
+                view.health
+            ));
+        }
         let java = (self.java.count > 0 && self.java.sure_until.is_some_and(|t| t > now + SLACK))
             .then(|| self.acquisitions.iter().rev().find(|a| a.who == "Java"))
             .flatten()
