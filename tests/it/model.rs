@@ -493,6 +493,21 @@ fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// `keys`, each with its type, expiry and what it holds, for a message.
+fn described(conn: &mut redis::Connection, keys: &[String]) -> Vec<String> {
+    (keys.iter())
+        .map(|key| {
+            let (ttl, _) = pttl(conn, key);
+            let kind: String = redis::cmd("TYPE").arg(key).query(conn).unwrap();
+            let held = match kind.as_str() {
+                "hash" => redis::cmd("HGETALL").arg(key).query::<redis::Value>(conn),
+                _ => redis::cmd("GET").arg(key).query::<redis::Value>(conn),
+            };
+            format!("{key} ({kind}, PTTL {ttl} ms: {held:?})")
+        })
+        .collect()
+}
+
 /// PTTL of `key`, and the latest instant at which its expiry can have been read: the key's
 /// real expiry is at most `read + pttl`.
 fn pttl(conn: &mut redis::Connection, key: &str) -> (i64, Instant) {

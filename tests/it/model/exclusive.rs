@@ -852,9 +852,10 @@ impl<K: Subject> Case<'_, K> {
                 self.h.server.restart();
                 self.h.conn = self.h.server.conn();
                 self.revoke_all(at, true);
-                // The fencing counter is gone too: tokens start again.
+                // The fencing counter is gone too: tokens start again. A call that began
+                // before the restart was over may have drawn from the old counter.
                 self.tokens.clear();
-                self.restarted = Some(at);
+                self.restarted = Some(Instant::now());
                 self.java = JavaParty::default();
                 for owner in 0..OWNERS {
                     let stalled = self.stalled(owner);
@@ -1465,6 +1466,7 @@ impl<K: Subject> Case<'_, K> {
         }
         let left = leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
+            let left = super::described(&mut self.h.conn, &left);
             return Err(format!("left in Redis after every release: {left:?}"));
         }
         Ok(())

@@ -1218,6 +1218,7 @@ impl Case<'_> {
         }
         let left = leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
+            let left = super::described(&mut self.h.conn, &left);
             return Err(format!("left in Redis after every release: {left:?}"));
         }
         Ok(())

@@ -581,6 +581,7 @@ impl Case<'_> {
             .filter(|key| *key != self.name)
             .collect();
         if !left.is_empty() {
+            let left = super::described(&mut self.h.conn, &left);
             return Err(format!("left in Redis after every release: {left:?}"));
         }
         Ok(())
