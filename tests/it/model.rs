@@ -1613,3 +1613,31 @@ fn a_stalled_reentry_into_a_watched_read_holding_follows_its_model() {
         },
     ]);
 }
+
+/// Found by the read-write property: a reader's release whose reply was lost, while another
+/// reader held on. The release had run; its retry found no hold of the owner's, and the
+/// release reported the hold lost although it was given back as asked.
+#[test]
+fn a_read_release_retried_after_a_lost_reply_beside_another_reader_follows_its_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::Read};
+    replay_read_write(&[
+        Fault {
+            client: 0,
+            side: Read,
+            call: Call::Release,
+            reply: Reply::Lost,
+        },
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(10_000),
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Ms(10_000),
+        },
+        Release { owner: 1, which: 0 },
+    ]);
+}

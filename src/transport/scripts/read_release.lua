@@ -21,7 +21,8 @@
 --             were, and the longest of them ends within `left` milliseconds (0: all have
 --             ended). Only that bounds how long the owner still reads: another reader's
 --             release sets the hash's expiry to the longest read lease left;
---          0 when the owner's last read hold went and others' holds remain;
+--          0 when the owner's last read hold went and others' holds remain, by this call
+--             or (a marker latch says) an earlier attempt of it;
 --          1 when the lock was freed, by this call or (the latch says) an earlier attempt
 --             of it;
 --          an error, with nothing written, when the user may not write the lock key or the
@@ -29,7 +30,12 @@
 --             expiry, or may not read a reader's lease key.
 local hash, mode = pcall(redis.call, 'hget', KEYS[1], 'mode')
 if not hash or not mode or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    if redis.call('exists', KEYS[2]) == 1 then
+    -- An earlier attempt of this call may have released: the latch is then the freed lock
+    -- (a hash), or a marker (a string) left when the owner's last hold went before others'.
+    local latch = redis.call('type', KEYS[2]).ok
+    if latch == 'string' then
+        return 0
+    elseif latch ~= 'none' then
         return 1
     end
     return nil
@@ -80,6 +86,8 @@ if check then
         end
     elseif mode == 'read' and not check('pexpire', KEYS[1], longest) then
         return redis.error_reply('NOPERM this user may not run PEXPIRE on the lock key')
+    elseif held <= 1 and not check('set', KEYS[2], '0') then
+        return redis.error_reply('NOPERM this user may not set the unlock latch')
     end
 end
 if held > 1 then
@@ -104,4 +112,7 @@ end
 if held > 1 then
     return {0, own}
 end
+-- The owner's last hold went, others' stay: a marker latch lets a retry of this call after
+-- a lost reply say so, instead of finding no hold.
+redis.call('set', KEYS[2], '0', 'px', ARGV[4])
 return 0
