@@ -102,7 +102,8 @@ impl Cluster {
     /// The first try ends by `end`, each later one within a round (connect and response
     /// timeouts); redirections are followed, and a slot that is being migrated or has no
     /// primary is waited for, until `settle` (never before `end`), or until the calling
-    /// thread's wait is [interrupted](interrupt::pause).
+    /// thread's wait is [interrupted](interrupt::pause). A server that cannot be reached is
+    /// tried again until `end` only.
     pub fn run<T: FromRedisValue>(
         &self,
         cmd: &Cmd,
@@ -130,7 +131,13 @@ impl Cluster {
             let Some(redirect) = redirect(err, &shard) else {
                 return result;
             };
-            if Instant::now() >= settle {
+            // A server that cannot be reached is tried again within the first try's bound
+            // only: waiting for it is no slot settling.
+            let bound = match redirect {
+                Redirect::Unreachable => end,
+                _ => settle,
+            };
+            if Instant::now() >= bound {
                 return result;
             }
             redirects += 1;
@@ -153,12 +160,12 @@ impl Cluster {
                 }
             };
             if pause {
-                let left = settle.saturating_duration_since(Instant::now());
+                let left = bound.saturating_duration_since(Instant::now());
                 if interrupt::pause(backoff.next_delay(Some(left))) {
                     return result;
                 }
             }
-            try_end = (Instant::now() + round).min(settle);
+            try_end = (Instant::now() + round).min(settle).max(end);
         }
     }
 
