@@ -342,12 +342,14 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
         client.stats(),
         (0..names.len()).filter(|&i| live(i)).count()
     );
+    // One look at every hold: a hold of the killed shard may still be lost after it.
+    let lives: Vec<bool> = (0..names.len()).map(live).collect();
     let mut moved = 0;
     for (i, name) in names.iter().enumerate() {
         let owner = cluster.owner_of(name);
         if owners[i] == victim {
             assert_eq!(owner.port(), promoted, "{name}");
-            if live(i) {
+            if lives[i] {
                 assert!(owner.exists(name), "{name} is held on the promoted replica");
                 moved += 1;
             }
@@ -366,21 +368,20 @@ fn a_killed_shard_s_locks_move_to_its_promoted_replica_and_the_others_stay() {
             "the waiter subscribed again on the promoted replica"
         );
     }
-    let lost = names.len() - (0..names.len()).filter(|&i| live(i)).count();
-    assert_eq!(
-        client.stats().locks_lost as usize,
-        lost,
-        "only the killed shard's"
+    let lost = lives.iter().filter(|&&live| !live).count();
+    let victims = owners.iter().filter(|&&o| o == victim).count();
+    assert_eq!(moved + lost, victims);
+    let counted = client.stats().locks_lost as usize;
+    assert!(
+        lost <= counted && counted <= victims,
+        "{counted} lost, only the killed shard's"
     );
-    assert_eq!(
-        moved + lost,
-        owners.iter().filter(|&&o| o == victim).count()
-    );
-    for guard in guards {
+    for (i, guard) in guards.into_iter().enumerate() {
         let lost = guard.is_lost();
         match guard.unlock() {
             Ok(()) => assert!(!lost),
-            Err(err) => assert!(lost && err.is_lost(), "{err}"),
+            // Lost by now, if not when looked at.
+            Err(err) => assert!(err.is_lost() && owners[i] == victim, "{err}"),
         }
     }
     assert!(waiter.join().unwrap(), "the waiter got the lock");

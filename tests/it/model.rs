@@ -493,6 +493,22 @@ fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// What is left of lock `name` once stragglers ran out. A command held up on its way (a
+/// busy machine, a stall) may still take what it asked for after the model's bound for it,
+/// and keeps it for its lease (as the README says); keys that all expire within a watchdog
+/// lease are waited for, and whatever is still there then is left over.
+fn lasting_leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
+    let left = leftovers(conn, name);
+    let ttls: Vec<i64> = left.iter().map(|key| pttl(conn, key).0).collect();
+    let lease = i64::try_from(WATCHDOG_LEASE.as_millis()).unwrap();
+    if !ttls.is_empty() && ttls.iter().all(|&ttl| 0 < ttl && ttl <= lease) {
+        let longest = ttls.iter().max().copied().unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(longest.unsigned_abs() + 5));
+        return leftovers(conn, name);
+    }
+    left
+}
+
 /// `keys`, each with its type, expiry and what it holds, for a message.
 fn described(conn: &mut redis::Connection, keys: &[String]) -> Vec<String> {
     (keys.iter())

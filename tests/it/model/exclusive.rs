@@ -10,7 +10,8 @@ use redmutex::{Fair, Fenced, Health, Lock, LockGuard, Reentrant, Token};
 
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
-    epoch_ms, expiry, fresh_name, leftovers, owner_field, pttl, ran_first, settle_time, settles,
+    epoch_ms, expiry, fresh_name, lasting_leftovers, owner_field, pttl, ran_first, settle_time,
+    settles,
 };
 use crate::support::history::History;
 use crate::support::redisson::{self, JAVA, arg};
@@ -1464,7 +1465,7 @@ impl<K: Subject> Case<'_, K> {
                 self.step(&Op::Release { owner: 0, which: 0 })?;
             }
         }
-        let left = leftovers(&mut self.h.conn, &self.name);
+        let left = lasting_leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
             let left = super::described(&mut self.h.conn, &left);
             return Err(format!("left in Redis after every release: {left:?}"));

@@ -10,7 +10,7 @@ use redmutex::{Health, LockClient, LockGuard, Read, ReadWriteLock, Write};
 use super::exclusive::{GRACE, Lease, lease};
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
-    expiry, fresh_name, leftovers, owner_field, pttl, ran_first, settle_time, settles,
+    expiry, fresh_name, lasting_leftovers, owner_field, pttl, ran_first, settle_time, settles,
 };
 use crate::support::Server;
 use crate::support::history::{History, Window};
@@ -1216,7 +1216,7 @@ impl Case<'_> {
         if !super::await_bound(bounds.max(self.linger)) {
             return Ok(());
         }
-        let left = leftovers(&mut self.h.conn, &self.name);
+        let left = lasting_leftovers(&mut self.h.conn, &self.name);
         if !left.is_empty() {
             let left = super::described(&mut self.h.conn, &left);
             return Err(format!("left in Redis after every release: {left:?}"));
