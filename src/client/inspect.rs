@@ -148,7 +148,7 @@ impl LockClient {
         let channels: [&[u8]; 3] = [1, 6, 7].map(|i| &names[i][..]);
         let cmd = scripts::inspect(&keys, &channels);
         let nodes = self.shared().nodes();
-        let results = nodes.run_all::<Value>(&cmd, None);
+        let results = nodes.run_all_unhurried::<Value>(&cmd);
         let (mut free, mut failed) = (None, None);
         for (node, result) in nodes.list().iter().zip(results) {
             match result.and_then(|value| parse(value).ok_or_else(|| malformed(&node.name))) {

@@ -621,6 +621,9 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
     // Looks, forced unlocks and permits get through.
     assert!(reentrant.is_locked().unwrap());
     assert_eq!(reentrant.hold_count().unwrap(), 1);
+    let info = client.inspect(&names[0]).unwrap();
+    assert_eq!(info.kind, redmutex::LockKind::Reentrant);
+    assert_eq!(info.holders.len(), 1);
     assert!(forced.force_unlock().unwrap());
     assert!(!forced.is_locked().unwrap());
     assert!(forced_guard.unlock().unwrap_err().is_lost());
