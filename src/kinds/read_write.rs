@@ -112,6 +112,15 @@ impl Hashed for Read {
         scripts::read_renew(key, &timeouts, lease, field, held())
     }
 
+    /// Each read hold's lease key, extended where it is: in a slot being migrated, the
+    /// renewal may find some on the other node.
+    fn stray_cmds(key: &[u8], lease: Duration, field: &str, held: u32) -> Vec<Cmd> {
+        let timeouts = names::read_timeouts(key, field);
+        (1..=held)
+            .map(|n| scripts::extend(&scripts::read_lease_key(&timeouts, n), lease))
+            .collect()
+    }
+
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
         Reentrant::grant(reply)
     }

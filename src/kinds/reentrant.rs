@@ -110,6 +110,14 @@ pub trait Hashed: Machinery {
         scripts::renew(key, lease, field, if restore { held() } else { 0 })
     }
 
+    /// One command per key that a renewal replying [`Renewed::Partly`] left to extend where
+    /// that key is; none for a kind whose holds live in the hash alone.
+    ///
+    /// [`Renewed::Partly`]: crate::transport::scripts::Renewed::Partly
+    fn stray_cmds(_key: &[u8], _lease: Duration, _field: &str, _held: u32) -> Vec<Cmd> {
+        Vec::new()
+    }
+
     /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
 
@@ -503,6 +511,11 @@ impl<K: Hashed> Renewal for Renew<K> {
         // Where the key is gone (a node restarted empty), the hold goes back with its count.
         let held = || shared.holds().count(&self.id);
         K::renew_cmd(&self.id.0, lease, &self.field, &held, restore)
+    }
+
+    fn strays(&self, shared: &Shared, lease: Duration) -> Vec<Cmd> {
+        let held = shared.holds().count(&self.id);
+        K::stray_cmds(&self.id.0, lease, &self.field, held)
     }
 
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {

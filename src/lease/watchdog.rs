@@ -33,6 +33,13 @@ pub(crate) trait Renewal: Send + Sync {
     /// the hold back.
     fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> redis::Cmd;
 
+    /// The commands that extend, one key each, what a renewal replying
+    /// [`Renewed::Partly`] could not reach where its first key is: in a slot being migrated
+    /// they are sent where each key is. None for a kind whose renewal touches one key.
+    fn strays(&self, _shared: &Shared, _lease: Duration) -> Vec<redis::Cmd> {
+        Vec::new()
+    }
+
     /// Forgets the holding once its loss is found; false when it had already ended.
     fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
 
@@ -199,7 +206,23 @@ fn round(
     let nodes = shared.nodes();
     let run = |restore: bool| {
         let cmd = renewal.command(shared, lease, restore);
-        nodes.split(nodes.run_all::<Renewed>(&cmd, Some(valid_until)))
+        let results = nodes.run_all::<Renewed>(&cmd, Some(valid_until));
+        let results = (nodes.list().iter().zip(results))
+            .map(|(node, result)| match result {
+                Ok(Renewed::Partly) => {
+                    let config = shared.config();
+                    let round = config.connect_timeout + config.response_timeout;
+                    let end = (Instant::now() + round).min(valid_until);
+                    (renewal.strays(shared, lease).iter())
+                        .try_for_each(|cmd| {
+                            node.run_settling::<i64>(cmd, end, valid_until).map(drop)
+                        })
+                        .map(|()| Renewed::Kept)
+                }
+                other => other,
+            })
+            .collect();
+        nodes.split(results)
     };
     let (answers, failed) = run(false);
     let tally = nodes.tally(

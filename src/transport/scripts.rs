@@ -117,6 +117,10 @@ pub(crate) enum Renewed {
     Kept,
     /// The key was gone and the hold was put back.
     Restored,
+    /// The hold was there and extended where its key is, but some of the keys that keep
+    /// its leases were not: in a slot being migrated, on the other node. The caller
+    /// extends those ([`Renewal::strays`](crate::lease::watchdog::Renewal::strays)).
+    Partly,
     /// The hold is gone.
     Gone,
 }
@@ -126,6 +130,7 @@ impl FromRedisValue for Renewed {
         Ok(match i64::from_redis_value(value)? {
             1 => Renewed::Kept,
             2 => Renewed::Restored,
+            3 => Renewed::Partly,
             _ => Renewed::Gone,
         })
     }
@@ -307,7 +312,8 @@ pub(crate) fn read_acquire(
     (field, writer): (&str, &str),
     held: u32,
 ) -> Cmd {
-    let mut cmd = evalsha(&READ_ACQUIRE, &[key, timeouts]);
+    let lease_key = read_lease_key(timeouts, held + 1);
+    let mut cmd = evalsha(&READ_ACQUIRE, &[key, &lease_key]);
     cmd.arg(millis(lease)).arg(field).arg(writer).arg(held);
     cmd
 }
@@ -327,17 +333,19 @@ pub(crate) fn read_release(
     latch_ttl: Duration,
     wake: bool,
 ) -> Cmd {
-    let mut cmd = evalsha(&READ_RELEASE, &[key, latch, timeouts, timeouts_prefix]);
+    let mut cmd = evalsha(&READ_RELEASE, &[key, latch]);
     cmd.arg(unlock_message(wake))
         .arg(field)
         .arg(held)
         .arg(millis(latch_ttl))
-        .arg(channel);
+        .arg(channel)
+        .arg(timeouts)
+        .arg(timeouts_prefix);
     cmd
 }
 
 /// Extend `field`'s `held` read holds, kept under `timeouts`, to `lease`. Replies
-/// [`Renewed`]: kept or gone.
+/// [`Renewed`]: kept, kept where the hash is ([`Renewed::Partly`]), or gone.
 pub(crate) fn read_renew(
     key: &[u8],
     timeouts: &[u8],
@@ -345,8 +353,21 @@ pub(crate) fn read_renew(
     field: &str,
     held: u32,
 ) -> Cmd {
-    let mut cmd = evalsha(&READ_RENEW, &[key, timeouts]);
-    cmd.arg(millis(lease)).arg(field).arg(held);
+    let mut cmd = evalsha(&READ_RENEW, &[key]);
+    cmd.arg(millis(lease)).arg(field).arg(held).arg(timeouts);
+    cmd
+}
+
+/// The lease key of read hold `n` (from 1) of the owner whose leases are under `timeouts`.
+pub(crate) fn read_lease_key(timeouts: &[u8], n: u32) -> Vec<u8> {
+    [timeouts, b":", n.to_string().as_bytes()].concat()
+}
+
+/// Extend the lease key `lease_key` of one read hold to `lease`, if it exists: for the
+/// keys a renewal could not reach where the hash is. Replies 1 or 0.
+pub(crate) fn extend(lease_key: &[u8], lease: Duration) -> Cmd {
+    let mut cmd = redis::cmd("PEXPIRE");
+    cmd.arg(lease_key).arg(millis(lease));
     cmd
 }
 

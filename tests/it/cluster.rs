@@ -161,7 +161,8 @@ fn a_name_whose_keys_would_cross_slots_is_refused_before_anything_is_sent() {
 }
 
 /// 200 names over all the slots, ten of them in one slot ("{hot}") that is migrated to
-/// another primary while its locks are held and waited for; then a replica of another shard
+/// another primary while its locks are held and waited for, with thousands of other keys
+/// that keep it migrating for ten seconds; then a replica of another shard
 /// is promoted. Counters incremented without atomicity under the locks come out exact, no
 /// two holders' windows of a name overlap, no bounded wait overruns its bound, and no
 /// thread panics.
@@ -257,7 +258,11 @@ fn a_counter_stays_exact_through_a_resharding_and_a_failover() {
         .into_iter()
         .find(|s| s.port() != from)
         .unwrap();
-    cluster.migrate(hot, to);
+    // The slot holds thousands of keys and stays migrating for ten seconds at least.
+    cluster.fill("hot", 3000);
+    let (mover, finished) = cluster.begin_migration(hot, to).finish_slowly();
+    mover.join().unwrap();
+    assert!(finished.load(Ordering::SeqCst));
     assert_eq!(cluster.owner(hot).port(), to.port());
     progress(500);
     // Promote the replica of a shard that does not serve the hot slot.
@@ -553,15 +558,7 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
     ];
     let names = names_in_slot(slot, &kinds);
     let from = cluster.owner(slot);
-    let mut conn = from.conn();
-    let mut fill = redis::pipe();
-    for i in 0..3000 {
-        fill.cmd("SET")
-            .arg(format!("{{migrating}}:{i}"))
-            .arg(i)
-            .ignore();
-    }
-    fill.exec(&mut conn).unwrap();
+    cluster.fill("migrating", 3000);
 
     let reentrant = client.lock(&names[0]);
     let fenced = client.fenced_lock(&names[1]);
@@ -586,21 +583,7 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
     let to = (cluster.primaries().into_iter())
         .find(|s| s.port() != from.port())
         .unwrap();
-    let mut migration = cluster.begin_migration(slot, to);
-    let finished = Arc::new(AtomicBool::new(false));
-    let mover = {
-        let finished = finished.clone();
-        std::thread::spawn(move || {
-            // The keys move 25 at a time, and the slot stays migrating for ten seconds at
-            // least, as a resharding of a large slot does.
-            let started = Instant::now();
-            while migration.move_keys(25) > 0 || started.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_millis(40));
-            }
-            migration.finish();
-            finished.store(true, Ordering::SeqCst);
-        })
-    };
+    let (mover, finished) = cluster.begin_migration(slot, to).finish_slowly();
 
     // A cancelled wait ends at once, the slot still migrating.
     let cancel = redmutex::Cancel::new();
@@ -696,4 +679,162 @@ fn a_listing_goes_on_past_a_primary_that_does_not_answer_and_names_it() {
     );
     assert!(!names.contains(&silent.as_str()));
     drop(guards);
+}
+
+/// The PTTL of `key` on `server`, asked as a client redirected there by `ASK` would: the
+/// importing primary of a slot being migrated answers for the keys it has.
+fn pttl_asking(server: &support::Server, key: &str) -> i64 {
+    let (pttl,): (i64,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("PTTL")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    pttl
+}
+
+/// Waits until the lease of `key` on `server` was extended: its PTTL only falls otherwise.
+fn renewed_on(server: &support::Server, key: &str) -> bool {
+    let before = pttl_asking(server, key);
+    assert!(before > 0, "{key} is not on {}", server.port());
+    eventually(LONG, || pttl_asking(server, key) > before)
+}
+
+/// A read-write lock's read holds, watched with a lease of two seconds, and an election's
+/// leadership, through a ten-second migration of their slot (thousands of keys). The read
+/// holds' lease keys are renewed while they and the hash are on different primaries, either
+/// way round; a reader, a writer and a candidate that come meanwhile wait for the slot to
+/// settle; the leader's resignation made meanwhile hands over to the candidate, which an
+/// observer sees, and the readers' releases to the writer.
+#[test]
+fn read_holds_and_a_leadership_keep_through_a_long_migration_and_hand_over() {
+    let cluster = Cluster::start();
+    let client = cluster.client();
+    let short = (cluster.builder())
+        .lease(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let slot = cluster.slot("moving");
+    let names = names_in_slot(slot, &["read", "elected"]);
+    let from = cluster.owner(slot);
+    let to = (cluster.primaries().into_iter())
+        .find(|s| s.port() != from.port())
+        .unwrap();
+    cluster.fill("moving", 3000);
+
+    // Two read holds in this thread, one in another; each owner's lease keys apart.
+    let rw = short.read_write_lock(&names[0]);
+    let reads = (rw.read().lock().unwrap(), rw.read().lock().unwrap());
+    let (to_release, release) = crossbeam_channel::bounded::<()>(0);
+    let (taken_tx, taken) = crossbeam_channel::bounded::<()>(0);
+    let other = {
+        let rw = rw.clone();
+        std::thread::spawn(move || {
+            let guard = rw.read().lock().unwrap();
+            taken_tx.send(()).unwrap();
+            release.recv().unwrap();
+            (guard.is_lost(), guard.unlock().map_err(|e| e.to_string()))
+        })
+    };
+    taken.recv().unwrap();
+    let lease_keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{{}}}:*:rwlock_timeout:*", names[0]))
+        .query(&mut from.conn())
+        .unwrap();
+    assert_eq!(lease_keys.len(), 3, "{lease_keys:?}");
+    let owner_of = |key: &String| key.rsplit_once(':').unwrap().0.to_owned();
+    let ours: Vec<String> = (lease_keys.iter())
+        .filter(|k| {
+            lease_keys
+                .iter()
+                .filter(|o| owner_of(o) == owner_of(k))
+                .count()
+                == 2
+        })
+        .cloned()
+        .collect();
+    let theirs = (lease_keys.iter())
+        .find(|k| !ours.contains(k))
+        .unwrap()
+        .clone();
+
+    // The leader's lease outlasts the migration: its resignation, made meanwhile, waits
+    // for the slot to settle, bounded by the leadership's validity.
+    let leadership = client.election(&names[1]).campaign().unwrap();
+    let mut observer = client.election(&names[1]).observe();
+    assert!(matches!(
+        observer.recv_timeout(LONG).unwrap(),
+        Some(redmutex::Change::Elected(_))
+    ));
+
+    let mut migration = cluster.begin_migration(slot, to);
+    // Our lease keys move first: the renewal, run where the hash is, cannot reach them.
+    migration.move_named(&ours);
+    for key in &ours {
+        assert!(renewed_on(to, key), "{key} was not renewed where it moved");
+    }
+    // Then the hash: the renewal, run where it is now, does not find their lease key.
+    migration.move_named(&[names[0].clone()]);
+    assert!(
+        renewed_on(from, &theirs),
+        "{theirs} was not renewed where it stayed"
+    );
+    let (mover, finished) = migration.finish_slowly();
+
+    // A reader, a writer and a candidate that come now wait for the slot to settle.
+    let reader = {
+        let rw = client.read_write_lock(&names[0]);
+        std::thread::spawn(move || rw.read().try_lock_for(LONG).map(|g| g.is_some()))
+    };
+    let writer = {
+        let rw = client.read_write_lock(&names[0]);
+        std::thread::spawn(move || rw.write().try_lock_for(LONG).map(|g| g.is_some()))
+    };
+    let candidate = {
+        let election = client.election(&names[1]);
+        std::thread::spawn(move || {
+            let won = election.try_campaign_for(LONG).unwrap().unwrap();
+            (won.epoch(), won.resign().is_ok())
+        })
+    };
+    // Looks at both, meanwhile.
+    let looked = {
+        let (client, names) = (client.clone(), names.clone());
+        std::thread::spawn(move || {
+            let info = client.inspect(&names[0]).unwrap();
+            (info, client.election(&names[1]).leader().unwrap())
+        })
+    };
+    let epoch = leadership.epoch();
+    assert!(!leadership.is_lost());
+    leadership.resign().unwrap();
+    assert!(reader.join().unwrap().unwrap());
+    let (next, resigned) = candidate.join().unwrap();
+    assert!(resigned && next > epoch);
+    let seen =
+        std::iter::from_fn(|| observer.recv_timeout(LONG).unwrap()).find_map(
+            |change| match change {
+                redmutex::Change::Elected(leader) if leader.epoch() >= next => Some(leader.epoch()),
+                _ => None,
+            },
+        );
+    assert_eq!(seen, Some(next));
+    let (info, leader) = looked.join().unwrap();
+    assert_eq!(info.kind, redmutex::LockKind::ReadWrite);
+    assert!(info.holders.len() >= 2, "{info:?}");
+    assert!(leader.is_none_or(|l| l.epoch() == epoch || l.epoch() == next));
+
+    assert!(!reads.0.is_lost() && !reads.1.is_lost());
+    reads.1.unlock().unwrap();
+    reads.0.unlock().unwrap();
+    to_release.send(()).unwrap();
+    let (lost, released) = other.join().unwrap();
+    assert!(!lost);
+    released.unwrap();
+    assert!(writer.join().unwrap().unwrap());
+    mover.join().unwrap();
+    assert!(finished.load(Ordering::SeqCst));
+    assert_eq!(cluster.owner(slot).port(), to.port());
+    assert_eq!(short.stats().locks_lost, 0);
 }

@@ -2,8 +2,11 @@
 -- KEYS[1]  lock key: a hash of "mode" -> "read" or "write", each reader's owner field
 --             "<client-uuid>:<thread-id>" -> its read holds, and the writer's
 --             "<owner>:write" -> its write holds
--- KEYS[2]  this owner's timeout prefix, "{<key>}:<owner>:rwlock_timeout": read hold i
---             keeps its own lease in the string key "<prefix>:i"
+-- KEYS[2]  the new hold's lease key: read hold i of an owner keeps its own lease in the
+--             string key "{<key>}:<owner>:rwlock_timeout:i", here i = ARGV[4] + 1. It is
+--             declared, as every key a script writes: in a migrating slot, where it does not
+--             exist yet, the call then waits for the slot to settle instead of creating it
+--             on one node while an older key of that name may still be on the other
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field
 -- ARGV[3]  the owner's writer field, "<owner>:write"
@@ -41,7 +44,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     had = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
 end
 local expected = tonumber(ARGV[4])
-local timeout = KEYS[2] .. ':' .. (expected + 1)
+local timeout = KEYS[2]
 local check = redis.acl_check_cmd
 if check then
     if not check('hsetnx', KEYS[1], 'mode', 'read') or not check('hset', KEYS[1], ARGV[2], 1)

@@ -1,16 +1,20 @@
 -- Give back one read hold of a read-write lock; the last hold of all wakes a waiter.
 -- KEYS[1]  lock key: the hash described in read_acquire.lua
 -- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
--- KEYS[3]  this owner's timeout prefix (see read_acquire.lua)
--- KEYS[4]  the key prefix of every owner's timeout keys, "{<key>}" ("<key>" with a tag);
---             the script reads every reader's "<prefix>:<field>:rwlock_timeout:<i>"
 -- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
+-- As it does not exist before the call, a release waits for a migrating slot to settle,
+-- and the lease keys below are read and deleted on a settled slot only; the script cannot
+-- name them in advance (they are every reader's).
 -- ARGV[1]  message published when the lock is freed ("0": a writer or reader may go);
 --             empty: none, for giving back what a failed attempt took
 -- ARGV[2]  owner field
 -- ARGV[3]  read holds the owner has before this release (at least 1)
 -- ARGV[4]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- ARGV[5]  the lock's channel, "redisson_rwlock:{<key>}"
+-- ARGV[6]  this owner's lease-key prefix, "{<key>}:<owner>:rwlock_timeout" (see
+--             read_renew.lua)
+-- ARGV[7]  the prefix of every reader's lease keys, "{<key>}" ("<key>" with a tag): the
+--             script reads every reader's "<prefix>:<field>:rwlock_timeout:<i>"
 -- The lock is freed (renamed to the latch, which then expires, and the message published)
 -- when no hold is left, or, as Redisson does, when the lock is read and the lease keys of
 -- every read hold left have run out. Otherwise, when read, the hash's expiry is set to the
@@ -47,9 +51,9 @@ local left, own, longest = false, 0, 0
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local field, count = fields[i], tonumber(fields[i + 1])
-    local prefix = KEYS[4] .. ':' .. field .. ':rwlock_timeout:'
+    local prefix = ARGV[7] .. ':' .. field .. ':rwlock_timeout:'
     if field == ARGV[2] then
-        count, prefix = held - 1, KEYS[3] .. ':'
+        count, prefix = held - 1, ARGV[6] .. ':'
     end
     if field ~= 'mode' and count and count > 0 then
         left = true
@@ -63,7 +67,7 @@ for i = 1, #fields, 2 do
     end
 end
 local free = not left or (mode == 'read' and longest <= 0)
-local timeout = KEYS[3] .. ':' .. held
+local timeout = ARGV[6] .. ':' .. held
 -- The owner's last hold takes every lease key of its field with it: the field may count
 -- more than the owner believed (an attempt that found its holds gone, given back whole).
 local last = held
@@ -96,7 +100,7 @@ else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 for n = held, last do
-    redis.call('del', KEYS[3] .. ':' .. n)
+    redis.call('del', ARGV[6] .. ':' .. n)
 end
 if free then
     redis.call('rename', KEYS[1], KEYS[2])

@@ -2,8 +2,9 @@
 //! formed with cluster commands (no `redis-cli`), and the faults played on it: a slot
 //! migrated by hand, a replica promoted with `CLUSTER FAILOVER`, a primary SIGKILLed.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::Value;
 use redmutex::{LockClient, LockClientBuilder};
@@ -245,6 +246,19 @@ impl Cluster {
         self.begin_migration(slot, to).finish();
     }
 
+    /// Fills the slot of the hash tag `tag` with `count` keys of its own, as a slot of a
+    /// busy application holds, so that moving it takes a while.
+    pub fn fill(&self, tag: &str, count: usize) {
+        let mut fill = redis::pipe();
+        for i in 0..count {
+            fill.cmd("SET")
+                .arg(format!("{{{tag}}}:filler:{i}"))
+                .arg(i)
+                .ignore();
+        }
+        fill.exec(&mut self.owner(self.slot(tag)).conn()).unwrap();
+    }
+
     /// Marks `slot` IMPORTING on `to` and MIGRATING on the primary serving it, as a
     /// resharding starts; its keys move with [`Migration::move_keys`].
     pub fn begin_migration(&self, slot: u16, to: &Server) -> Migration {
@@ -259,6 +273,7 @@ impl Cluster {
         setslot(from, slot, "MIGRATING", &to_id);
         Migration {
             slot,
+            began: Instant::now(),
             from: from.conn(),
             to: to.port(),
             to_id,
@@ -379,6 +394,7 @@ fn setslot(server: &Server, slot: u16, state: &str, id: &str) {
 /// move keys from another thread.
 pub struct Migration {
     pub slot: u16,
+    began: Instant,
     from: redis::Connection,
     to: u16,
     to_id: String,
@@ -407,6 +423,36 @@ impl Migration {
                 .unwrap();
         }
         keys.len()
+    }
+
+    /// Moves the keys `keys` of the slot to the importing primary now.
+    pub fn move_named(&mut self, keys: &[String]) {
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(self.to)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(keys)
+            .exec(&mut self.from)
+            .unwrap();
+    }
+
+    /// On a thread of its own, moves the keys left 25 at a time, keeping the slot
+    /// migrating ten seconds at least since it began, as a resharding of a large slot
+    /// does, then finishes. The flag says when it has finished.
+    pub fn finish_slowly(mut self) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+        let finished = Arc::new(AtomicBool::new(false));
+        let flag = finished.clone();
+        let mover = std::thread::spawn(move || {
+            while self.move_keys(25) > 0 || self.began.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            self.finish();
+            flag.store(true, Ordering::SeqCst);
+        });
+        (mover, finished)
     }
 
     /// Moves what is left and gives the slot to the importing primary on every primary.
