@@ -97,6 +97,16 @@ pub enum Error {
         /// What the key holds, such as `"a reentrant or fenced lock (a hash)"`.
         found: &'static str,
     },
+    /// A forced unlock found data under the lock's name that has no lock's shape, or a
+    /// lock's shape without the expiry every lock writer sets and no holder was named to
+    /// prove it is one (see [`LockClient::inspect`](crate::LockClient::inspect)). Nothing
+    /// was changed on the server.
+    NotALock {
+        /// The lock concerned.
+        lock: Subject,
+        /// What the key holds, as the server judged it.
+        found: String,
+    },
     /// This thread holds the read lock and asked for the write lock of the same read-write
     /// lock: the write lock waits for every reader to leave, this thread included, so it
     /// would wait for ever. Nothing was sent. Release the read holds first.
@@ -309,6 +319,16 @@ impl Error {
         }
     }
 
+    /// A forced unlock found data, or what may be data, under the lock's name, and left it
+    /// as it was.
+    pub fn is_not_a_lock(&self) -> bool {
+        match self {
+            Error::NotALock { .. } => true,
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_not_a_lock()),
+            _ => false,
+        }
+    }
+
     /// The Redis user lacks a permission the locks need: found when the client was built, or
     /// refused by Redis (`NOPERM`) on a node.
     pub fn is_permission(&self) -> bool {
@@ -427,6 +447,7 @@ impl Error {
             | Error::NotHeld { lock }
             | Error::Lost { lock }
             | Error::WrongKind { lock, .. }
+            | Error::NotALock { lock, .. }
             | Error::Upgrade { lock }
             | Error::Unsupported { lock, .. }
             | Error::InvalidArgument { lock, .. }
@@ -621,6 +642,9 @@ impl Error {
             Error::Lost { lock } => write!(f, "{lock} was lost while held: {GONE}"),
             Error::WrongKind { lock, found } => {
                 write!(f, "{lock} is of another kind: its key holds {found}")
+            }
+            Error::NotALock { lock, found } => {
+                write!(f, "{lock} was left as it was: its key holds {found}")
             }
             Error::Upgrade { lock } => write!(
                 f,

@@ -40,7 +40,8 @@ enum Command {
     Locks {
         #[arg(default_value = "*")]
         pattern: String,
-        /// List the keys that are no locks too, marked as such.
+        /// List too the keys that are no locks, and those that may be (a token's shape,
+        /// or a lock's without an expiry), marked as such.
         #[arg(long)]
         all: bool,
     },
@@ -55,6 +56,10 @@ enum Command {
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
+        /// Remove the lock only while this holder holds it (a token, or an owner field
+        /// `<uuid>:<thread>`, as `show` prints it): required for a key that may be data.
+        #[arg(long, value_name = "HOLDER")]
+        token: Option<String>,
     },
     /// Checks the servers for settings that break locks. Exits 1 on a failure; warnings
     /// alone exit 0, unless --strict.
@@ -150,7 +155,12 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Unlock { name, force, yes } => unlock(cli, &client, name, *force, *yes),
+        Command::Unlock {
+            name,
+            force,
+            yes,
+            token,
+        } => unlock(cli, &client, name, (*force, *yes), token.as_deref()),
         Command::Doctor { strict } => {
             let report = client.doctor()?;
             if cli.json {
@@ -171,8 +181,8 @@ fn unlock(
     cli: &Cli,
     client: &LockClient,
     name: &str,
-    force: bool,
-    yes: bool,
+    (force, yes): (bool, bool),
+    token: Option<&str>,
 ) -> redmutex::Result<ExitCode> {
     if !force {
         eprintln!("redmutex: unlock breaks a lock that someone may hold; add --force");
@@ -194,6 +204,13 @@ fn unlock(
         }
         _ => info.keys[0].clone(),
     };
+    if let (Some(doubt), None) = (&info.doubt, token) {
+        eprintln!(
+            "redmutex: {name} may be application data ({doubt}); nothing removed. If it is a \
+             lock, name its holder: --token HOLDER"
+        );
+        return Ok(ExitCode::from(1));
+    }
     if !yes {
         if !std::io::stdin().is_terminal() {
             eprintln!("redmutex: not asking on a non-terminal: add --yes");
@@ -212,17 +229,28 @@ fn unlock(
             return Ok(ExitCode::from(1));
         }
     }
-    let deleted = match info.kind {
-        LockKind::Fair => client.fair_lock(name).force_unlock()?,
-        LockKind::ReadWrite => {
+    // The script judges the key's shape again before it deletes; with a holder named, it
+    // deletes only while that holder holds it.
+    let deleted = match (&info.kind, token) {
+        (LockKind::Fair, None) => client.fair_lock(name).force_unlock()?,
+        (LockKind::Fair, Some(held)) => client.fair_lock(name).force_unlock_held_by(held)?,
+        (LockKind::ReadWrite, _) => {
             // Each side deletes the lock only in its own mode.
             let lock = client.read_write_lock(name);
-            lock.write().force_unlock()? || lock.read().force_unlock()?
+            let (write, read) = (lock.write(), lock.read());
+            match token {
+                None => write.force_unlock()? || read.force_unlock()?,
+                Some(held) => {
+                    write.force_unlock_held_by(held)? || read.force_unlock_held_by(held)?
+                }
+            }
         }
-        LockKind::Token => client.token_lock(name).force_unlock()?,
-        // As a resignation: observers are told too.
-        LockKind::Election => client.election(name).force_resign()?,
-        _ => client.lock(name).force_unlock()?,
+        (LockKind::Token, None) => client.token_lock(name).force_unlock()?,
+        (LockKind::Token, Some(held)) => client.token_lock(name).force_unlock_held_by(held)?,
+        // As a resignation: observers are told too. It resigns the leader it reads only.
+        (LockKind::Election, _) => client.election(name).force_resign()?,
+        (_, None) => client.lock(name).force_unlock()?,
+        (_, Some(held)) => client.lock(name).force_unlock_held_by(held)?,
     };
     if cli.json {
         print_json(&json!({
@@ -236,6 +264,8 @@ fn unlock(
             kind_name(&info.kind),
             holders_text(&info.holders)
         );
+    } else if token.is_some() {
+        println!("{name} is not held by that holder (or was released meanwhile); nothing removed");
     } else {
         println!("{name} was released meanwhile; nothing removed");
     }
@@ -272,6 +302,14 @@ fn kind_name(kind: &LockKind) -> String {
         LockKind::NotALock(what) => format!("no lock: {what}"),
         LockKind::Unreadable(why) => format!("unreadable: {why}"),
         _ => "unknown".into(),
+    }
+}
+
+/// The kind of `info`, marked when the key may be data rather than a lock.
+fn kind_text(info: &LockInfo) -> String {
+    match info.doubt {
+        Some(_) => format!("{} (may be a lock)", kind_name(&info.kind)),
+        None => kind_name(&info.kind),
     }
 }
 
@@ -335,7 +373,7 @@ fn print_table(locks: &[LockInfo]) {
         .map(|info| {
             [
                 info.name.clone(),
-                kind_name(&info.kind),
+                kind_text(info),
                 leader_or_holders(info),
                 duration_text(info.lease_left),
                 waiters_text(info),
@@ -359,7 +397,10 @@ fn print_table(locks: &[LockInfo]) {
 
 fn print_lock(info: &LockInfo) {
     println!("name:       {}", info.name);
-    println!("kind:       {}", kind_name(&info.kind));
+    println!("kind:       {}", kind_text(info));
+    if let Some(doubt) = &info.doubt {
+        println!("doubt:      {doubt}; unlock needs --token HOLDER");
+    }
     println!("server:     {}", info.server);
     println!("lease left: {}", duration_text(info.lease_left));
     if info.kind == LockKind::Election {
@@ -404,6 +445,7 @@ fn lock_json(info: &LockInfo) -> Value {
         "available": info.available,
         "keys": info.keys,
         "server": info.server,
+        "doubt": info.doubt,
     })
 }
 

@@ -8,7 +8,7 @@ use redis::Value;
 
 use crate::base::error::{Error, Noun, Result};
 use crate::client::lock_client::LockClient;
-use crate::layout::{names, shape};
+use crate::layout::names;
 use crate::transport::scripts;
 
 /// What kind of lock a key holds, as its layout tells.
@@ -17,15 +17,17 @@ use crate::transport::scripts;
 pub enum LockKind {
     /// Nothing is stored under the name: the lock is free.
     Free,
-    /// A hash of owners and hold counts. A fair lock without waiters looks the same.
+    /// A hash of one owner field (`<UUID>:<thread-id>`) and its hold count. A fair lock
+    /// without waiters looks the same.
     Reentrant,
     /// A reentrant lock with a fencing counter beside it.
     Fenced,
     /// A reentrant lock with a queue of waiters beside it.
     Fair,
-    /// A hash with a `mode` field: readers' and a writer's holds.
+    /// A hash with a `mode` field: readers' holds, or one writer's.
     ReadWrite,
-    /// A string holding a token (`SET NX`), as redis-py, redsync and node-redlock write.
+    /// A string holding a token (`SET NX`), as redis-py, redsync and node-redlock write. As
+    /// data can hold the same shape, it always comes with a [`LockInfo::doubt`].
     Token,
     /// A string holding a number, with the semaphore's held permits beside it: the
     /// permits left.
@@ -34,10 +36,11 @@ pub enum LockKind {
     /// leader, by token, with its name as the holder's client;
     /// [`LockInfo::epoch`] is its epoch.
     Election,
-    /// A key that has no lock's shape: of another Redis type, a hash whose fields are not
-    /// owners with hold counts, a string that is no lock token, a number without held
+    /// A key that has no lock's whole shape (see the README's "What the tool will and will
+    /// not touch"): of another Redis type, a hash whose fields are not one owner with a hold
+    /// count (or a read-write lock's), a string that is no lock token, a number without held
     /// permits beside it (a counter, or a semaphore of which no permit is held). Says what
-    /// it holds; the operations tool neither lists nor breaks it.
+    /// it holds; the operations tool neither lists (but with `--all`) nor breaks it.
     NotALock(String),
     /// What could not be read, and why: a key whose look failed, or every key of a server
     /// that could not be listed (then [`LockInfo::name`] is the pattern and
@@ -92,6 +95,13 @@ pub struct LockInfo {
     /// The server that answered, as `host:port` (a cluster's, or a Redlock client's first
     /// node with the lock).
     pub server: String,
+    /// Why the key may be application data rather than a lock, where its shape alone
+    /// cannot tell: a string holding a token's shape (an MD5 digest or an ObjectId looks the
+    /// same), or a lock's shape without the expiry every lock writer sets. `None` for a
+    /// lock beyond doubt. [`LockClient::locks`] leaves such keys out, [`LockClient::scan`]
+    /// lists them, and only [`Lock::force_unlock_held_by`](crate::Lock::force_unlock_held_by)
+    /// removes them.
+    pub doubt: Option<String>,
 }
 
 /// What the inspect script replied, in order.
@@ -105,6 +115,11 @@ struct Raw {
     subscribers: i64,
     value: String,
     now: i64,
+    /// What the script judged the key: "hash", "rwlock", "election", "token",
+    /// "semaphore", or "" for no lock.
+    shaped: String,
+    /// Why it is no lock, or why it may be data after all; "" for a lock beyond doubt.
+    doubt: String,
 }
 
 impl LockClient {
@@ -187,16 +202,19 @@ impl LockClient {
 
     /// The locks under the client's prefix whose names match `pattern` (a Redis glob, `*`
     /// for all), sorted by name: found with `SCAN` (never `KEYS`) on every server, read as
-    /// [`inspect`](Self::inspect) does. Auxiliary keys (queues, counters, permits, latches)
-    /// and keys without a lock's shape ([`LockKind::NotALock`]) are left out. Reads only.
+    /// [`inspect`](Self::inspect) does. Auxiliary keys (queues, counters, permits, latches),
+    /// keys without a lock's shape ([`LockKind::NotALock`]) and keys that may be data
+    /// ([`LockInfo::doubt`]) are left out. Reads only.
     pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let mut locks = self.scan(pattern)?;
-        locks.retain(|info| !matches!(info.kind, LockKind::Free | LockKind::NotALock(_)));
+        locks.retain(|info| {
+            info.doubt.is_none() && !matches!(info.kind, LockKind::Free | LockKind::NotALock(_))
+        });
         Ok(locks)
     }
 
     /// Like [`locks`](Self::locks), with the keys that are no locks too, as
-    /// [`LockKind::NotALock`]. Reads only.
+    /// [`LockKind::NotALock`], and those that may be data ([`LockInfo::doubt`]). Reads only.
     pub fn scan(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let shared = self.shared();
         shared.check_process()?;
@@ -280,6 +298,7 @@ fn unreadable(name: &str, server: &str, err: &Error) -> LockInfo {
         available: None,
         keys: Vec::new(),
         server: server.to_owned(),
+        doubt: None,
     }
 }
 
@@ -327,6 +346,8 @@ fn parse(value: Value) -> Option<Raw> {
     let subscribers = int(next()?)?;
     let value = text(next()?)?;
     let now = int(next()?)?;
+    let shaped = text(next()?)?;
+    let doubt = text(next()?)?;
     Some(Raw {
         kind,
         pttl,
@@ -337,6 +358,8 @@ fn parse(value: Value) -> Option<Raw> {
         subscribers,
         value,
         now,
+        shaped,
+        doubt,
     })
 }
 
@@ -385,76 +408,64 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     let mut holders = Vec::new();
     let mut available = None;
     let mut epoch = None;
-    let leader = (raw.kind == "hash")
-        .then(|| shape::leader(&raw.fields))
-        .flatten();
-    let kind = match (raw.kind.as_str(), leader) {
-        ("hash", Some(leader)) => {
-            epoch = Some(leader.epoch);
-            holders.push(Holder {
-                id: leader.token.to_owned(),
-                holds: 1,
-                mode: None,
-                lease_left: None,
-                client: Some(leader.name.to_owned()),
-            });
+    let holder = |id: &str, holds: u64, mode: Option<&'static str>| Holder {
+        id: id.to_owned(),
+        holds,
+        mode,
+        lease_left: None,
+        client: None,
+    };
+    let kind = match raw.shaped.as_str() {
+        "election" => {
+            let field = |wanted: &str| raw.fields.iter().find(|(f, _)| f == wanted);
+            if let (Some((_, token)), Some((_, number)), Some((_, leader))) =
+                (field("token"), field("epoch"), field("name"))
+            {
+                epoch = number.parse().ok();
+                let mut holder = holder(token, 1, None);
+                holder.client = Some(leader.clone());
+                holders.push(holder);
+            }
             LockKind::Election
         }
-        (kind, _) => match kind {
-            "none" if raw.queue.is_empty() => LockKind::Free,
-            "none" => LockKind::Fair,
-            "hash" => match hash_holders(&raw.fields) {
-                Ok(found) => {
-                    holders = found;
-                    let read_write = raw.fields.iter().any(|(field, _)| field == "mode");
-                    if read_write {
-                        LockKind::ReadWrite
-                    } else if !raw.queue.is_empty() {
-                        LockKind::Fair
-                    } else if raw.fence >= 0 {
-                        LockKind::Fenced
-                    } else {
-                        LockKind::Reentrant
-                    }
-                }
-                Err(why) => LockKind::NotALock(why),
-            },
-            "string" if shape::is_token(&raw.value) => {
-                holders.push(Holder {
-                    id: raw.value.clone(),
-                    holds: 1,
-                    mode: None,
-                    lease_left: None,
-                    client: None,
+        "hash" | "rwlock" => {
+            let read_write = raw.shaped == "rwlock";
+            for (field, value) in raw.fields.iter().filter(|(field, _)| field != "mode") {
+                let holds = value.parse().unwrap_or(0);
+                holders.push(match field.strip_suffix(":write") {
+                    Some(owner) if read_write => holder(owner, holds, Some("write")),
+                    _ => holder(field, holds, read_write.then_some("read")),
                 });
-                LockKind::Token
             }
-            "string" => match raw.value.parse::<u64>() {
-                Ok(left) if !raw.permits.is_empty() => {
-                    available = Some(left);
-                    for (id, ends) in &raw.permits {
-                        holders.push(Holder {
-                            id: id.clone(),
-                            holds: 1,
-                            mode: None,
-                            lease_left: Some(Duration::from_millis(
-                                ends.saturating_sub(raw.now).max(0) as u64,
-                            )),
-                            client: None,
-                        });
-                    }
-                    LockKind::Semaphore
-                }
-                Ok(_) => LockKind::NotALock(
-                    "a number with no held permits beside it: a counter, or a semaphore of \
-                 which no permit is held"
-                        .into(),
-                ),
-                Err(_) => LockKind::NotALock("a string that is no lock token".into()),
-            },
-            other => LockKind::NotALock(format!("a {other}")),
-        },
+            if read_write {
+                LockKind::ReadWrite
+            } else if !raw.queue.is_empty() {
+                LockKind::Fair
+            } else if raw.fence >= 0 {
+                LockKind::Fenced
+            } else {
+                LockKind::Reentrant
+            }
+        }
+        "token" => {
+            holders.push(holder(&raw.value, 1, None));
+            LockKind::Token
+        }
+        "semaphore" => {
+            available = raw.value.parse().ok();
+            for (id, ends) in &raw.permits {
+                let mut permit = holder(id, 1, None);
+                let left = ends.saturating_sub(raw.now).max(0) as u64;
+                permit.lease_left = Some(Duration::from_millis(left));
+                holders.push(permit);
+            }
+            LockKind::Semaphore
+        }
+        _ if raw.kind == "none" && raw.queue.is_empty() => LockKind::Free,
+        _ if raw.kind == "none" => LockKind::Fair,
+        _ => LockKind::NotALock(raw.doubt.clone()),
     };
+    let doubt = (!raw.shaped.is_empty() && !raw.doubt.is_empty()).then(|| raw.doubt.clone());
     let queue: Vec<String> = raw.queue.iter().map(|(owner, _)| owner.clone()).collect();
     let waiters = (raw.subscribers >= 0).then(|| (raw.subscribers as u64).max(queue.len() as u64));
     let keys = relevant_keys(&kind, names);
@@ -470,6 +481,7 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
         available,
         keys,
         server: server.to_owned(),
+        doubt,
     }
 }
 
@@ -494,42 +506,6 @@ fn name_holders(info: &mut LockInfo, names: &HashMap<String, String>) {
             holder.client = Some(name.clone());
         }
     }
-}
-
-/// The holders of a lock's hash: its owner fields and their hold counts (a read-write
-/// lock's with their sides, beside its `mode`), or why the hash is no lock.
-fn hash_holders(fields: &[(String, String)]) -> std::result::Result<Vec<Holder>, String> {
-    let read_write = fields.iter().any(|(field, _)| field == "mode");
-    let no_lock = |field: &str| {
-        let shown: String = field.chars().take(40).collect();
-        format!("a hash whose field {shown:?} is no lock owner with a hold count")
-    };
-    let mut holders = Vec::new();
-    for (field, value) in fields {
-        if read_write && field == "mode" {
-            if value != "read" && value != "write" {
-                return Err(format!(
-                    "a hash whose mode is {value:?}, neither read nor write"
-                ));
-            }
-            continue;
-        }
-        let owner = match read_write {
-            true => shape::rw_owner(field),
-            false => shape::is_owner(field).then_some((field.as_str(), "")),
-        };
-        let Some((id, side)) = owner.filter(|_| shape::is_count(value)) else {
-            return Err(no_lock(field));
-        };
-        holders.push(Holder {
-            id: id.to_owned(),
-            holds: value.parse().unwrap_or(0),
-            mode: read_write.then_some(side),
-            lease_left: None,
-            client: None,
-        });
-    }
-    Ok(holders)
 }
 
 /// The keys and channels of `kind` among `names` (in the order `inspect_unnamed` lists

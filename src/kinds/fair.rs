@@ -175,9 +175,9 @@ impl Machinery for Fair {
 
     /// Wakes the head of the queue on its own channel, where it waits, after dropping the
     /// waiters before it whose places ran out.
-    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let keys = QueueKeys::of(key);
-        scripts::fair_force_unlock(key, target.channel(), latch, keys.get(), latch_ttl)
+        scripts::fair_force_unlock(key, target.channel(), keys.get(), forced)
     }
 
     fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {

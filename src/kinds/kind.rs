@@ -149,14 +149,13 @@ pub(crate) mod sealed {
             Cow::Borrowed(target.channel())
         }
 
-        /// The script that deletes the lock whoever holds it, wakes its waiters and leaves
-        /// `latch` (see [`scripts::force_unlock`]): by default the lock's key if it holds
+        /// The script that deletes the lock whoever holds it (or only the holder `forced`
+        /// names), wakes its waiters and leaves a latch (see [`scripts::force_unlock`]): by default the lock's key if it holds
         /// [`STORED_AS`](Self::STORED_AS), woken on its channel with Redisson's unlock
         /// message (wakes one). A kind whose waiters listen elsewhere, or that may delete
         /// only in one mode, says so here.
-        fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
-            let channel = target.channel();
-            scripts::force_unlock(key, channel, "0", Self::STORED_AS, latch, latch_ttl)
+        fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+            scripts::force_unlock(key, target.channel(), "0", Self::STORED_AS, forced)
         }
 
         /// The longest a waiter may wait between two attempts, however long the holder's

@@ -72,9 +72,9 @@ impl Machinery for Read {
 
     /// Only a lock held for reading; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
-        scripts::force_unlock(key, &channel, "1", "read", latch, latch_ttl)
+        scripts::force_unlock(key, &channel, "1", "read", forced)
     }
 }
 
@@ -172,9 +172,9 @@ impl Machinery for Write {
 
     /// Only a lock held for writing; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &Target, key: &[u8], latch: &[u8], latch_ttl: Duration) -> Cmd {
+    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
-        scripts::force_unlock(key, &channel, "1", "write", latch, latch_ttl)
+        scripts::force_unlock(key, &channel, "1", "write", forced)
     }
 }
 

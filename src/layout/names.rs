@@ -170,6 +170,8 @@ pub(crate) fn kind_of(redis_type: &str) -> &'static str {
         "rwlock" => "a read-write lock (a hash with a mode)",
         "election" => "an election's leader (a hash with an epoch)",
         "string" => "a string: a semaphore's permits, or a SET-NX lock",
+        "token" => "a SET-NX lock's token (a string)",
+        "semaphore" => "a semaphore's permits (a string)",
         "list" => "a list",
         "set" => "a set",
         "zset" => "a sorted set",

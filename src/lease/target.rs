@@ -170,12 +170,17 @@ impl Target {
         self.shared.nodes().list().len() == 1
     }
 
-    /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`.
+    /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`,
+    /// [`Error::NotALock`] for its `NOTALOCK <why>`.
     pub(crate) fn wrong_kind(&self, err: Error) -> Error {
         match err {
             err if err.server_code() == Some("WRONGKIND") => Error::WrongKind {
                 lock: self.subject().clone(),
                 found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
+            },
+            err if err.server_code() == Some("NOTALOCK") => Error::NotALock {
+                lock: self.subject().clone(),
+                found: err.server_detail().unwrap_or_default().trim().to_owned(),
             },
             err => err.with_lock(self.subject()),
         }

@@ -12,6 +12,7 @@ use crate::kinds::reentrant::{self, Hashed, Reentrant};
 use crate::layout::names;
 use crate::lease::target::Target;
 use crate::notify::cancel::Cancel;
+use crate::transport::scripts;
 
 /// A lock on one Redis key, shared by every thread and process that names it. `K` is its
 /// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
@@ -100,11 +101,45 @@ impl<K: Kind> Lock<K> {
     /// A retry after a lost reply (the connection dropped under the command) reports what
     /// the first attempt did, and never deletes a lock someone took in between.
     pub fn force_unlock(&self) -> Result<bool> {
+        self.force_unlock_as("")
+    }
+
+    /// Deletes the lock only while `holder` holds it, as [`force_unlock`](Self::force_unlock)
+    /// does otherwise: `holder` is the holder's id as [`LockClient::inspect`] shows it (a
+    /// SET-NX lock's token, or an owner field `<client-uuid>:<thread-id>`). A compare and
+    /// delete: it removes a key that has a lock's shape but no expiry (which
+    /// [`force_unlock`](Self::force_unlock) leaves alone, as it may be application data),
+    /// since naming its holder proves it is the lock. Returns whether it deleted one:
+    /// false when the lock is free or held by someone else.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.token_lock("jobs:nightly");
+    /// let removed = lock.force_unlock_held_by("0123456789abcdef0123456789abcdef")?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    ///
+    /// [`LockClient::inspect`]: crate::LockClient::inspect
+    pub fn force_unlock_held_by(&self, holder: &str) -> Result<bool> {
+        if holder.is_empty() {
+            return Err(self.target.invalid_argument(
+                "holder",
+                "empty: name the token or owner field that holds the lock".into(),
+            ));
+        }
+        self.force_unlock_as(holder)
+    }
+
+    fn force_unlock_as(&self, holder: &str) -> Result<bool> {
         let target = &self.target;
         let key = target.open()?;
         let latch = names::unlock_latch(key, &names::random_id());
-        let latch_ttl = target.shared.config().latch_ttl();
-        let cmd = K::force_unlock_cmd(target, key, &latch, latch_ttl);
+        let forced = scripts::Forced {
+            latch: &latch,
+            latch_ttl: target.shared.config().latch_ttl(),
+            holder,
+        };
+        let cmd = K::force_unlock_cmd(target, key, &forced);
         let nodes = target.shared.nodes();
         let deleted = nodes
             .answers(nodes.run_all_unhurried::<i64>(&cmd))

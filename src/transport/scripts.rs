@@ -24,28 +24,46 @@ fn unlock_message(wake: bool) -> &'static str {
     if wake { UNLOCK_MESSAGE } else { "" }
 }
 
-/// Declares each script as a static, and lists every script's source in [`SOURCES`].
-macro_rules! scripts {
-    ($($name:ident => $file:literal,)*) => {
-        $(static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("scripts/", $file))));)*
-        /// The source of every script.
-        const SOURCES: &[&str] = &[$(include_str!(concat!("scripts/", $file))),*];
+/// The source of a script: its file, after the file of the functions it uses if any.
+macro_rules! source {
+    ($file:literal) => {
+        include_str!(concat!("scripts/", $file))
+    };
+    ($prelude:literal, $file:literal) => {
+        concat!(
+            include_str!(concat!("scripts/", $prelude)),
+            include_str!(concat!("scripts/", $file))
+        )
     };
 }
+
+/// Declares each script as a static, and lists every script's source in [`SOURCES`].
+macro_rules! scripts {
+    ($($name:ident => $($part:literal)&+,)*) => {
+        $(static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(source!($($part),+)));)*
+        /// The source of every script.
+        const SOURCES: &[&str] = &[$(source!($($part),+)),*];
+    };
+}
+
+/// How many fields of a hash (queued owners, held permits) a script that judges whether a
+/// key is a lock reads at most (`scripts/shape.lua`): a lock has a few; a key with more is
+/// judged by a sample, and never read whole.
+pub(crate) const JUDGED_FIELDS: usize = 64;
 
 scripts! {
     ACQUIRE => "acquire.lua",
     FENCED_ACQUIRE => "fenced_acquire.lua",
     RELEASE => "release.lua",
     RENEW => "renew.lua",
-    FORCE_UNLOCK => "force_unlock.lua",
+    FORCE_UNLOCK => "shape.lua" & "force_unlock.lua",
     CHECK => "check.lua",
-    INSPECT => "inspect.lua",
+    INSPECT => "shape.lua" & "inspect.lua",
     FAIR_ACQUIRE => "fair_acquire.lua",
     FAIR_RELEASE => "fair_release.lua",
     FAIR_GIVE_UP => "fair_give_up.lua",
-    FAIR_FORCE_UNLOCK => "fair_force_unlock.lua",
+    FAIR_FORCE_UNLOCK => "shape.lua" & "fair_force_unlock.lua",
     READ_ACQUIRE => "read_acquire.lua",
     READ_RELEASE => "read_release.lua",
     READ_RENEW => "read_renew.lua",
@@ -285,18 +303,24 @@ pub(crate) fn fair_give_up(
     cmd
 }
 
-/// Delete the fair lock whoever holds it, waking the head of `queue` on its own channel
-/// under `channel`, and leaving `latch` for `latch_ttl`. Replies 1 or 0, the same on a
-/// retry of the same call.
+/// Delete the fair lock whoever holds it (or only `forced.holder`), waking the head of
+/// `queue` on its own channel under `channel`, and leaving `forced.latch`. Replies as
+/// [`force_unlock`].
 pub(crate) fn fair_force_unlock(
     key: &[u8],
     channel: &[u8],
-    latch: &[u8],
     (queue, places, ours): Queue<'_>,
-    latch_ttl: Duration,
+    forced: &Forced<'_>,
 ) -> Cmd {
-    let mut cmd = evalsha(&FAIR_FORCE_UNLOCK, &[key, latch, queue, places, ours]);
-    cmd.arg(UNLOCK_MESSAGE).arg(millis(latch_ttl)).arg(channel);
+    let mut cmd = evalsha(
+        &FAIR_FORCE_UNLOCK,
+        &[key, forced.latch, queue, places, ours],
+    );
+    cmd.arg(UNLOCK_MESSAGE)
+        .arg(millis(forced.latch_ttl))
+        .arg(channel)
+        .arg(forced.holder)
+        .arg(JUDGED_FIELDS);
     cmd
 }
 
@@ -505,23 +529,34 @@ pub(crate) fn renew(key: &[u8], lease: Duration, field: &str, restore: u32) -> C
     cmd
 }
 
-/// Delete the lock whoever holds it, publishing `message` on `channel` and leaving `latch`,
-/// if the key holds `stored` (`"hash"`, `"string"`, or a read-write lock in the mode
-/// `"read"` or `"write"`). Replies 1 or 0, the same on a retry of the same call, or the
-/// error `WRONGKIND <type>`.
+/// What a forced unlock leaves and checks: its `latch`, kept `latch_ttl`, and the
+/// `holder` the caller names ("" for none): with one, the key is deleted only while that
+/// holder holds it, and then even without an expiry.
+pub struct Forced<'a> {
+    pub latch: &'a [u8],
+    pub latch_ttl: Duration,
+    pub holder: &'a str,
+}
+
+/// Delete the lock whoever holds it (or only `forced.holder`), publishing `message` on
+/// `channel` and leaving `forced.latch`, if the key has the whole shape of `stored`
+/// (`"hash"`, `"string"`, or a read-write lock in the mode `"read"` or `"write"`). Replies
+/// 1 or 0, the same on a retry of the same call, or the error `WRONGKIND <kind>` or
+/// `NOTALOCK <why>`.
 pub(crate) fn force_unlock(
     key: &[u8],
     channel: &[u8],
     message: &str,
     stored: &str,
-    latch: &[u8],
-    latch_ttl: Duration,
+    forced: &Forced<'_>,
 ) -> Cmd {
-    let mut cmd = evalsha(&FORCE_UNLOCK, &[key, latch]);
+    let mut cmd = evalsha(&FORCE_UNLOCK, &[key, forced.latch]);
     cmd.arg(message)
-        .arg(millis(latch_ttl))
+        .arg(millis(forced.latch_ttl))
         .arg(stored)
-        .arg(channel);
+        .arg(channel)
+        .arg(forced.holder)
+        .arg(JUDGED_FIELDS);
     cmd
 }
 
@@ -577,6 +612,7 @@ pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 3]) -> Cmd {
     for channel in channels {
         cmd.arg(*channel);
     }
+    cmd.arg(JUDGED_FIELDS);
     cmd
 }
 

@@ -168,7 +168,11 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
     let holder = server.client().lock("l");
     let _held = holder.lock().unwrap();
     proxy.cut_on_reply_to(
-        sha(include_str!("../../src/transport/scripts/force_unlock.lua")).as_bytes(),
+        sha(concat!(
+            include_str!("../../src/transport/scripts/shape.lua"),
+            include_str!("../../src/transport/scripts/force_unlock.lua")
+        ))
+        .as_bytes(),
     );
     assert!(lock.force_unlock().unwrap(), "there was a lock to delete");
     assert!(proxy.trap_sprung());

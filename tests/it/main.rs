@@ -9,6 +9,7 @@ mod acl;
 mod cancel;
 mod cli;
 mod cluster;
+mod data_safety;
 mod defaults;
 mod doctor;
 mod election;

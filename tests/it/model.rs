@@ -216,12 +216,15 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
             include_str!("../../src/transport/scripts/semaphore_renew.lua")
         }
         ("fair", Call::GiveUp) => include_str!("../../src/transport/scripts/fair_give_up.lua"),
-        ("fair", Call::Force) => {
+        // The scripts that judge a key's shape run after shape.lua.
+        ("fair", Call::Force) => concat!(
+            include_str!("../../src/transport/scripts/shape.lua"),
             include_str!("../../src/transport/scripts/fair_force_unlock.lua")
-        }
-        ("reentrant" | "fenced" | "token" | "read" | "write", Call::Force) => {
+        ),
+        ("reentrant" | "fenced" | "token" | "read" | "write", Call::Force) => concat!(
+            include_str!("../../src/transport/scripts/shape.lua"),
             include_str!("../../src/transport/scripts/force_unlock.lua")
-        }
+        ),
         _ => return None,
     };
     Some(redis::Script::new(script).get_hash().as_bytes().to_vec())

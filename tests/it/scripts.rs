@@ -35,15 +35,20 @@ fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> 
 }
 
 fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
-    Script::new(include_str!("../../src/transport/scripts/force_unlock.lua"))
-        .key("k")
-        .key(format!("redisson_unlock_latch:{{k}}:{call}"))
-        .arg(0)
-        .arg(10_000)
-        .arg("hash")
-        .arg("redisson_lock__channel:{k}")
-        .invoke(redis)
-        .unwrap()
+    Script::new(concat!(
+        include_str!("../../src/transport/scripts/shape.lua"),
+        include_str!("../../src/transport/scripts/force_unlock.lua")
+    ))
+    .key("k")
+    .key(format!("redisson_unlock_latch:{{k}}:{call}"))
+    .arg(0)
+    .arg(10_000)
+    .arg("hash")
+    .arg("redisson_lock__channel:{k}")
+    .arg("")
+    .arg(64)
+    .invoke(redis)
+    .unwrap()
 }
 
 fn renew(redis: &mut redis::Connection) -> i64 {

@@ -1,5 +1,6 @@
 -- Delete a fair lock whoever holds it, and wake the head of its queue on the head's own
--- channel, where it waits (as Redisson's RFairLock forceUnlock does).
+-- channel, where it waits (as Redisson's RFairLock forceUnlock does); only a key whose
+-- whole shape is a lock's (see shape.lua, which comes before this text).
 -- KEYS[1]  lock key
 -- KEYS[2]  unlock latch of this call, "redisson_unlock_latch:{<key>}:<request id>"
 -- KEYS[3]  queue of the waiting owner fields (see fair_acquire.lua)
@@ -9,12 +10,13 @@
 -- ARGV[1]  message published to the head of the queue when the lock was deleted ("0")
 -- ARGV[2]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- ARGV[3]  the lock's channel: a waiter's channel is this, ":", its owner field
+-- ARGV[4]  the holder the caller names, or "" (see force_unlock.lua)
+-- ARGV[5]  how many of a hash's fields to judge it by at most
 -- Reply    1 when the lock was deleted, 0 when there was none; when the latch shows that
 --          an earlier attempt of this call ran, what that attempt replied, and nothing
 --          else is done: a retry never deletes a lock taken since;
---          the error "WRONGKIND <type>" ("rwlock" for a read-write lock's hash,
---             "election" for an election's) when the key holds anything but a fair lock's
---             hash; nothing written;
+--          the errors "WRONGKIND <kind>" and "NOTALOCK <why>" as force_unlock.lua has
+--             them; nothing written;
 --          an error, with nothing written, when the user may not write the queue, publish
 --          to the head's channel or write the latch.
 -- The head is the first waiter whose place has not run out (see fair_acquire.lua); those
@@ -23,21 +25,34 @@ local done = redis.call('get', KEYS[2])
 if done then
     return tonumber(done)
 end
-local kind = redis.call('type', KEYS[1]).ok
-if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
-    kind = 'rwlock'
-elseif kind == 'hash' and redis.call('hexists', KEYS[1], 'epoch') == 1 then
-    kind = 'election'
-end
-if kind ~= 'none' and kind ~= 'hash' then
-    return redis.error_reply('WRONGKIND ' .. kind)
+local kind, shaped, why = judge(KEYS[1], nil, tonumber(ARGV[5]))
+if kind ~= 'none' then
+    if shaped == '' and kind ~= 'hash' and kind ~= 'string' then
+        return redis.error_reply('WRONGKIND ' .. kind)
+    elseif shaped == '' then
+        return redis.error_reply('NOTALOCK ' .. why)
+    elseif shaped ~= 'hash' then
+        return redis.error_reply('WRONGKIND ' .. shaped)
+    elseif ARGV[4] == '' and redis.call('pttl', KEYS[1]) < 0 then
+        return redis.error_reply('NOTALOCK ' .. why .. ': name its holder to remove it')
+    elseif ARGV[4] ~= '' and redis.call('hexists', KEYS[1], ARGV[4]) == 0 then
+        redis.call('set', KEYS[2], 0, 'px', ARGV[2])
+        return 0
+    end
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local queue = redis.call('lrange', KEYS[3], 0, -1)
+-- A list of anything but owner fields is no fair queue: left alone.
+local queue = {}
+if is_queue(KEYS[3], tonumber(ARGV[5])) then
+    queue = redis.call('lrange', KEYS[3], 0, -1)
+end
 local gone = 0
 local head = nil
 for _, waiter in ipairs(queue) do
+    if not is_owner(waiter) then
+        break
+    end
     local until_ = tonumber(redis.call('zscore', KEYS[5], waiter))
     if not until_ then
         until_ = tonumber(redis.call('zscore', KEYS[4], waiter))

@@ -1,4 +1,5 @@
--- Read everything a lock of any kind is made of, writing nothing.
+-- Read what a lock of any kind is made of, writing nothing, and judge whether it is one
+-- (see shape.lua, which comes before this text): a bounded part of every key only.
 -- KEYS[1]  lock key
 -- KEYS[2]  the fair lock's queue, "redisson_lock_queue:{<key>}"
 -- KEYS[3]  the fair lock's timeouts, "redisson_lock_timeout:{<key>}"
@@ -7,40 +8,52 @@
 -- ARGV[1]  the lock channel, "redisson_lock__channel:{<key>}"
 -- ARGV[2]  the read-write lock's channel, "redisson_rwlock:{<key>}"
 -- ARGV[3]  the semaphore's channel, "redisson_sc:{<key>}"
--- Reply    {type, pttl, fields, queue, fence, permits, subscribers, value, now}:
+-- ARGV[4]  how many fields, queued owners or permits to read at most
+-- Reply    {type, pttl, fields, queue, fence, permits, subscribers, value, now, kind,
+--          doubt, size}:
 --            type         the lock key's Redis type, "none" when there is no key;
 --            pttl         its time to live in milliseconds (-1: none, -2: no key);
---            fields       a hash's fields and values, flat; empty for other types;
---            queue        the fair queue's owner fields in order, each followed by when
---                         its place lapses (milliseconds since the epoch, or -1), flat;
+--            fields       a hash's fields and values, flat, ARGV[4] of them at most;
+--                         empty for other types;
+--            queue        the fair queue's first ARGV[4] owner fields in order (none when
+--                         the list holds anything but owner fields), each
+--                         followed by when its place lapses (milliseconds since the epoch,
+--                         or -1), flat;
 --            fence        the fencing counter, or -1 when there is none;
---            permits      the held permits' ids and when their leases end, flat;
+--            permits      the first ARGV[4] held permits' ids and when their leases end,
+--                         flat;
 --            subscribers  of the lock's, the read-write lock's and the semaphore's
 --                         channels, and of each queued owner's own channel;
---            value        a string key's value, or "" for other types;
---            now          the server's clock, in milliseconds since the epoch.
+--            value        a string key's value when 64 bytes long at most, else "";
+--            now          the server's clock, in milliseconds since the epoch;
+--            kind         what shape.lua judged the key: "hash", "rwlock", "election",
+--                         "token", "semaphore", or "" for no lock;
+--            doubt        why it is no lock (kind ""), or why it may be data after all;
+--                         "" for a lock beyond doubt;
+--            size         a hash's fields or a string's bytes.
 -- Counting subscribers needs PUBSUB rights; without them the count is -1.
-local kind = redis.call('type', KEYS[1]).ok
+local limit = tonumber(ARGV[4])
+local kind, shaped, doubt, sample, size = judge(KEYS[1], KEYS[5], limit)
 local fields, value = {}, ''
 if kind == 'hash' then
-    fields = redis.call('hgetall', KEYS[1])
+    fields = sample
 elseif kind == 'string' then
-    value = redis.call('get', KEYS[1])
+    value = sample
 end
 local queue = {}
-if redis.call('type', KEYS[2]).ok == 'list' then
-    for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+if is_queue(KEYS[2], limit) then
+    for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, limit - 1)) do
         queue[#queue + 1] = owner
         queue[#queue + 1] = tonumber(redis.call('zscore', KEYS[3], owner) or -1)
     end
 end
 local fence = -1
-if redis.call('type', KEYS[4]).ok == 'string' then
+if redis.call('type', KEYS[4]).ok == 'string' and redis.call('strlen', KEYS[4]) <= 20 then
     fence = tonumber(redis.call('get', KEYS[4])) or -1
 end
 local permits = {}
 if redis.call('type', KEYS[5]).ok == 'zset' then
-    permits = redis.call('zrange', KEYS[5], 0, -1, 'withscores')
+    permits = redis.call('zrange', KEYS[5], 0, limit - 1, 'withscores')
 end
 local channels = {ARGV[1], ARGV[2], ARGV[3]}
 for i = 1, #queue, 2 do
@@ -57,4 +70,4 @@ end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 return {kind, redis.call('pttl', KEYS[1]), fields, queue, fence, permits, subscribers,
-    value, now}
+    value, now, shaped, doubt, size}
