@@ -632,6 +632,31 @@ fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
     renewed.unlock().unwrap();
 }
 
+/// A key whose name has an unclosed hash tag (`half{open`) cannot name a lock on a cluster:
+/// a listing shows it as unreadable and lists the rest.
+#[test]
+fn a_listing_goes_on_past_a_name_with_an_unclosed_tag() {
+    let cluster = Cluster::start();
+    let client = cluster.client();
+    let _guard = client.lock("whole").lock().unwrap();
+    let () = redis::cmd("SET")
+        .arg("half{open")
+        .arg("1")
+        .query(&mut cluster.owner_of("half{open").conn())
+        .unwrap();
+    let listed = client.scan("*").unwrap();
+    let whole = listed.iter().find(|info| info.name == "whole");
+    assert!(
+        whole.is_some_and(|info| info.kind == redmutex::LockKind::Reentrant),
+        "{listed:?}"
+    );
+    let half = listed.iter().find(|info| info.name == "half{open");
+    assert!(
+        half.is_some_and(|info| matches!(info.kind, redmutex::LockKind::Unreadable(_))),
+        "{listed:?}"
+    );
+}
+
 /// A listing of locks on a cluster whose one primary does not answer: the locks of the
 /// others are listed, and the one that could not be read is named as unreadable.
 #[test]

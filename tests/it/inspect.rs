@@ -189,4 +189,25 @@ fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
     assert_eq!(unread.len(), 1, "{listed:?}");
     assert_eq!(unread[0].name, long);
     drop(guard);
+
+    // Under a prefix, a key that is the prefix itself names no lock: unreadable, the rest
+    // listed.
+    let prefixed = server.builder().key_prefix("app:").build().unwrap();
+    let _guard = prefixed.lock("readable").lock().unwrap();
+    let () = redis::cmd("SET")
+        .arg("app:")
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    let listed = prefixed.locks("*").unwrap();
+    let kinds: Vec<_> = listed
+        .iter()
+        .map(|info| (&info.name[..], &info.kind))
+        .collect();
+    assert_eq!(kinds.len(), 2, "{listed:?}");
+    assert_eq!(kinds[1], ("readable", &redmutex::LockKind::Reentrant));
+    assert!(
+        matches!(kinds[0], ("", redmutex::LockKind::Unreadable(_))),
+        "{listed:?}"
+    );
 }
