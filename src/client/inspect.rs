@@ -216,6 +216,23 @@ impl LockClient {
     /// Like [`locks`](Self::locks), with the keys that are no locks too, as
     /// [`LockKind::NotALock`], and those that may be data ([`LockInfo::doubt`]). Reads only.
     pub fn scan(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.scan_counting(pattern, |_| {})
+    }
+
+    /// [`scan`](Self::scan), telling `progress` how many keys matching the pattern `SCAN`
+    /// has returned so far, after each of its pages: for a tool that shows how a long scan
+    /// of a large keyspace goes.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let found = client.scan_counting("*", |seen| eprint!("\r{seen} keys"))?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn scan_counting(
+        &self,
+        pattern: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Vec<LockInfo>> {
         let shared = self.shared();
         shared.check_process()?;
         let config = shared.config();
@@ -224,6 +241,7 @@ impl LockClient {
         glob.extend_from_slice(pattern.as_bytes());
         let mut found = BTreeSet::new();
         let mut keys = Vec::new();
+        let mut seen = 0u64;
         let unlisted = |server: &str, err: Error| unreadable(pattern, server, &err);
         for node in shared.nodes().list() {
             let shards = match node.shards() {
@@ -250,6 +268,8 @@ impl LockClient {
                             break;
                         }
                     };
+                    seen += listed.len() as u64;
+                    progress(seen);
                     for key in listed {
                         if let Some(name) = key.strip_prefix(&prefix[..])
                             && !auxiliary(&key)

@@ -211,3 +211,23 @@ fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
         "{listed:?}"
     );
 }
+
+/// A scan tells how far it has gone, page by page, up to every key that matched.
+#[test]
+fn a_scan_counts_the_keys_it_went_through() {
+    let server = Server::start();
+    let client = client(&server);
+    let mut fill = redis::pipe();
+    for i in 0..1200 {
+        fill.cmd("SET").arg(format!("app:many:{i}")).arg(i).ignore();
+    }
+    fill.exec(&mut server.conn()).unwrap();
+    let mut counts = Vec::new();
+    let found = client
+        .scan_counting("many:*", |seen| counts.push(seen))
+        .unwrap();
+    assert_eq!(found.len(), 1200);
+    assert!(counts.len() > 1, "{counts:?}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert_eq!(counts.last(), Some(&1200));
+}
