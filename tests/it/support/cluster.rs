@@ -411,22 +411,13 @@ impl Migration {
             .query(&mut self.from)
             .unwrap();
         if !keys.is_empty() {
-            redis::cmd("MIGRATE")
-                .arg("127.0.0.1")
-                .arg(self.to)
-                .arg("")
-                .arg(0)
-                .arg(5000)
-                .arg("KEYS")
-                .arg(&keys)
-                .exec(&mut self.from)
-                .unwrap();
+            self.move_named(&keys);
         }
         keys.len()
     }
 
     /// Moves the keys `keys` of the slot to the importing primary now.
-    pub fn move_named(&mut self, keys: &[String]) {
+    pub fn move_named(&mut self, keys: &[impl redis::ToRedisArgs]) {
         redis::cmd("MIGRATE")
             .arg("127.0.0.1")
             .arg(self.to)
