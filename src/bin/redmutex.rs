@@ -1,14 +1,20 @@
 //! `redmutex`: who holds which lock, breaking one that is stuck, and whether a Redis is safe
 //! for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
-//! usage.
+//! usage. Output ends quietly when its reader goes away.
 
-use std::io::{BufRead, IsTerminal, Write};
+// The tool's modules are in the folder named after it.
+#[path = "redmutex/out.rs"]
+mod out;
+
+use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use redmutex::{Holder, Level, LockClient, LockInfo, LockKind, Report};
 use serde_json::{Value, json};
+
+use out::{Out, ask, say};
 
 /// Inspect and operate the Redis locks of redmutex and Redisson.
 #[derive(Parser)]
@@ -68,26 +74,32 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.urls.is_empty() {
-        eprintln!("redmutex: no server: pass --url or set REDIS_URL");
+        say("no server: pass --url or set REDIS_URL");
         return ExitCode::from(2);
     }
-    match run(&cli) {
+    let mut out = Out::new();
+    let code = match run(&cli, &mut out) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("redmutex: {err:#}");
+            say(&format!("{err:#}"));
             if err.is_auth() {
-                eprintln!(
-                    "redmutex: give the user and password in the URL: \
+                say("give the user and password in the URL: \
                      --url redis://USER:PASSWORD@HOST:PORT/ (or REDIS_URL); with --sentinel, \
-                     the sentinels' go in their URLs"
-                );
+                     the sentinels' go in their URLs");
             }
             if err.is_scripting_disabled() {
-                eprintln!(
-                    "redmutex: every lock is a Lua script: turn scripting on (no rename-command \
-                     of EVAL, EVALSHA or SCRIPT; on Valkey 9.1 and later, load its Lua module)"
+                say(
+                    "every lock is a Lua script: turn scripting on (no rename-command \
+                     of EVAL, EVALSHA or SCRIPT; on Valkey 9.1 and later, load its Lua module)",
                 );
             }
+            ExitCode::from(1)
+        }
+    };
+    match out.finish() {
+        Ok(()) => code,
+        Err(err) => {
+            say(&format!("cannot write the output: {err}"));
             ExitCode::from(1)
         }
     }
@@ -104,13 +116,13 @@ fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
     builder.key_prefix(prefix).build()
 }
 
-fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
+fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
     if cli.prefix.ends_with(|c: char| c.is_alphanumeric()) {
-        eprintln!(
-            "redmutex: warning: the prefix {:?} ends without a separator, so a lock NAME is \
+        say(&format!(
+            "warning: the prefix {:?} ends without a separator, so a lock NAME is \
              the key \"{}NAME\"; did you mean --prefix {}:?",
             cli.prefix, cli.prefix, cli.prefix
-        );
+        ));
     }
     let client = client(cli, &cli.prefix)?;
     match &cli.command {
@@ -120,9 +132,9 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
                 false => client.locks(pattern)?,
             };
             if cli.json {
-                print_json(&Value::Array(locks.iter().map(lock_json).collect()));
+                print_json(out, &Value::Array(locks.iter().map(lock_json).collect()));
             } else {
-                print_table(&locks);
+                print_table(out, &locks);
             }
             // What could not be read is listed too; the exit code says the listing is
             // incomplete.
@@ -131,7 +143,9 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
                 .filter(|info| matches!(info.kind, LockKind::Unreadable(_)))
                 .count();
             if unread > 0 {
-                eprintln!("redmutex: {unread} could not be read; the listing is incomplete");
+                say(&format!(
+                    "{unread} could not be read; the listing is incomplete"
+                ));
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
@@ -141,22 +155,24 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
             if info.kind == LockKind::Free
                 && let Some(prefix) = likely_prefix(cli, name)?
             {
-                eprintln!("redmutex: no lock here; did you mean --prefix {prefix}?");
+                say(&format!("no lock here; did you mean --prefix {prefix}?"));
             }
             if cli.json {
-                print_json(&lock_json(&info));
+                print_json(out, &lock_json(&info));
             } else {
-                print_lock(&info);
+                print_lock(out, &info);
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Unlock { name, force, yes } => unlock(cli, &client, name, *force, *yes),
+        Command::Unlock { name, force, yes } => unlock(cli, out, &client, name, *force, *yes),
         Command::Doctor { strict } => {
             let report = client.doctor()?;
             if cli.json {
-                print_json(&report_json(&report));
+                print_json(out, &report_json(&report));
             } else {
-                print!("{report}");
+                for line in report.to_string().lines() {
+                    out.line(line);
+                }
             }
             Ok(match report.worst() {
                 Level::Fail => ExitCode::from(1),
@@ -169,46 +185,48 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
 
 fn unlock(
     cli: &Cli,
+    out: &mut Out,
     client: &LockClient,
     name: &str,
     force: bool,
     yes: bool,
 ) -> redmutex::Result<ExitCode> {
     if !force {
-        eprintln!("redmutex: unlock breaks a lock that someone may hold; add --force");
+        say("unlock breaks a lock that someone may hold; add --force");
         return Ok(ExitCode::from(2));
     }
     let info = client.inspect(name)?;
     let removed = match &info.kind {
         LockKind::Free => {
-            eprintln!("redmutex: {name} is not locked");
+            say(&format!("{name} is not locked"));
             return Ok(ExitCode::from(1));
         }
         LockKind::NotALock(what) => {
-            eprintln!("redmutex: {name} is no lock ({what}); nothing removed");
+            say(&format!("{name} is no lock ({what}); nothing removed"));
             return Ok(ExitCode::from(1));
         }
         LockKind::Semaphore => {
-            eprintln!("redmutex: {name} is a semaphore, which unlock does not break");
+            say(&format!(
+                "{name} is a semaphore, which unlock does not break"
+            ));
             return Ok(ExitCode::from(1));
         }
         _ => info.keys[0].clone(),
     };
     if !yes {
         if !std::io::stdin().is_terminal() {
-            eprintln!("redmutex: not asking on a non-terminal: add --yes");
+            say("not asking on a non-terminal: add --yes");
             return Ok(ExitCode::from(2));
         }
-        eprint!(
+        ask(&format!(
             "break {name} ({}, held by {})? [y/N] ",
             kind_name(&info.kind),
             holders_text(&info.holders)
-        );
-        let _ = std::io::stderr().flush();
+        ));
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer).ok();
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("redmutex: left as it was");
+            say("left as it was");
             return Ok(ExitCode::from(1));
         }
     }
@@ -225,19 +243,22 @@ fn unlock(
         _ => client.lock(name).force_unlock()?,
     };
     if cli.json {
-        print_json(&json!({
+        print_json(
+            out,
+            &json!({
             "name": name,
             "removed": deleted.then_some(removed.as_str()),
             "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        }));
+            }),
+        );
     } else if deleted {
-        println!(
+        out.line(&format!(
             "removed {removed} ({}, held by {}); waiters told",
             kind_name(&info.kind),
             holders_text(&info.holders)
-        );
+        ));
     } else {
-        println!("{name} was released meanwhile; nothing removed");
+        out.line(&format!("{name} was released meanwhile; nothing removed"));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -329,7 +350,7 @@ fn waiters_text(info: &LockInfo) -> String {
     info.waiters.map_or("?".into(), |n| n.to_string())
 }
 
-fn print_table(locks: &[LockInfo]) {
+fn print_table(out: &mut Out, locks: &[LockInfo]) {
     let rows: Vec<[String; 5]> = locks
         .iter()
         .map(|info| {
@@ -353,32 +374,32 @@ fn print_table(locks: &[LockInfo]) {
         let cells: Vec<String> = (row.iter().zip(widths))
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        out.line(cells.join("  ").trim_end());
     }
 }
 
-fn print_lock(info: &LockInfo) {
-    println!("name:       {}", info.name);
-    println!("kind:       {}", kind_name(&info.kind));
-    println!("server:     {}", info.server);
-    println!("lease left: {}", duration_text(info.lease_left));
+fn print_lock(out: &mut Out, info: &LockInfo) {
+    out.line(&format!("name:       {}", info.name));
+    out.line(&format!("kind:       {}", kind_name(&info.kind)));
+    out.line(&format!("server:     {}", info.server));
+    out.line(&format!("lease left: {}", duration_text(info.lease_left)));
     if info.kind == LockKind::Election {
-        println!("leader:     {}", leader_or_holders(info));
-        println!("candidates: {} waiting", waiters_text(info));
+        out.line(&format!("leader:     {}", leader_or_holders(info)));
+        out.line(&format!("candidates: {} waiting", waiters_text(info)));
     } else {
-        println!("holders:    {}", holders_text(&info.holders));
-        println!("waiters:    {}", waiters_text(info));
+        out.line(&format!("holders:    {}", holders_text(&info.holders)));
+        out.line(&format!("waiters:    {}", waiters_text(info)));
     }
     if !info.queue.is_empty() {
-        println!("queue:      {}", info.queue.join(", "));
+        out.line(&format!("queue:      {}", info.queue.join(", ")));
     }
     if let Some(fence) = info.fence {
-        println!("fence:      {fence}");
+        out.line(&format!("fence:      {fence}"));
     }
     if let Some(available) = info.available {
-        println!("available:  {available}");
+        out.line(&format!("available:  {available}"));
     }
-    println!("keys:       {}", info.keys.join(", "));
+    out.line(&format!("keys:       {}", info.keys.join(", ")));
 }
 
 fn holder_json(holder: &Holder) -> Value {
@@ -422,6 +443,6 @@ fn report_json(report: &Report) -> Value {
     json!({ "worst": report.worst().to_string(), "findings": findings })
 }
 
-fn print_json(value: &Value) {
-    println!("{value:#}");
+fn print_json(out: &mut Out, value: &Value) {
+    out.line(&format!("{value:#}"));
 }

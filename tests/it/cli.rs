@@ -1,11 +1,14 @@
 //! The `redmutex` tool, run as a subprocess against real servers: `locks` and `show` list
 //! every kind while held, waited for and released; `--json` parses; `unlock --force` frees
 //! a lock and wakes its waiter; `doctor` rates eviction policies, says "unknown" where
-//! CONFIG is denied and says so when a server runs no scripts; bad usage exits with 2.
+//! CONFIG is denied and says so when a server runs no scripts; bad usage exits with 2;
+//! output into a closed pipe ends quietly.
 #![cfg(feature = "cli")]
 
 use crate::support;
 
+use std::io::Read;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin_cmd;
@@ -458,4 +461,87 @@ fn locks_lists_past_a_key_it_cannot_read_and_exits_1() {
     assert!(stdout.contains("readable"), "{stdout}");
     assert!(stdout.contains("unreadable"), "{stdout}");
     assert!(stderr.contains("incomplete"), "{stderr}");
+}
+
+/// Runs the tool against `url` with `args`, its standard output `stdout`; waits for it,
+/// killing it past `PATIENCE`. Returns its exit code (-1 when killed) and standard error.
+fn tool_writing_to(
+    url: &str,
+    args: &[&str],
+    stdout: Stdio,
+    reader: impl FnOnce(&mut Child),
+) -> (i32, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("redmutex"))
+        .env_remove("REDIS_URL")
+        .env_remove("REDMUTEX_PREFIX")
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    reader(&mut child);
+    let mut stderr = child.stderr.take().unwrap();
+    let collected = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).map(|_| text)
+    });
+    if !eventually(PATIENCE, || child.try_wait().unwrap().is_some()) {
+        child.kill().unwrap();
+    }
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, collected.join().unwrap().unwrap())
+}
+
+/// Every output of the tool ends quietly when its reader has gone, as `| head -1` does:
+/// no panic, no message, the command's own exit code. Into a pipe closed before the tool
+/// starts, and one whose reader takes a byte of a listing longer than the pipe holds.
+#[test]
+fn output_ends_quietly_on_a_closed_pipe() {
+    let server = Server::start();
+    let url = server.url();
+    let mut set = redis::pipe();
+    for i in 0..2000 {
+        set.cmd("SET")
+            .arg(format!("held:{i:04}"))
+            .arg(format!("{i:032x}"))
+            .arg("PX")
+            .arg(600_000)
+            .ignore();
+    }
+    let () = set.query(&mut server.conn()).unwrap();
+    let quiet = |args: &[&str], (code, said): (i32, String)| {
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+        assert_ne!(code, 101, "{args:?}: {said}");
+        assert!(said.is_empty(), "{args:?}: {said}");
+        code
+    };
+    for args in [
+        &["locks"][..],
+        &["--json", "locks"],
+        &["show", "held:0001"],
+        &["--json", "show", "held:0001"],
+        &["doctor"],
+        &["--json", "doctor"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let code = quiet(args, tool_writing_to(&url, args, writer.into(), |_| {}));
+        // The test servers run without persistence: the doctor warns, and exits 0.
+        assert_eq!(code, 0, "{args:?}");
+    }
+    let args = ["locks"];
+    let ran = tool_writing_to(&url, &args, Stdio::piped(), |child| {
+        let mut byte = [0];
+        child.stdout.take().unwrap().read_exact(&mut byte).unwrap();
+    });
+    assert_eq!(quiet(&args, ran), 0);
+    let (code, listed) = tool(&url, &["locks"]);
+    assert_eq!(
+        (code, listed.lines().count()),
+        (0, 2001),
+        "the listing is whole"
+    );
 }
