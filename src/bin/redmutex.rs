@@ -1,20 +1,30 @@
 //! `redmutex`: who holds which lock, breaking one that is stuck, and whether a Redis is safe
 //! for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
-//! usage. Output ends quietly when its reader goes away.
+//! usage. Output ends quietly when its reader goes away. Names are printed escaped
+//! (`escape`), and taken back in that form.
 
 // The tool's modules are in the folder named after it.
+#[path = "redmutex/escape.rs"]
+mod escape;
+#[path = "redmutex/json.rs"]
+mod json;
 #[path = "redmutex/out.rs"]
 mod out;
+#[path = "redmutex/text.rs"]
+mod text;
 
+use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use redmutex::{Holder, Level, LockClient, LockInfo, LockKind, Report};
-use serde_json::{Value, json};
+use redmutex::{Level, LockClient, LockKind};
+use serde_json::Value;
 
+use escape::{escape, escape_str};
+use json::{lock_json, print_json, report_json, unlocked_json};
 use out::{Out, ask, say};
+use text::{holders_text, kind_text, print_lock, print_report, print_table};
 
 /// Inspect and operate the Redis locks of redmutex and Redisson.
 #[derive(Parser)]
@@ -51,10 +61,15 @@ enum Command {
         all: bool,
     },
     /// Everything known about one lock, and the Redis keys involved.
-    Show { name: String },
+    Show {
+        /// The name as the tool prints it: \xNN, \n, \r, \t and \\ stand for the bytes
+        /// they escape.
+        name: OsString,
+    },
     /// Deletes a lock whoever holds it and wakes its waiters.
     Unlock {
-        name: String,
+        /// The name as the tool prints it (see show).
+        name: OsString,
         /// Required: breaking a lock can let two holders in.
         #[arg(long)]
         force: bool,
@@ -81,7 +96,7 @@ fn main() -> ExitCode {
     let code = match run(&cli, &mut out) {
         Ok(code) => code,
         Err(err) => {
-            say(&format!("{err:#}"));
+            say(&escape_str(&format!("{err:#}")));
             if err.is_auth() {
                 say("give the user and password in the URL: \
                      --url redis://USER:PASSWORD@HOST:PORT/ (or REDIS_URL); with --sentinel, \
@@ -151,11 +166,17 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { name } => {
-            let info = client.inspect(name)?;
+            let Some(name) = name_arg(name) else {
+                return Ok(ExitCode::from(2));
+            };
+            let info = client.inspect(&name)?;
             if info.kind == LockKind::Free
-                && let Some(prefix) = likely_prefix(cli, name)?
+                && let Some(prefix) = likely_prefix(cli, &name)?
             {
-                say(&format!("no lock here; did you mean --prefix {prefix}?"));
+                say(&format!(
+                    "no lock here; did you mean --prefix {}?",
+                    escape(&prefix)
+                ));
             }
             if cli.json {
                 print_json(out, &lock_json(&info));
@@ -164,15 +185,16 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Unlock { name, force, yes } => unlock(cli, out, &client, name, *force, *yes),
+        Command::Unlock { name, force, yes } => match name_arg(name) {
+            Some(name) => unlock(cli, out, &client, &name, *force, *yes),
+            None => Ok(ExitCode::from(2)),
+        },
         Command::Doctor { strict } => {
             let report = client.doctor()?;
             if cli.json {
                 print_json(out, &report_json(&report));
             } else {
-                for line in report.to_string().lines() {
-                    out.line(line);
-                }
+                print_report(out, &report);
             }
             Ok(match report.worst() {
                 Level::Fail => ExitCode::from(1),
@@ -187,7 +209,7 @@ fn unlock(
     cli: &Cli,
     out: &mut Out,
     client: &LockClient,
-    name: &str,
+    name: &[u8],
     force: bool,
     yes: bool,
 ) -> redmutex::Result<ExitCode> {
@@ -196,22 +218,24 @@ fn unlock(
         return Ok(ExitCode::from(2));
     }
     let info = client.inspect(name)?;
+    let shown = escape(name);
     let removed = match &info.kind {
         LockKind::Free => {
-            say(&format!("{name} is not locked"));
+            say(&format!("{shown} is not locked"));
             return Ok(ExitCode::from(1));
         }
         LockKind::NotALock(what) => {
-            say(&format!("{name} is no lock ({what}); nothing removed"));
+            let what = escape_str(what);
+            say(&format!("{shown} is no lock ({what}); nothing removed"));
             return Ok(ExitCode::from(1));
         }
         LockKind::Semaphore => {
             say(&format!(
-                "{name} is a semaphore, which unlock does not break"
+                "{shown} is a semaphore, which unlock does not break"
             ));
             return Ok(ExitCode::from(1));
         }
-        _ => info.keys[0].clone(),
+        _ => info.keys_bytes[0].clone(),
     };
     if !yes {
         if !std::io::stdin().is_terminal() {
@@ -219,8 +243,8 @@ fn unlock(
             return Ok(ExitCode::from(2));
         }
         ask(&format!(
-            "break {name} ({}, held by {})? [y/N] ",
-            kind_name(&info.kind),
+            "break {shown} ({}, held by {})? [y/N] ",
+            kind_text(&info.kind),
             holders_text(&info.holders)
         ));
         let mut answer = String::new();
@@ -243,206 +267,50 @@ fn unlock(
         _ => client.lock(name).force_unlock()?,
     };
     if cli.json {
-        print_json(
-            out,
-            &json!({
-            "name": name,
-            "removed": deleted.then_some(removed.as_str()),
-            "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-            }),
-        );
+        let removed = deleted.then_some(&removed[..]);
+        print_json(out, &unlocked_json(name, removed, &info.holders));
     } else if deleted {
         out.line(&format!(
-            "removed {removed} ({}, held by {}); waiters told",
-            kind_name(&info.kind),
+            "removed {} ({}, held by {}); waiters told",
+            escape(&removed),
+            kind_text(&info.kind),
             holders_text(&info.holders)
         ));
     } else {
-        out.line(&format!("{name} was released meanwhile; nothing removed"));
+        out.line(&format!("{shown} was released meanwhile; nothing removed"));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The prefix under which a lock named `name` exists when it does not under the one given:
-/// found by scanning for keys that end in `name`.
-fn likely_prefix(cli: &Cli, name: &str) -> redmutex::Result<Option<String>> {
-    let mut pattern = String::from("*");
-    for c in name.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            pattern.push('\\');
+/// A lock's name from the command line, in the escaped form the tool prints (raw bytes
+/// pass as they are); `None`, said why, when it is no such form.
+fn name_arg(arg: &OsStr) -> Option<Vec<u8>> {
+    match escape::unescape(arg.as_encoded_bytes()) {
+        Ok(name) => Some(name),
+        Err(why) => {
+            say(&format!("NAME: {why}"));
+            None
         }
-        pattern.push(c);
+    }
+}
+
+/// The prefix under which a lock named `name` exists when it does not under the one given:
+/// found by scanning for keys that end in `name` (a byte that is not UTF-8 matched by `?`,
+/// then compared exactly).
+fn likely_prefix(cli: &Cli, name: &[u8]) -> redmutex::Result<Option<Vec<u8>>> {
+    let mut pattern = String::from("*");
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.extend(chunk.invalid().iter().map(|_| '?'));
     }
     let found = client(cli, "")?.locks(&pattern)?;
     Ok(found.into_iter().find_map(|info| {
-        let prefix = info.name.strip_suffix(name)?;
-        (!prefix.is_empty() && prefix != cli.prefix).then(|| prefix.to_owned())
+        let prefix = info.name_bytes.strip_suffix(name)?;
+        (!prefix.is_empty() && prefix != cli.prefix.as_bytes()).then(|| prefix.to_vec())
     }))
-}
-
-fn kind_name(kind: &LockKind) -> String {
-    match kind {
-        LockKind::Free => "free".into(),
-        LockKind::Reentrant => "reentrant".into(),
-        LockKind::Fenced => "fenced".into(),
-        LockKind::Fair => "fair".into(),
-        LockKind::ReadWrite => "read-write".into(),
-        LockKind::Token => "token".into(),
-        LockKind::Semaphore => "semaphore".into(),
-        LockKind::Election => "election".into(),
-        LockKind::NotALock(what) => format!("no lock: {what}"),
-        LockKind::Unreadable(why) => format!("unreadable: {why}"),
-        _ => "unknown".into(),
-    }
-}
-
-fn holder_text(holder: &Holder) -> String {
-    let mut text = holder.id.clone();
-    if let Some(client) = &holder.client {
-        text = format!("{text} [{client}]");
-    }
-    if let Some(mode) = holder.mode {
-        text = format!("{mode} {text}");
-    }
-    if holder.holds > 1 {
-        text += &format!(" ×{}", holder.holds);
-    }
-    if let Some(left) = holder.lease_left {
-        text += &format!(" ({} left)", duration_text(Some(left)));
-    }
-    text
-}
-
-/// An election's leader by name and epoch, or the holders of any other lock.
-fn leader_or_holders(info: &LockInfo) -> String {
-    match (&info.kind, info.holders.first(), info.epoch) {
-        (
-            LockKind::Election,
-            Some(Holder {
-                client: Some(name), ..
-            }),
-            Some(epoch),
-        ) => {
-            format!("{name} (epoch {epoch})")
-        }
-        _ => holders_text(&info.holders),
-    }
-}
-
-fn holders_text(holders: &[Holder]) -> String {
-    match holders {
-        [] => "nobody".into(),
-        _ => (holders.iter().map(holder_text))
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
-fn duration_text(duration: Option<Duration>) -> String {
-    match duration {
-        None => "-".into(),
-        Some(d) if d >= Duration::from_secs(10) => format!("{}s", d.as_secs()),
-        Some(d) => format!("{:.1}s", d.as_secs_f64()),
-    }
-}
-
-fn waiters_text(info: &LockInfo) -> String {
-    info.waiters.map_or("?".into(), |n| n.to_string())
-}
-
-fn print_table(out: &mut Out, locks: &[LockInfo]) {
-    let rows: Vec<[String; 5]> = locks
-        .iter()
-        .map(|info| {
-            [
-                info.name.clone(),
-                kind_name(&info.kind),
-                leader_or_holders(info),
-                duration_text(info.lease_left),
-                waiters_text(info),
-            ]
-        })
-        .collect();
-    let header = ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"].map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = (row.iter().zip(widths))
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out.line(cells.join("  ").trim_end());
-    }
-}
-
-fn print_lock(out: &mut Out, info: &LockInfo) {
-    out.line(&format!("name:       {}", info.name));
-    out.line(&format!("kind:       {}", kind_name(&info.kind)));
-    out.line(&format!("server:     {}", info.server));
-    out.line(&format!("lease left: {}", duration_text(info.lease_left)));
-    if info.kind == LockKind::Election {
-        out.line(&format!("leader:     {}", leader_or_holders(info)));
-        out.line(&format!("candidates: {} waiting", waiters_text(info)));
-    } else {
-        out.line(&format!("holders:    {}", holders_text(&info.holders)));
-        out.line(&format!("waiters:    {}", waiters_text(info)));
-    }
-    if !info.queue.is_empty() {
-        out.line(&format!("queue:      {}", info.queue.join(", ")));
-    }
-    if let Some(fence) = info.fence {
-        out.line(&format!("fence:      {fence}"));
-    }
-    if let Some(available) = info.available {
-        out.line(&format!("available:  {available}"));
-    }
-    out.line(&format!("keys:       {}", info.keys.join(", ")));
-}
-
-fn holder_json(holder: &Holder) -> Value {
-    json!({
-        "id": holder.id,
-        "holds": holder.holds,
-        "mode": holder.mode,
-        "lease_left_ms": holder.lease_left.map(|d| d.as_millis() as u64),
-        "client": holder.client,
-    })
-}
-
-fn lock_json(info: &LockInfo) -> Value {
-    json!({
-        "name": info.name,
-        "kind": kind_name(&info.kind),
-        "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        "lease_left_ms": info.lease_left.map(|d| d.as_millis() as u64),
-        "waiters": info.waiters,
-        "queue": info.queue,
-        "fence": info.fence,
-        "epoch": info.epoch,
-        "available": info.available,
-        "keys": info.keys,
-        "server": info.server,
-    })
-}
-
-fn report_json(report: &Report) -> Value {
-    let findings: Vec<Value> = (report.findings.iter())
-        .map(|f| {
-            json!({
-                "check": f.check,
-                "server": f.server,
-                "level": f.level.to_string(),
-                "reason": f.reason,
-                "fix": f.fix,
-            })
-        })
-        .collect();
-    json!({ "worst": report.worst().to_string(), "findings": findings })
-}
-
-fn print_json(out: &mut Out, value: &Value) {
-    out.line(&format!("{value:#}"));
 }

@@ -83,22 +83,29 @@ impl fmt::Display for Level {
     }
 }
 
+impl fmt::Display for Finding {
+    /// One line, without its end: level, check, server, reason, and the fix after it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<8}{:<14}{:<24}{}",
+            self.level.to_string(),
+            self.check,
+            self.server,
+            self.reason
+        )?;
+        if let Some(fix) = &self.fix {
+            write!(f, "; fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Report {
-    /// One line per finding: level, check, server, reason, and the fix after it.
+    /// One line per finding.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for finding in &self.findings {
-            write!(
-                f,
-                "{:<8}{:<14}{:<24}{}",
-                finding.level.to_string(),
-                finding.check,
-                finding.server,
-                finding.reason
-            )?;
-            if let Some(fix) = &finding.fix {
-                write!(f, "; fix: {fix}")?;
-            }
-            writeln!(f)?;
+            writeln!(f, "{finding}")?;
         }
         Ok(())
     }
