@@ -39,6 +39,7 @@ impl LockClient {
                 }
             };
             for shard in shards {
+                checks::role(&mut report, &shard, config);
                 checks::eviction(&mut report, &shard, config);
                 checks::persistence(&mut report, &shard, config, redlock);
                 checks::replicas(&mut report, &shard, config);

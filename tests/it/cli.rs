@@ -24,7 +24,7 @@ fn tool(url: &str, args: &[&str]) -> (i32, String) {
 }
 
 /// The same with environment variables `env`; returns standard error too.
-fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = cargo_bin_cmd!("redmutex");
     cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
     cmd.envs(env.iter().copied());

@@ -69,6 +69,7 @@ fn every_check_reports_on_a_plain_server() {
     for check in [
         "scripting",
         "rights",
+        "role",
         "eviction",
         "persistence",
         "replicas",
@@ -203,4 +204,51 @@ fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
         skewed.reason
     );
     assert!(report.worst() >= Level::Warn);
+}
+
+/// The tool's doctor against `url` with `args`: its exit code and standard output.
+#[cfg(feature = "cli")]
+fn doctor_tool(url: &str, args: &[&str]) -> (i32, String) {
+    let (code, stdout, _) = crate::cli::tool_with(url, &[&["doctor"], args].concat(), &[]);
+    (code, stdout)
+}
+
+/// A replica refuses every lock with READONLY: the role check fails there, and passes on
+/// its primary.
+#[test]
+fn a_replica_fails_the_role_check() {
+    let primary = Server::start();
+    let replica = Server::start_with(support::Args {
+        trailing: vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            primary.port().to_string(),
+        ],
+        ..support::Args::default()
+    });
+    let client = replica.client();
+    let refused = client.lock("orders:42").try_lock().unwrap_err();
+    assert_eq!(refused.server_code(), Some("READONLY"), "{refused}");
+
+    let report = client.doctor().unwrap();
+    let role = finding(&report, "role");
+    assert_eq!(role.level, Level::Fail, "{report}");
+    assert!(
+        role.reason
+            .contains("read-only replica: point the client at the primary"),
+        "{report}"
+    );
+    assert!(
+        role.reason.contains(&primary.port().to_string()),
+        "{report}"
+    );
+    let report = primary.client().doctor().unwrap();
+    assert_eq!(finding(&report, "role").level, Level::Ok, "{report}");
+
+    #[cfg(feature = "cli")]
+    {
+        let (code, said) = doctor_tool(&replica.url(), &[]);
+        assert_eq!(code, 1, "{said}");
+        assert!(said.contains("fail    role"), "{said}");
+    }
 }
