@@ -18,7 +18,7 @@ use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use redmutex::{Level, LockClient, LockKind};
+use redmutex::{Level, LockClient, LockClientBuilder, LockKind};
 use serde_json::Value;
 
 use escape::{escape, escape_str};
@@ -121,6 +121,10 @@ fn main() -> ExitCode {
 }
 
 fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
+    builder(cli, prefix).build()
+}
+
+fn builder(cli: &Cli, prefix: &str) -> LockClientBuilder {
     let urls: Vec<&str> = cli.urls.iter().map(String::as_str).collect();
     let builder = match (&cli.sentinel, cli.cluster, urls.len()) {
         (Some(master), _, _) => LockClient::sentinel(&urls, master),
@@ -128,7 +132,7 @@ fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
         (None, false, 1) => LockClient::builder(urls[0]),
         (None, false, _) => LockClient::redlock(&urls),
     };
-    builder.key_prefix(prefix).build()
+    builder.key_prefix(prefix)
 }
 
 fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
@@ -139,9 +143,11 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             cli.prefix, cli.prefix, cli.prefix
         ));
     }
-    let client = client(cli, &cli.prefix)?;
+    // The doctor reports on servers where no client builds.
+    let connect = || client(cli, &cli.prefix);
     match &cli.command {
         Command::Locks { pattern, all } => {
+            let client = connect()?;
             let locks = match all {
                 true => client.scan(pattern)?,
                 false => client.locks(pattern)?,
@@ -169,7 +175,7 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             let Some(name) = name_arg(name) else {
                 return Ok(ExitCode::from(2));
             };
-            let info = client.inspect(&name)?;
+            let info = connect()?.inspect(&name)?;
             if info.kind == LockKind::Free
                 && let Some(prefix) = likely_prefix(cli, &name)?
             {
@@ -186,11 +192,11 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Unlock { name, force, yes } => match name_arg(name) {
-            Some(name) => unlock(cli, out, &client, &name, *force, *yes),
+            Some(name) => unlock(cli, out, &connect()?, &name, *force, *yes),
             None => Ok(ExitCode::from(2)),
         },
         Command::Doctor { strict } => {
-            let report = client.doctor()?;
+            let report = builder(cli, &cli.prefix).doctor();
             if cli.json {
                 print_json(out, &report_json(&report));
             } else {

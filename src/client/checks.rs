@@ -29,7 +29,9 @@ pub enum Level {
 #[non_exhaustive]
 pub struct Finding {
     /// What was checked: `scripting`, `rights`, `role`, `eviction`, `persistence`,
-    /// `replicas`, `version`, `round trip`, `clock` or `idle timeout`.
+    /// `replicas`, `version`, `round trip`, `clock` or `idle timeout`; or `client`, from
+    /// [`LockClientBuilder::doctor`](crate::LockClientBuilder::doctor), when no client
+    /// could be built.
     pub check: &'static str,
     /// The server, as `host:port` (or a Sentinel master name, a cluster's `cluster@..`).
     pub server: String,

@@ -204,10 +204,10 @@ fn doctor_says_plainly_that_a_server_runs_no_scripts() {
         trailing: renamed.map(String::from).to_vec(),
         ..support::Args::default()
     });
-    let (code, _, said) = tool_with(&server.url(), &["doctor"], &[]);
+    let (code, report, said) = tool_with(&server.url(), &["doctor"], &[]);
     assert_eq!(code, 1, "{said}");
-    assert!(said.contains("the server runs no scripts"), "{said}");
-    assert!(said.contains("turn scripting on"), "{said}");
+    assert!(report.contains("the server runs no scripts"), "{report}");
+    assert!(report.contains("turn scripting on"), "{report}");
 }
 
 #[test]

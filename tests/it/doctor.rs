@@ -252,3 +252,57 @@ fn a_replica_fails_the_role_check() {
         assert!(said.contains("fail    role"), "{said}");
     }
 }
+
+/// A user who may run neither EVALSHA nor SCRIPT gets no client, and still a full report:
+/// rights and persistence among the findings, and a failed `client` finding saying why no
+/// client builds. The tool prints it, as JSON too, and exits 1.
+#[test]
+fn a_client_that_cannot_build_still_gets_a_full_report() {
+    let server = Server::start();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noscript")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-evalsha", "-script"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://noscript:secret@127.0.0.1:{}/", server.port());
+    let refused = LockClient::builder(&url).build().unwrap_err();
+    assert!(refused.is_permission(), "{refused}");
+
+    let report = LockClient::builder(&url).doctor();
+    assert_eq!(finding(&report, "rights").level, Level::Fail, "{report}");
+    assert_eq!(
+        finding(&report, "persistence").level,
+        Level::Warn,
+        "{report}"
+    );
+    let client = finding(&report, "client");
+    assert_eq!(client.level, Level::Fail, "{report}");
+    assert!(client.reason.contains("evalsha"), "{report}");
+    // A client that builds has no such finding.
+    let report = LockClient::builder(&server.url()).doctor();
+    assert_eq!(report.worst(), Level::Warn, "{report}");
+    assert!(
+        report.findings.iter().all(|f| f.check != "client"),
+        "{report}"
+    );
+
+    #[cfg(feature = "cli")]
+    {
+        let (code, said) = doctor_tool(&url, &[]);
+        assert_eq!(code, 1, "{said}");
+        for line in ["fail    rights", "warn    persistence", "fail    client"] {
+            assert!(said.contains(line), "{line} missing from\n{said}");
+        }
+        let (code, said) = doctor_tool(&url, &["--json"]);
+        assert_eq!(code, 1, "{said}");
+        let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+        assert_eq!(report["worst"], "fail", "{report}");
+        let checks: Vec<&str> = (report["findings"].as_array().unwrap().iter())
+            .map(|f| f["check"].as_str().unwrap())
+            .collect();
+        for check in ["rights", "persistence", "eviction", "client"] {
+            assert!(checks.contains(&check), "{check} missing from {report}");
+        }
+    }
+}
