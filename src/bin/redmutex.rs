@@ -78,9 +78,10 @@ enum Command {
         yes: bool,
     },
     /// Checks the servers for settings that break locks. Exits 1 on a failure; warnings
-    /// alone exit 0, unless --strict.
+    /// and unknowns alone exit 0, unless --strict.
     Doctor {
-        /// Exit 1 on warnings too.
+        /// Exit 1 on warnings too, and on checks whose answer is unknown (a command the
+        /// server or the user's rights refused).
         #[arg(long)]
         strict: bool,
     },
@@ -204,7 +205,7 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             }
             Ok(match report.worst() {
                 Level::Fail => ExitCode::from(1),
-                Level::Warn if *strict => ExitCode::from(1),
+                Level::Warn | Level::Unknown if *strict => ExitCode::from(1),
                 _ => ExitCode::SUCCESS,
             })
         }

@@ -306,3 +306,24 @@ fn a_client_that_cannot_build_still_gets_a_full_report() {
         }
     }
 }
+
+/// `--strict` fails on a check whose answer is unknown, as on a warning: a user without
+/// CONFIG rights leaves the checks that read settings unknown, and nothing worse.
+#[cfg(feature = "cli")]
+#[test]
+fn strict_fails_on_unknown_too() {
+    let server = Server::start();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-config"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://locker:secret@127.0.0.1:{}/", server.port());
+    let (code, said) = doctor_tool(&url, &["--json"]);
+    assert_eq!(code, 0, "{said}");
+    let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(report["worst"], "unknown", "{report}");
+    let (code, said) = doctor_tool(&url, &["--strict"]);
+    assert_eq!(code, 1, "{said}");
+}
