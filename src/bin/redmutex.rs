@@ -1,14 +1,33 @@
 //! `redmutex`: who holds which lock, breaking one that is stuck, and whether a Redis is safe
 //! for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
-//! usage.
+//! usage. Output ends quietly when its reader goes away. Names are printed escaped
+//! (`escape`), and taken back in that form.
 
-use std::io::{BufRead, IsTerminal, Write};
+// The tool's modules are in the folder named after it.
+#[path = "redmutex/escape.rs"]
+mod escape;
+#[path = "redmutex/json.rs"]
+mod json;
+#[path = "redmutex/out.rs"]
+mod out;
+#[path = "redmutex/progress.rs"]
+mod progress;
+#[path = "redmutex/text.rs"]
+mod text;
+
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use redmutex::{Holder, Level, LockClient, LockInfo, LockKind, Report};
-use serde_json::{Value, json};
+use redmutex::{Level, LockClient, LockClientBuilder, LockInfo, LockKind};
+use serde_json::Value;
+
+use escape::{escape, escape_str};
+use json::{lock_json, print_json, report_json, unlocked_json};
+use out::{Out, ask, say};
+use progress::Progress;
+use text::{holders_text, kind_text, print_lock, print_report, print_table};
 
 /// Inspect and operate the Redis locks of redmutex and Redisson.
 #[derive(Parser)]
@@ -46,10 +65,15 @@ enum Command {
         all: bool,
     },
     /// Everything known about one lock, and the Redis keys involved.
-    Show { name: String },
+    Show {
+        /// The name as the tool prints it: \xNN, \n, \r, \t and \\ stand for the bytes
+        /// they escape.
+        name: OsString,
+    },
     /// Deletes a lock whoever holds it and wakes its waiters.
     Unlock {
-        name: String,
+        /// The name as the tool prints it (see show).
+        name: OsString,
         /// Required: breaking a lock can let two holders in.
         #[arg(long)]
         force: bool,
@@ -62,9 +86,10 @@ enum Command {
         token: Option<String>,
     },
     /// Checks the servers for settings that break locks. Exits 1 on a failure; warnings
-    /// alone exit 0, unless --strict.
+    /// and unknowns alone exit 0, unless --strict.
     Doctor {
-        /// Exit 1 on warnings too.
+        /// Exit 1 on warnings too, and on checks whose answer is unknown (a command the
+        /// server or the user's rights refused).
         #[arg(long)]
         strict: bool,
     },
@@ -73,32 +98,42 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.urls.is_empty() {
-        eprintln!("redmutex: no server: pass --url or set REDIS_URL");
+        say("no server: pass --url or set REDIS_URL");
         return ExitCode::from(2);
     }
-    match run(&cli) {
+    let mut out = Out::new();
+    let code = match run(&cli, &mut out) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("redmutex: {err:#}");
+            say(&escape_str(&format!("{err:#}")));
             if err.is_auth() {
-                eprintln!(
-                    "redmutex: give the user and password in the URL: \
+                say("give the user and password in the URL: \
                      --url redis://USER:PASSWORD@HOST:PORT/ (or REDIS_URL); with --sentinel, \
-                     the sentinels' go in their URLs"
-                );
+                     the sentinels' go in their URLs");
             }
             if err.is_scripting_disabled() {
-                eprintln!(
-                    "redmutex: every lock is a Lua script: turn scripting on (no rename-command \
-                     of EVAL, EVALSHA or SCRIPT; on Valkey 9.1 and later, load its Lua module)"
+                say(
+                    "every lock is a Lua script: turn scripting on (no rename-command \
+                     of EVAL, EVALSHA or SCRIPT; on Valkey 9.1 and later, load its Lua module)",
                 );
             }
+            ExitCode::from(1)
+        }
+    };
+    match out.finish() {
+        Ok(()) => code,
+        Err(err) => {
+            say(&format!("cannot write the output: {err}"));
             ExitCode::from(1)
         }
     }
 }
 
 fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
+    builder(cli, prefix).build()
+}
+
+fn builder(cli: &Cli, prefix: &str) -> LockClientBuilder {
     let urls: Vec<&str> = cli.urls.iter().map(String::as_str).collect();
     let builder = match (&cli.sentinel, cli.cluster, urls.len()) {
         (Some(master), _, _) => LockClient::sentinel(&urls, master),
@@ -106,28 +141,32 @@ fn client(cli: &Cli, prefix: &str) -> redmutex::Result<LockClient> {
         (None, false, 1) => LockClient::builder(urls[0]),
         (None, false, _) => LockClient::redlock(&urls),
     };
-    builder.key_prefix(prefix).build()
+    builder.key_prefix(prefix)
 }
 
-fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
+fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
     if cli.prefix.ends_with(|c: char| c.is_alphanumeric()) {
-        eprintln!(
-            "redmutex: warning: the prefix {:?} ends without a separator, so a lock NAME is \
+        say(&format!(
+            "warning: the prefix {:?} ends without a separator, so a lock NAME is \
              the key \"{}NAME\"; did you mean --prefix {}:?",
             cli.prefix, cli.prefix, cli.prefix
-        );
+        ));
     }
-    let client = client(cli, &cli.prefix)?;
+    // The doctor reports on servers where no client builds.
+    let connect = || client(cli, &cli.prefix);
     match &cli.command {
         Command::Locks { pattern, all } => {
-            let locks = match all {
-                true => client.scan(pattern)?,
-                false => client.locks(pattern)?,
-            };
+            let client = connect()?;
+            let mut progress = Progress::new();
+            let mut locks = client.scan_counting(pattern, |seen| progress.show(seen))?;
+            progress.clear();
+            if !all {
+                locks.retain(LockInfo::is_lock);
+            }
             if cli.json {
-                print_json(&Value::Array(locks.iter().map(lock_json).collect()));
+                print_json(out, &Value::Array(locks.iter().map(lock_json).collect()));
             } else {
-                print_table(&locks);
+                print_table(out, &locks);
             }
             // What could not be read is listed too; the exit code says the listing is
             // incomplete.
@@ -136,22 +175,30 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
                 .filter(|info| matches!(info.kind, LockKind::Unreadable(_)))
                 .count();
             if unread > 0 {
-                eprintln!("redmutex: {unread} could not be read; the listing is incomplete");
+                say(&format!(
+                    "{unread} could not be read; the listing is incomplete"
+                ));
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { name } => {
-            let info = client.inspect(name)?;
+            let Some(name) = name_arg(name) else {
+                return Ok(ExitCode::from(2));
+            };
+            let info = connect()?.inspect(&name)?;
             if info.kind == LockKind::Free
-                && let Some(prefix) = likely_prefix(cli, name)?
+                && let Some(prefix) = likely_prefix(cli, &name)?
             {
-                eprintln!("redmutex: no lock here; did you mean --prefix {prefix}?");
+                say(&format!(
+                    "no lock here; did you mean --prefix {}?",
+                    escape(&prefix)
+                ));
             }
             if cli.json {
-                print_json(&lock_json(&info));
+                print_json(out, &lock_json(&info));
             } else {
-                print_lock(&info);
+                print_lock(out, &info);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -160,17 +207,27 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
             force,
             yes,
             token,
-        } => unlock(cli, &client, name, (*force, *yes), token.as_deref()),
+        } => match name_arg(name) {
+            Some(name) => unlock(
+                cli,
+                out,
+                &connect()?,
+                &name,
+                (*force, *yes),
+                token.as_deref(),
+            ),
+            None => Ok(ExitCode::from(2)),
+        },
         Command::Doctor { strict } => {
-            let report = client.doctor()?;
+            let report = builder(cli, &cli.prefix).doctor();
             if cli.json {
-                print_json(&report_json(&report));
+                print_json(out, &report_json(&report));
             } else {
-                print!("{report}");
+                print_report(out, &report);
             }
             Ok(match report.worst() {
                 Level::Fail => ExitCode::from(1),
-                Level::Warn if *strict => ExitCode::from(1),
+                Level::Warn | Level::Unknown if *strict => ExitCode::from(1),
                 _ => ExitCode::SUCCESS,
             })
         }
@@ -179,53 +236,58 @@ fn run(cli: &Cli) -> redmutex::Result<ExitCode> {
 
 fn unlock(
     cli: &Cli,
+    out: &mut Out,
     client: &LockClient,
-    name: &str,
+    name: &[u8],
     (force, yes): (bool, bool),
     token: Option<&str>,
 ) -> redmutex::Result<ExitCode> {
     if !force {
-        eprintln!("redmutex: unlock breaks a lock that someone may hold; add --force");
+        say("unlock breaks a lock that someone may hold; add --force");
         return Ok(ExitCode::from(2));
     }
     let info = client.inspect(name)?;
+    let shown = escape(name);
     let removed = match &info.kind {
         LockKind::Free => {
-            eprintln!("redmutex: {name} is not locked");
+            say(&format!("{shown} is not locked"));
             return Ok(ExitCode::from(1));
         }
         LockKind::NotALock(what) => {
-            eprintln!("redmutex: {name} is no lock ({what}); nothing removed");
+            let what = escape_str(what);
+            say(&format!("{shown} is no lock ({what}); nothing removed"));
             return Ok(ExitCode::from(1));
         }
         LockKind::Semaphore => {
-            eprintln!("redmutex: {name} is a semaphore, which unlock does not break");
+            say(&format!(
+                "{shown} is a semaphore, which unlock does not break"
+            ));
             return Ok(ExitCode::from(1));
         }
-        _ => info.keys[0].clone(),
+        _ => info.keys_bytes[0].clone(),
     };
     if let (Some(doubt), None) = (&info.doubt, token) {
-        eprintln!(
-            "redmutex: {name} may be application data ({doubt}); nothing removed. If it is a \
-             lock, name its holder: --token HOLDER"
-        );
+        say(&format!(
+            "{shown} may be application data ({}); nothing removed. If it is a lock, name \
+             its holder: --token HOLDER",
+            escape_str(doubt)
+        ));
         return Ok(ExitCode::from(1));
     }
     if !yes {
         if !std::io::stdin().is_terminal() {
-            eprintln!("redmutex: not asking on a non-terminal: add --yes");
+            say("not asking on a non-terminal: add --yes");
             return Ok(ExitCode::from(2));
         }
-        eprint!(
-            "break {name} ({}, held by {})? [y/N] ",
-            kind_name(&info.kind),
+        ask(&format!(
+            "break {shown} ({}, held by {})? [y/N] ",
+            kind_text(&info),
             holders_text(&info.holders)
-        );
-        let _ = std::io::stderr().flush();
+        ));
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer).ok();
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("redmutex: left as it was");
+            say("left as it was");
             return Ok(ExitCode::from(1));
         }
     }
@@ -253,217 +315,54 @@ fn unlock(
         (_, Some(held)) => client.lock(name).force_unlock_held_by(held)?,
     };
     if cli.json {
-        print_json(&json!({
-            "name": name,
-            "removed": deleted.then_some(removed.as_str()),
-            "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        }));
+        let removed = deleted.then_some(&removed[..]);
+        print_json(out, &unlocked_json(name, removed, &info.holders));
     } else if deleted {
-        println!(
-            "removed {removed} ({}, held by {}); waiters told",
-            kind_name(&info.kind),
+        out.line(&format!(
+            "removed {} ({}, held by {}); waiters told",
+            escape(&removed),
+            kind_text(&info),
             holders_text(&info.holders)
-        );
+        ));
     } else if token.is_some() {
-        println!("{name} is not held by that holder (or was released meanwhile); nothing removed");
+        out.line(&format!(
+            "{shown} is not held by that holder (or was released meanwhile); nothing removed"
+        ));
     } else {
-        println!("{name} was released meanwhile; nothing removed");
+        out.line(&format!("{shown} was released meanwhile; nothing removed"));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The prefix under which a lock named `name` exists when it does not under the one given:
-/// found by scanning for keys that end in `name`.
-fn likely_prefix(cli: &Cli, name: &str) -> redmutex::Result<Option<String>> {
-    let mut pattern = String::from("*");
-    for c in name.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            pattern.push('\\');
+/// A lock's name from the command line, in the escaped form the tool prints (raw bytes
+/// pass as they are); `None`, said why, when it is no such form.
+fn name_arg(arg: &OsStr) -> Option<Vec<u8>> {
+    match escape::unescape(arg.as_encoded_bytes()) {
+        Ok(name) => Some(name),
+        Err(why) => {
+            say(&format!("NAME: {why}"));
+            None
         }
-        pattern.push(c);
+    }
+}
+
+/// The prefix under which a lock named `name` exists when it does not under the one given:
+/// found by scanning for keys that end in `name` (a byte that is not UTF-8 matched by `?`,
+/// then compared exactly).
+fn likely_prefix(cli: &Cli, name: &[u8]) -> redmutex::Result<Option<Vec<u8>>> {
+    let mut pattern = String::from("*");
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.extend(chunk.invalid().iter().map(|_| '?'));
     }
     let found = client(cli, "")?.locks(&pattern)?;
     Ok(found.into_iter().find_map(|info| {
-        let prefix = info.name.strip_suffix(name)?;
-        (!prefix.is_empty() && prefix != cli.prefix).then(|| prefix.to_owned())
+        let prefix = info.name_bytes.strip_suffix(name)?;
+        (!prefix.is_empty() && prefix != cli.prefix.as_bytes()).then(|| prefix.to_vec())
     }))
-}
-
-fn kind_name(kind: &LockKind) -> String {
-    match kind {
-        LockKind::Free => "free".into(),
-        LockKind::Reentrant => "reentrant".into(),
-        LockKind::Fenced => "fenced".into(),
-        LockKind::Fair => "fair".into(),
-        LockKind::ReadWrite => "read-write".into(),
-        LockKind::Token => "token".into(),
-        LockKind::Semaphore => "semaphore".into(),
-        LockKind::Election => "election".into(),
-        LockKind::NotALock(what) => format!("no lock: {what}"),
-        LockKind::Unreadable(why) => format!("unreadable: {why}"),
-        _ => "unknown".into(),
-    }
-}
-
-/// The kind of `info`, marked when the key may be data rather than a lock.
-fn kind_text(info: &LockInfo) -> String {
-    match info.doubt {
-        Some(_) => format!("{} (may be a lock)", kind_name(&info.kind)),
-        None => kind_name(&info.kind),
-    }
-}
-
-fn holder_text(holder: &Holder) -> String {
-    let mut text = holder.id.clone();
-    if let Some(client) = &holder.client {
-        text = format!("{text} [{client}]");
-    }
-    if let Some(mode) = holder.mode {
-        text = format!("{mode} {text}");
-    }
-    if holder.holds > 1 {
-        text += &format!(" ×{}", holder.holds);
-    }
-    if let Some(left) = holder.lease_left {
-        text += &format!(" ({} left)", duration_text(Some(left)));
-    }
-    text
-}
-
-/// An election's leader by name and epoch, or the holders of any other lock.
-fn leader_or_holders(info: &LockInfo) -> String {
-    match (&info.kind, info.holders.first(), info.epoch) {
-        (
-            LockKind::Election,
-            Some(Holder {
-                client: Some(name), ..
-            }),
-            Some(epoch),
-        ) => {
-            format!("{name} (epoch {epoch})")
-        }
-        _ => holders_text(&info.holders),
-    }
-}
-
-fn holders_text(holders: &[Holder]) -> String {
-    match holders {
-        [] => "nobody".into(),
-        _ => (holders.iter().map(holder_text))
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
-fn duration_text(duration: Option<Duration>) -> String {
-    match duration {
-        None => "-".into(),
-        Some(d) if d >= Duration::from_secs(10) => format!("{}s", d.as_secs()),
-        Some(d) => format!("{:.1}s", d.as_secs_f64()),
-    }
-}
-
-fn waiters_text(info: &LockInfo) -> String {
-    info.waiters.map_or("?".into(), |n| n.to_string())
-}
-
-fn print_table(locks: &[LockInfo]) {
-    let rows: Vec<[String; 5]> = locks
-        .iter()
-        .map(|info| {
-            [
-                info.name.clone(),
-                kind_text(info),
-                leader_or_holders(info),
-                duration_text(info.lease_left),
-                waiters_text(info),
-            ]
-        })
-        .collect();
-    let header = ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"].map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = (row.iter().zip(widths))
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        println!("{}", cells.join("  ").trim_end());
-    }
-}
-
-fn print_lock(info: &LockInfo) {
-    println!("name:       {}", info.name);
-    println!("kind:       {}", kind_text(info));
-    if let Some(doubt) = &info.doubt {
-        println!("doubt:      {doubt}; unlock needs --token HOLDER");
-    }
-    println!("server:     {}", info.server);
-    println!("lease left: {}", duration_text(info.lease_left));
-    if info.kind == LockKind::Election {
-        println!("leader:     {}", leader_or_holders(info));
-        println!("candidates: {} waiting", waiters_text(info));
-    } else {
-        println!("holders:    {}", holders_text(&info.holders));
-        println!("waiters:    {}", waiters_text(info));
-    }
-    if !info.queue.is_empty() {
-        println!("queue:      {}", info.queue.join(", "));
-    }
-    if let Some(fence) = info.fence {
-        println!("fence:      {fence}");
-    }
-    if let Some(available) = info.available {
-        println!("available:  {available}");
-    }
-    println!("keys:       {}", info.keys.join(", "));
-}
-
-fn holder_json(holder: &Holder) -> Value {
-    json!({
-        "id": holder.id,
-        "holds": holder.holds,
-        "mode": holder.mode,
-        "lease_left_ms": holder.lease_left.map(|d| d.as_millis() as u64),
-        "client": holder.client,
-    })
-}
-
-fn lock_json(info: &LockInfo) -> Value {
-    json!({
-        "name": info.name,
-        "kind": kind_name(&info.kind),
-        "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        "lease_left_ms": info.lease_left.map(|d| d.as_millis() as u64),
-        "waiters": info.waiters,
-        "queue": info.queue,
-        "fence": info.fence,
-        "epoch": info.epoch,
-        "available": info.available,
-        "keys": info.keys,
-        "server": info.server,
-        "doubt": info.doubt,
-    })
-}
-
-fn report_json(report: &Report) -> Value {
-    let findings: Vec<Value> = (report.findings.iter())
-        .map(|f| {
-            json!({
-                "check": f.check,
-                "server": f.server,
-                "level": f.level.to_string(),
-                "reason": f.reason,
-                "fix": f.fix,
-            })
-        })
-        .collect();
-    json!({ "worst": report.worst().to_string(), "findings": findings })
-}
-
-fn print_json(value: &Value) {
-    println!("{value:#}");
 }

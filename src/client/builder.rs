@@ -384,11 +384,26 @@ impl LockClientBuilder {
     /// 7 and later tell); with an error for which [`is_scripting_disabled`](crate::Error::is_scripting_disabled)
     /// holds when a server runs no scripts (on any node of Redlock); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of
     /// nodes answer.
-    pub fn build(mut self) -> Result<LockClient> {
+    pub fn build(self) -> Result<LockClient> {
+        let (urls, config) = self.settled()?;
+        LockClient::connect(&urls, config)
+    }
+
+    /// The URLs and the settings, the defaults derived and all checked, with a new client
+    /// id.
+    pub(crate) fn settled(mut self) -> Result<(Vec<String>, Config)> {
         self.config.derive_defaults();
         self.config.validate()?;
         self.config.client_id = crate::layout::owner::new_client_id(self.config.direct_handoff);
-        LockClient::connect(&self.urls, self.config)
+        Ok((self.urls, self.config))
+    }
+
+    /// The URLs, their passwords hidden, separated by commas: what a finding about the
+    /// whole client names.
+    pub(crate) fn urls_text(&self) -> String {
+        (self.urls.iter().map(|url| redact(url)))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

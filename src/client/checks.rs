@@ -28,8 +28,10 @@ pub enum Level {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Finding {
-    /// What was checked: `scripting`, `rights`, `eviction`, `persistence`, `replicas`,
-    /// `version`, `round trip`, `clock` or `idle timeout`.
+    /// What was checked: `scripting`, `rights`, `role`, `eviction`, `persistence`,
+    /// `replicas`, `version`, `round trip`, `clock` or `idle timeout`; or `client`, from
+    /// [`LockClientBuilder::doctor`](crate::LockClientBuilder::doctor), when no client
+    /// could be built.
     pub check: &'static str,
     /// The server, as `host:port` (or a Sentinel master name, a cluster's `cluster@..`).
     pub server: String,
@@ -83,22 +85,29 @@ impl fmt::Display for Level {
     }
 }
 
+impl fmt::Display for Finding {
+    /// One line, without its end: level, check, server, reason, and the fix after it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<8}{:<14}{:<24}{}",
+            self.level.to_string(),
+            self.check,
+            self.server,
+            self.reason
+        )?;
+        if let Some(fix) = &self.fix {
+            write!(f, "; fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Report {
-    /// One line per finding: level, check, server, reason, and the fix after it.
+    /// One line per finding.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for finding in &self.findings {
-            write!(
-                f,
-                "{:<8}{:<14}{:<24}{}",
-                finding.level.to_string(),
-                finding.check,
-                finding.server,
-                finding.reason
-            )?;
-            if let Some(fix) = &finding.fix {
-                write!(f, "; fix: {fix}")?;
-            }
-            writeln!(f)?;
+            writeln!(f, "{finding}")?;
         }
         Ok(())
     }
@@ -155,6 +164,55 @@ fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Erro
         level,
         format!("could not tell: {err:#}"),
     );
+}
+
+/// Whether the server is a primary: a replica refuses every lock with `READONLY` (or, made
+/// writable, keeps locks that its primary and the other clients never see).
+pub(crate) fn role(report: &mut Report, shard: &Shard, config: &Config) {
+    let reply: Vec<redis::Value> = match shard.run(&redis::cmd("ROLE"), deadline(config)) {
+        Ok(reply) => reply,
+        Err(err) => return could_not(report, "role", shard, &err),
+    };
+    let word = |i: usize| match reply.get(i) {
+        Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(redis::Value::SimpleString(text)) => text.clone(),
+        Some(redis::Value::Int(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let (level, reason, fix) = match word(0).as_str() {
+        "master" => (Level::Ok, "primary".to_owned(), None),
+        "slave" | "replica" => {
+            let writable = matches!(
+                config_get(shard, "replica-read-only", config),
+                Ok(Some(read_only)) if read_only == "no"
+            );
+            let (what, why) = match writable {
+                false => ("read-only", "every lock call here fails with READONLY"),
+                true => (
+                    "writable",
+                    "locks taken here are not seen by the primary nor by clients of it, and are lost when it resyncs",
+                ),
+            };
+            let reason = format!(
+                "{what} replica: point the client at the primary (this one replicates {}:{}): {why}",
+                word(1),
+                word(2)
+            );
+            let fix = "with Sentinel or Cluster, the client finds the primary itself";
+            (Level::Fail, reason, Some(fix))
+        }
+        other => (
+            Level::Fail,
+            format!("a {other}, not a server that keeps locks"),
+            Some(
+                "the URL of a Redis primary (with Sentinel, the sentinels' URLs and the master name)",
+            ),
+        ),
+    };
+    report.push("role", &shard.name, level, reason);
+    if let Some(fix) = fix {
+        report.fix(fix);
+    }
 }
 
 pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {

@@ -1,6 +1,8 @@
-//! [`LockClient::doctor`]: whether the servers a client locks on are safe for locks.
+//! [`LockClient::doctor`]: whether the servers a client locks on are safe for locks, and
+//! [`LockClientBuilder::doctor`]: the same for a client that may not build.
 
 use crate::base::error::{Error, Result};
+use crate::client::builder::LockClientBuilder;
 use crate::client::checks::{self, Level, Report};
 use crate::client::lock_client::LockClient;
 
@@ -19,17 +21,36 @@ impl LockClient {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn doctor(&self) -> Result<Report> {
+        self.shared().check_process()?;
+        Ok(self.examine().0)
+    }
+
+    /// Every finding, and each node's check of its scripting and rights as `build()` makes
+    /// it (its first failure), in the order of the nodes.
+    fn examine(&self) -> (Report, Vec<Result<()>>) {
         let shared = self.shared();
-        shared.check_process()?;
         let config = shared.config();
         let nodes = shared.nodes().list();
         let redlock = nodes.len() > 1;
         let probe = [&config.key_prefix[..], b"redmutex:probe"].concat();
         let mut report = Report::default();
         let mut offsets = Vec::new();
+        let mut node_checks = Vec::new();
         for node in nodes {
+            let mut node_checked = Ok(());
             for (server, checked) in node.checks(&probe) {
-                rights(&mut report, &server, checked);
+                rights(&mut report, &server, &checked);
+                if node_checked.is_ok() {
+                    node_checked = checked;
+                }
+            }
+            // A node that could not be reached, or refused the credentials, would only fail
+            // every other check the same way, each after waiting as long.
+            let unreachable =
+                (node_checked.as_ref()).is_err_and(|err| err.is_connection() || err.is_auth());
+            node_checks.push(node_checked);
+            if unreachable {
+                continue;
             }
             let shards = match node.shards() {
                 Ok(shards) => shards,
@@ -39,6 +60,7 @@ impl LockClient {
                 }
             };
             for shard in shards {
+                checks::role(&mut report, &shard, config);
                 checks::eviction(&mut report, &shard, config);
                 checks::persistence(&mut report, &shard, config, redlock);
                 checks::replicas(&mut report, &shard, config);
@@ -52,12 +74,52 @@ impl LockClient {
         if redlock {
             checks::clocks(&mut report, &offsets, config);
         }
-        Ok(report)
+        (report, node_checks)
     }
 }
 
+impl LockClientBuilder {
+    /// Checks the servers as [`LockClient::doctor`] does, with no need for a client that
+    /// builds: where [`build`](Self::build) would fail (the user lacks rights, a server runs
+    /// no scripts, too few servers answer, a setting is invalid), the report has a failed
+    /// `client` finding saying why, beside every other finding. Reads only.
+    ///
+    /// ```no_run
+    /// let report = redmutex::LockClient::builder("redis://127.0.0.1:6379/").doctor();
+    /// print!("{report}");
+    /// ```
+    pub fn doctor(self) -> Report {
+        let urls = self.urls_text();
+        let client = self
+            .settled()
+            .and_then(|(urls, config)| LockClient::unchecked(&urls, config));
+        let client = match client {
+            Ok(client) => client,
+            Err(err) => {
+                let mut report = Report::default();
+                cannot_build(&mut report, &urls, &err);
+                return report;
+            }
+        };
+        let (mut report, checked) = client.examine();
+        if let Err(err) = client.admit(checked) {
+            let names: Vec<&str> = (client.shared().nodes().list().iter())
+                .map(|node| node.name.as_str())
+                .collect();
+            cannot_build(&mut report, &names.join(","), &err);
+        }
+        report
+    }
+}
+
+/// The failed `client` finding of a client that cannot build, for `err`.
+fn cannot_build(report: &mut Report, server: &str, err: &Error) {
+    let reason = format!("no client can lock here: {err:#}");
+    report.push("client", server, Level::Fail, reason);
+}
+
 /// The scripting and rights findings for `server` from its check.
-fn rights(report: &mut Report, server: &str, checked: Result<()>) {
+fn rights(report: &mut Report, server: &str, checked: &Result<()>) {
     match checked {
         Ok(()) => {
             let runs = "runs the lock scripts (EVALSHA, SCRIPT LOAD)";
@@ -81,6 +143,10 @@ fn rights(report: &mut Report, server: &str, checked: Result<()>) {
         Err(Error::Permission { denied, .. }) => {
             report.push("rights", server, Level::Fail, denied.join("; "));
             report.fix("grant the rights the README lists for a lock user");
+        }
+        Err(err) if err.is_auth() => {
+            report.push("rights", server, Level::Fail, format!("{err:#}"));
+            report.fix("the user and password in the URL: redis://USER:PASSWORD@HOST:PORT/");
         }
         Err(err) => report.push("rights", server, Level::Fail, format!("{err:#}")),
     }

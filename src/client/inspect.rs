@@ -71,8 +71,12 @@ pub struct Holder {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LockInfo {
-    /// The lock's name, without the client's prefix (lossily decoded).
+    /// The lock's name, without the client's prefix (lossily decoded: see
+    /// [`name_bytes`](Self::name_bytes)).
     pub name: String,
+    /// The lock's name as stored, byte for byte, without the client's prefix: the name to
+    /// act on, where [`name`](Self::name) is not UTF-8.
+    pub name_bytes: Vec<u8>,
     /// Its kind; [`LockKind::Free`] when nothing is stored.
     pub kind: LockKind,
     /// Who holds it.
@@ -90,8 +94,11 @@ pub struct LockInfo {
     pub epoch: Option<u64>,
     /// A semaphore's permits left to take.
     pub available: Option<u64>,
-    /// The Redis keys and channels this lock is made of.
+    /// The Redis keys and channels this lock is made of (lossily decoded: see
+    /// [`keys_bytes`](Self::keys_bytes)).
     pub keys: Vec<String>,
+    /// The same keys and channels, byte for byte.
+    pub keys_bytes: Vec<Vec<u8>>,
     /// The server that answered, as `host:port` (a cluster's, or a Redlock client's first
     /// node with the lock).
     pub server: String,
@@ -102,6 +109,15 @@ pub struct LockInfo {
     /// lists them, and only [`Lock::force_unlock_held_by`](crate::Lock::force_unlock_held_by)
     /// removes them.
     pub doubt: Option<String>,
+}
+
+impl LockInfo {
+    /// Whether this is a lock beyond doubt, as [`LockClient::locks`] lists: neither free,
+    /// nor data ([`LockKind::NotALock`]), nor possibly data ([`doubt`](Self::doubt)).
+    /// Unreadable entries count, so that a listing says what it could not see.
+    pub fn is_lock(&self) -> bool {
+        self.doubt.is_none() && !matches!(self.kind, LockKind::Free | LockKind::NotALock(_))
+    }
 }
 
 /// What the inspect script replied, in order.
@@ -168,14 +184,14 @@ impl LockClient {
         for (node, result) in nodes.list().iter().zip(results) {
             match result.and_then(|value| parse(value).ok_or_else(|| malformed(&node.name))) {
                 Ok(raw) if raw.kind != "none" || !raw.queue.is_empty() => {
-                    return Ok(info(target.name(), &names, raw, &node.server_of(key)));
+                    return Ok(info(name, &names, raw, &node.server_of(key)));
                 }
                 Ok(raw) => drop(free.get_or_insert((raw, node.server_of(key)))),
                 Err(err) => drop(failed.get_or_insert(err)),
             }
         }
         match (free, failed) {
-            (Some((raw, server)), _) => Ok(info(target.name(), &names, raw, &server)),
+            (Some((raw, server)), _) => Ok(info(name, &names, raw, &server)),
             (None, failed) => Err(failed
                 .unwrap_or_else(|| malformed("no node"))
                 .with_lock(target.subject())),
@@ -207,9 +223,7 @@ impl LockClient {
     /// ([`LockInfo::doubt`]) are left out. Reads only.
     pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let mut locks = self.scan(pattern)?;
-        locks.retain(|info| {
-            info.doubt.is_none() && !matches!(info.kind, LockKind::Free | LockKind::NotALock(_))
-        });
+        locks.retain(LockInfo::is_lock);
         Ok(locks)
     }
 
@@ -242,7 +256,7 @@ impl LockClient {
         let mut found = BTreeSet::new();
         let mut keys = Vec::new();
         let mut seen = 0u64;
-        let unlisted = |server: &str, err: Error| unreadable(pattern, server, &err);
+        let unlisted = |server: &str, err: Error| unreadable(pattern.as_bytes(), server, &err);
         for node in shared.nodes().list() {
             let shards = match node.shards() {
                 Ok(shards) => shards,
@@ -291,7 +305,7 @@ impl LockClient {
                 Err(err) => {
                     let key = [&prefix[..], &name[..]].concat();
                     let server = shared.nodes().list()[0].server_of(&key);
-                    keys.push(unreadable(&String::from_utf8_lossy(&name), &server, &err));
+                    keys.push(unreadable(&name, &server, &err));
                     continue;
                 }
             };
@@ -305,9 +319,10 @@ impl LockClient {
 }
 
 /// The entry of a listing for `name` on `server`, which could not be read for `err`.
-fn unreadable(name: &str, server: &str, err: &Error) -> LockInfo {
+fn unreadable(name: &[u8], server: &str, err: &Error) -> LockInfo {
     LockInfo {
-        name: name.to_owned(),
+        name: String::from_utf8_lossy(name).into_owned(),
+        name_bytes: name.to_vec(),
         kind: LockKind::Unreadable(format!("{err:#}")),
         holders: Vec::new(),
         lease_left: None,
@@ -317,6 +332,7 @@ fn unreadable(name: &str, server: &str, err: &Error) -> LockInfo {
         epoch: None,
         available: None,
         keys: Vec::new(),
+        keys_bytes: Vec::new(),
         server: server.to_owned(),
         doubt: None,
     }
@@ -424,7 +440,7 @@ fn pairs<T>(
     Some(out)
 }
 
-fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
+fn info(name: &[u8], names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     let mut holders = Vec::new();
     let mut available = None;
     let mut epoch = None;
@@ -488,9 +504,10 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
     let doubt = (!raw.shaped.is_empty() && !raw.doubt.is_empty()).then(|| raw.doubt.clone());
     let queue: Vec<String> = raw.queue.iter().map(|(owner, _)| owner.clone()).collect();
     let waiters = (raw.subscribers >= 0).then(|| (raw.subscribers as u64).max(queue.len() as u64));
-    let keys = relevant_keys(&kind, names);
+    let keys_bytes = relevant_keys(&kind, names);
     LockInfo {
-        name: name.to_owned(),
+        name: String::from_utf8_lossy(name).into_owned(),
+        name_bytes: name.to_vec(),
         kind,
         holders,
         lease_left: (raw.pttl >= 0).then(|| Duration::from_millis(raw.pttl as u64)),
@@ -499,7 +516,10 @@ fn info(name: &str, names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
         fence: (raw.fence >= 0).then_some(raw.fence as u64),
         epoch,
         available,
-        keys,
+        keys: (keys_bytes.iter())
+            .map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect(),
+        keys_bytes,
         server: server.to_owned(),
         doubt,
     }
@@ -530,7 +550,7 @@ fn name_holders(info: &mut LockInfo, names: &HashMap<String, String>) {
 
 /// The keys and channels of `kind` among `names` (in the order `inspect_unnamed` lists
 /// them).
-fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
+fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<Vec<u8>> {
     let picks: &[usize] = match kind {
         LockKind::Fair => &[0, 1, 2, 3],
         LockKind::Fenced | LockKind::Election => &[0, 1, 4],
@@ -539,8 +559,5 @@ fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<String> {
         LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],
         LockKind::NotALock(_) | LockKind::Unreadable(_) => &[0],
     };
-    picks
-        .iter()
-        .map(|&i| String::from_utf8_lossy(&names[i]).into_owned())
-        .collect()
+    picks.iter().map(|&i| names[i].clone()).collect()
 }

@@ -176,15 +176,7 @@ impl LockClient {
     /// Opens the nodes and checks that enough of them answer: the one node of a single-node
     /// client, a quorum of a Redlock client.
     pub(crate) fn connect(urls: &[String], config: Config) -> Result<LockClient> {
-        let nodes = match &config.sentinel {
-            Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
-            None if config.cluster => vec![Arc::new(Node::cluster(urls, &config)?)],
-            None => urls
-                .iter()
-                .map(|url| Node::new(url, &config).map(Arc::new))
-                .collect::<Result<Vec<_>>>()?,
-        };
-        let client = Self::assemble(config, nodes)?;
+        let client = Self::unchecked(urls, config)?;
         let shared = &client.shared;
         let probe = [&shared.config().key_prefix[..], b"redmutex:probe"].concat();
         let nodes = shared.nodes();
@@ -207,6 +199,29 @@ impl LockClient {
             .filter_map(|(node, _)| node.shards().ok())
             .flatten()
             .collect();
+        client.admit(checked)?;
+        crate::client::checks::warn_about_eviction(&answered, shared.config());
+        Ok(client)
+    }
+
+    /// The client on the nodes at `urls`, without the checks that [`connect`](Self::connect)
+    /// makes: nothing is opened yet.
+    pub(crate) fn unchecked(urls: &[String], config: Config) -> Result<LockClient> {
+        let nodes = match &config.sentinel {
+            Some(master) => vec![Arc::new(Node::sentinel(urls, master, &config)?)],
+            None if config.cluster => vec![Arc::new(Node::cluster(urls, &config)?)],
+            None => urls
+                .iter()
+                .map(|url| Node::new(url, &config).map(Arc::new))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        Self::assemble(config, nodes)
+    }
+
+    /// Whether this client may lock, given each node's check (in the order of the nodes):
+    /// the error `build()` fails with otherwise.
+    pub(crate) fn admit(&self, checked: Vec<Result<()>>) -> Result<()> {
+        let nodes = self.shared.nodes();
         let (answers, mut failed) = nodes.split(checked);
         // Missing rights, or a server that runs no scripts, are a mistake to fix, not an
         // outage to ride out on a quorum.
@@ -218,8 +233,7 @@ impl LockClient {
         if answers.len() < nodes.quorum() {
             return Err(nodes.no_quorum(failed));
         }
-        crate::client::checks::warn_about_eviction(&answered, shared.config());
-        Ok(client)
+        Ok(())
     }
 
     fn assemble(config: Config, list: Vec<Arc<Node>>) -> Result<LockClient> {

@@ -1,11 +1,14 @@
 //! The `redmutex` tool, run as a subprocess against real servers: `locks` and `show` list
 //! every kind while held, waited for and released; `--json` parses; `unlock --force` frees
 //! a lock and wakes its waiter; `doctor` rates eviction policies, says "unknown" where
-//! CONFIG is denied and says so when a server runs no scripts; bad usage exits with 2.
+//! CONFIG is denied and says so when a server runs no scripts; bad usage exits with 2;
+//! output into a closed pipe ends quietly.
 #![cfg(feature = "cli")]
 
 use crate::support;
 
+use std::io::Read;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin_cmd;
@@ -21,7 +24,7 @@ fn tool(url: &str, args: &[&str]) -> (i32, String) {
 }
 
 /// The same with environment variables `env`; returns standard error too.
-fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = cargo_bin_cmd!("redmutex");
     cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
     cmd.envs(env.iter().copied());
@@ -205,10 +208,10 @@ fn doctor_says_plainly_that_a_server_runs_no_scripts() {
         trailing: renamed.map(String::from).to_vec(),
         ..support::Args::default()
     });
-    let (code, _, said) = tool_with(&server.url(), &["doctor"], &[]);
+    let (code, report, said) = tool_with(&server.url(), &["doctor"], &[]);
     assert_eq!(code, 1, "{said}");
-    assert!(said.contains("the server runs no scripts"), "{said}");
-    assert!(said.contains("turn scripting on"), "{said}");
+    assert!(report.contains("the server runs no scripts"), "{report}");
+    assert!(report.contains("turn scripting on"), "{report}");
 }
 
 #[test]
@@ -462,4 +465,224 @@ fn locks_lists_past_a_key_it_cannot_read_and_exits_1() {
     assert!(stdout.contains("readable"), "{stdout}");
     assert!(stdout.contains("unreadable"), "{stdout}");
     assert!(stderr.contains("incomplete"), "{stderr}");
+}
+
+/// Runs the tool against `url` with `args`, its standard output `stdout`; waits for it,
+/// killing it past `PATIENCE`. Returns its exit code (-1 when killed) and standard error.
+fn tool_writing_to(
+    url: &str,
+    args: &[&str],
+    stdout: Stdio,
+    reader: impl FnOnce(&mut Child),
+) -> (i32, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("redmutex"))
+        .env_remove("REDIS_URL")
+        .env_remove("REDMUTEX_PREFIX")
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    reader(&mut child);
+    let mut stderr = child.stderr.take().unwrap();
+    let collected = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).map(|_| text)
+    });
+    if !eventually(PATIENCE, || child.try_wait().unwrap().is_some()) {
+        child.kill().unwrap();
+    }
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, collected.join().unwrap().unwrap())
+}
+
+/// Every output of the tool ends quietly when its reader has gone, as `| head -1` does:
+/// no panic, no message, the command's own exit code. Into a pipe closed before the tool
+/// starts, and one whose reader takes a byte of a listing longer than the pipe holds.
+#[test]
+fn output_ends_quietly_on_a_closed_pipe() {
+    let server = Server::start();
+    let url = server.url();
+    let mut set = redis::pipe();
+    for i in 0..2000 {
+        set.cmd("SET")
+            .arg(format!("held:{i:04}"))
+            .arg(format!("{i:032x}"))
+            .arg("PX")
+            .arg(600_000)
+            .ignore();
+    }
+    let () = set.query(&mut server.conn()).unwrap();
+    let quiet = |args: &[&str], (code, said): (i32, String)| {
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+        assert_ne!(code, 101, "{args:?}: {said}");
+        assert!(said.is_empty(), "{args:?}: {said}");
+        code
+    };
+    for args in [
+        // Token-shaped strings may be data: listed with --all.
+        &["locks", "--all"][..],
+        &["--json", "locks", "--all"],
+        &["show", "held:0001"],
+        &["--json", "show", "held:0001"],
+        &["doctor"],
+        &["--json", "doctor"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let code = quiet(args, tool_writing_to(&url, args, writer.into(), |_| {}));
+        // The test servers run without persistence: the doctor warns, and exits 0.
+        assert_eq!(code, 0, "{args:?}");
+    }
+    let args = ["locks", "--all"];
+    let ran = tool_writing_to(&url, &args, Stdio::piped(), |child| {
+        let mut byte = [0];
+        child.stdout.take().unwrap().read_exact(&mut byte).unwrap();
+    });
+    assert_eq!(quiet(&args, ran), 0);
+    let (code, listed) = tool(&url, &["locks", "--all"]);
+    assert_eq!(
+        (code, listed.lines().count()),
+        (0, 2001),
+        "the listing is whole"
+    );
+}
+
+/// Runs the tool against `url` with `args` given as bytes; returns its exit code and its
+/// standard output as bytes.
+fn tool_raw(url: &str, args: &[&[u8]]) -> (i32, Vec<u8>) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut cmd = cargo_bin_cmd!("redmutex");
+    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    cmd.arg("--url").arg(url);
+    cmd.args(args.iter().map(|arg| std::ffi::OsStr::from_bytes(arg)));
+    let output = cmd.timeout(PATIENCE).output().unwrap();
+    (output.status.code().unwrap_or(-1), output.stdout)
+}
+
+/// Text output as text, checked to hold nothing a terminal acts on but line ends.
+fn terminal_safe(stdout: Vec<u8>) -> String {
+    let text = String::from_utf8(stdout).expect("text output is UTF-8");
+    let acting = (text.chars()).find(|&c| c != '\n' && (c.is_control() || c == '\u{202e}'));
+    assert!(acting.is_none(), "{acting:?} printed in\n{text}");
+    text
+}
+
+/// The names in the first column of a `locks` table.
+fn listed_names(table: &str) -> Vec<String> {
+    (table.lines().skip(1))
+        .map(|line| line.split(' ').next().unwrap().to_owned())
+        .collect()
+}
+
+/// A lock name holding terminal controls (a title, a screen clear, a newline) is listed and
+/// shown escaped, one line each, and `unlock` with the name as printed removes exactly that
+/// lock: not the lock whose name is the printed text itself. A name longer than an error
+/// message shows is listed whole, and unlocked as listed.
+#[test]
+fn a_name_with_terminal_controls_is_printed_escaped_and_unlocked_as_printed() {
+    let server = Server::start();
+    let url = server.url();
+    let client = server.client();
+    let hostile = "evil\x1b]0;pwned\x07\x1b[2J\nrow\u{202e}";
+    let printed = r"evil\x1b]0;pwned\x07\x1b[2J\nrow\xe2\x80\xae";
+    let long = "n".repeat(80);
+    let names = [hostile, printed, "evil", &long];
+    let _guards: Vec<_> = (names.iter())
+        .map(|name| client.lock(name).lock().unwrap())
+        .collect();
+
+    let (code, table) = tool_raw(&url, &[b"locks"]);
+    assert_eq!(code, 0);
+    let table = terminal_safe(table);
+    let mut listed = listed_names(&table);
+    listed.sort();
+    let mut expected = vec![
+        printed.to_owned(),
+        printed.replace('\\', r"\\"),
+        "evil".into(),
+    ];
+    expected.push(long.clone());
+    expected.sort();
+    assert_eq!(listed, expected, "{table}");
+
+    let (code, shown) = tool_raw(&url, &[b"show", printed.as_bytes()]);
+    assert_eq!(code, 0);
+    let shown = terminal_safe(shown);
+    assert!(
+        shown.contains(&format!("name:       {printed}\n")),
+        "{shown}"
+    );
+    assert!(shown.contains("kind:       reentrant"), "{shown}");
+    let (_, listed) = tool(&url, &["locks", "--json"]);
+    let listed = json(&listed);
+    assert!(
+        (listed.as_array().unwrap().iter()).any(|lock| lock["name"] == hostile),
+        "JSON gives the name exactly: {listed}"
+    );
+
+    for name in [printed, &long] {
+        let (code, said) = tool_raw(&url, &[b"unlock", name.as_bytes(), b"--force", b"--yes"]);
+        assert_eq!(code, 0, "{name}");
+        terminal_safe(said);
+    }
+    assert!(!client.lock(hostile).is_locked().unwrap());
+    assert!(!client.lock(&long).is_locked().unwrap());
+    for left in [printed, "evil"] {
+        assert!(client.lock(left).is_locked().unwrap(), "{left} was removed");
+    }
+}
+
+/// A lock whose key is not UTF-8 is listed escaped, its bytes in hex in the JSON output,
+/// and unlocked with the name as printed, or given raw; the lock whose name is the lossy
+/// decoding of those bytes is left alone.
+#[test]
+fn a_name_that_is_not_utf8_is_listed_escaped_and_unlocked_as_printed() {
+    let server = Server::start();
+    let url = server.url();
+    let client = server.client();
+    let raw: &[u8] = b"caf\xff";
+    let lossy = "caf\u{fffd}";
+    let _lossy_guard = client.lock(lossy).lock().unwrap();
+    let raw_guard = client.lock(raw).lock().unwrap();
+
+    let (code, table) = tool_raw(&url, &[b"locks"]);
+    assert_eq!(code, 0);
+    let table = terminal_safe(table);
+    let mut listed = listed_names(&table);
+    listed.sort();
+    assert_eq!(listed, [r"caf\xff", lossy], "{table}");
+    let (_, listed) = tool(&url, &["locks", "--json"]);
+    let listed = json(&listed);
+    let entry = |name: &str| {
+        (listed.as_array().unwrap().iter())
+            .find(|lock| lock["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {listed}"))
+            .clone()
+    };
+    assert_eq!(entry(r"caf\xff")["name_hex"], "636166ff");
+    assert_eq!(entry(lossy).get("name_hex"), None);
+
+    let (code, said) = tool_raw(&url, &[b"unlock", br"caf\xff", b"--force", b"--yes"]);
+    assert_eq!(code, 0);
+    let said = terminal_safe(said);
+    assert!(said.contains(r"removed caf\xff "), "{said}");
+    assert!(!client.lock(raw).is_locked().unwrap());
+    assert!(
+        client.lock(lossy).is_locked().unwrap(),
+        "the lossy name's lock was removed"
+    );
+
+    // The hold was broken: a re-entry would find it lost.
+    drop(raw_guard);
+    let _again = client.lock(raw).lock().unwrap();
+    let (code, _) = tool_raw(&url, &[b"unlock", raw, b"--force", b"--yes"]);
+    assert_eq!(code, 0, "the name given raw");
+    assert!(!client.lock(raw).is_locked().unwrap());
+    assert!(client.lock(lossy).is_locked().unwrap());
+    let (code, _) = tool_raw(&url, &[b"unlock", br"caf\q", b"--force", b"--yes"]);
+    assert_eq!(code, 2, "no such escape");
 }

@@ -69,6 +69,7 @@ fn every_check_reports_on_a_plain_server() {
     for check in [
         "scripting",
         "rights",
+        "role",
         "eviction",
         "persistence",
         "replicas",
@@ -203,4 +204,126 @@ fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
         skewed.reason
     );
     assert!(report.worst() >= Level::Warn);
+}
+
+/// The tool's doctor against `url` with `args`: its exit code and standard output.
+#[cfg(feature = "cli")]
+fn doctor_tool(url: &str, args: &[&str]) -> (i32, String) {
+    let (code, stdout, _) = crate::cli::tool_with(url, &[&["doctor"], args].concat(), &[]);
+    (code, stdout)
+}
+
+/// A replica refuses every lock with READONLY: the role check fails there, and passes on
+/// its primary.
+#[test]
+fn a_replica_fails_the_role_check() {
+    let primary = Server::start();
+    let replica = Server::start_with(support::Args {
+        trailing: vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            primary.port().to_string(),
+        ],
+        ..support::Args::default()
+    });
+    let client = replica.client();
+    let refused = client.lock("orders:42").try_lock().unwrap_err();
+    assert_eq!(refused.server_code(), Some("READONLY"), "{refused}");
+
+    let report = client.doctor().unwrap();
+    let role = finding(&report, "role");
+    assert_eq!(role.level, Level::Fail, "{report}");
+    assert!(
+        role.reason
+            .contains("read-only replica: point the client at the primary"),
+        "{report}"
+    );
+    assert!(
+        role.reason.contains(&primary.port().to_string()),
+        "{report}"
+    );
+    let report = primary.client().doctor().unwrap();
+    assert_eq!(finding(&report, "role").level, Level::Ok, "{report}");
+
+    #[cfg(feature = "cli")]
+    {
+        let (code, said) = doctor_tool(&replica.url(), &[]);
+        assert_eq!(code, 1, "{said}");
+        assert!(said.contains("fail    role"), "{said}");
+    }
+}
+
+/// A user who may run neither EVALSHA nor SCRIPT gets no client, and still a full report:
+/// rights and persistence among the findings, and a failed `client` finding saying why no
+/// client builds. The tool prints it, as JSON too, and exits 1.
+#[test]
+fn a_client_that_cannot_build_still_gets_a_full_report() {
+    let server = Server::start();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noscript")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-evalsha", "-script"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://noscript:secret@127.0.0.1:{}/", server.port());
+    let refused = LockClient::builder(&url).build().unwrap_err();
+    assert!(refused.is_permission(), "{refused}");
+
+    let report = LockClient::builder(&url).doctor();
+    assert_eq!(finding(&report, "rights").level, Level::Fail, "{report}");
+    assert_eq!(
+        finding(&report, "persistence").level,
+        Level::Warn,
+        "{report}"
+    );
+    let client = finding(&report, "client");
+    assert_eq!(client.level, Level::Fail, "{report}");
+    assert!(client.reason.contains("evalsha"), "{report}");
+    // A client that builds has no such finding.
+    let report = LockClient::builder(&server.url()).doctor();
+    assert_eq!(report.worst(), Level::Warn, "{report}");
+    assert!(
+        report.findings.iter().all(|f| f.check != "client"),
+        "{report}"
+    );
+
+    #[cfg(feature = "cli")]
+    {
+        let (code, said) = doctor_tool(&url, &[]);
+        assert_eq!(code, 1, "{said}");
+        for line in ["fail    rights", "warn    persistence", "fail    client"] {
+            assert!(said.contains(line), "{line} missing from\n{said}");
+        }
+        let (code, said) = doctor_tool(&url, &["--json"]);
+        assert_eq!(code, 1, "{said}");
+        let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+        assert_eq!(report["worst"], "fail", "{report}");
+        let checks: Vec<&str> = (report["findings"].as_array().unwrap().iter())
+            .map(|f| f["check"].as_str().unwrap())
+            .collect();
+        for check in ["rights", "persistence", "eviction", "client"] {
+            assert!(checks.contains(&check), "{check} missing from {report}");
+        }
+    }
+}
+
+/// `--strict` fails on a check whose answer is unknown, as on a warning: a user without
+/// CONFIG rights leaves the checks that read settings unknown, and nothing worse.
+#[cfg(feature = "cli")]
+#[test]
+fn strict_fails_on_unknown_too() {
+    let server = Server::start();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-config"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://locker:secret@127.0.0.1:{}/", server.port());
+    let (code, said) = doctor_tool(&url, &["--json"]);
+    assert_eq!(code, 0, "{said}");
+    let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(report["worst"], "unknown", "{report}");
+    let (code, said) = doctor_tool(&url, &["--strict"]);
+    assert_eq!(code, 1, "{said}");
 }

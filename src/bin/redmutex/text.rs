@@ -1,0 +1,164 @@
+//! The tool's text output: the table of locks, one lock in full, the doctor's report. Every
+//! name and value in it is escaped (`escape`), so that what a key holds cannot act on the
+//! terminal, and a name is printed in the form `show` and `unlock` take back.
+
+use std::time::Duration;
+
+use redmutex::{Holder, LockInfo, LockKind, Report};
+
+use crate::escape::{escape, escape_str};
+use crate::out::Out;
+
+/// The kind's word, as the JSON output gives it too (not escaped).
+pub fn kind_name(kind: &LockKind) -> String {
+    match kind {
+        LockKind::Free => "free".into(),
+        LockKind::Reentrant => "reentrant".into(),
+        LockKind::Fenced => "fenced".into(),
+        LockKind::Fair => "fair".into(),
+        LockKind::ReadWrite => "read-write".into(),
+        LockKind::Token => "token".into(),
+        LockKind::Semaphore => "semaphore".into(),
+        LockKind::Election => "election".into(),
+        LockKind::NotALock(what) => format!("no lock: {what}"),
+        LockKind::Unreadable(why) => format!("unreadable: {why}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// The kind of `info`, escaped, and marked when the key may be data rather than a lock.
+pub fn kind_text(info: &LockInfo) -> String {
+    let kind = escape_str(&kind_name(&info.kind));
+    match info.doubt {
+        Some(_) => format!("{kind} (may be a lock)"),
+        None => kind,
+    }
+}
+
+fn holder_text(holder: &Holder) -> String {
+    let mut text = escape_str(&holder.id);
+    if let Some(client) = &holder.client {
+        text = format!("{text} [{}]", escape_str(client));
+    }
+    if let Some(mode) = holder.mode {
+        text = format!("{mode} {text}");
+    }
+    if holder.holds > 1 {
+        text += &format!(" ×{}", holder.holds);
+    }
+    if let Some(left) = holder.lease_left {
+        text += &format!(" ({} left)", duration_text(Some(left)));
+    }
+    text
+}
+
+/// An election's leader by name and epoch, or the holders of any other lock.
+fn leader_or_holders(info: &LockInfo) -> String {
+    match (&info.kind, info.holders.first(), info.epoch) {
+        (
+            LockKind::Election,
+            Some(Holder {
+                client: Some(name), ..
+            }),
+            Some(epoch),
+        ) => {
+            format!("{} (epoch {epoch})", escape_str(name))
+        }
+        _ => holders_text(&info.holders),
+    }
+}
+
+/// The holders, escaped.
+pub fn holders_text(holders: &[Holder]) -> String {
+    match holders {
+        [] => "nobody".into(),
+        _ => (holders.iter().map(holder_text))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn duration_text(duration: Option<Duration>) -> String {
+    match duration {
+        None => "-".into(),
+        Some(d) if d >= Duration::from_secs(10) => format!("{}s", d.as_secs()),
+        Some(d) => format!("{:.1}s", d.as_secs_f64()),
+    }
+}
+
+fn waiters_text(info: &LockInfo) -> String {
+    info.waiters.map_or("?".into(), |n| n.to_string())
+}
+
+/// Several byte strings, escaped, comma-separated.
+fn list_text(items: impl IntoIterator<Item = impl AsRef<[u8]>>) -> String {
+    (items.into_iter())
+        .map(|item| escape(item.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A table of locks: name, kind, holders, lease left, waiters.
+pub fn print_table(out: &mut Out, locks: &[LockInfo]) {
+    let rows: Vec<[String; 5]> = locks
+        .iter()
+        .map(|info| {
+            [
+                escape(&info.name_bytes),
+                kind_text(info),
+                leader_or_holders(info),
+                duration_text(info.lease_left),
+                waiters_text(info),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = (row.iter().zip(widths))
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.line(cells.join("  ").trim_end());
+    }
+}
+
+/// Everything known about one lock, a line each.
+pub fn print_lock(out: &mut Out, info: &LockInfo) {
+    out.line(&format!("name:       {}", escape(&info.name_bytes)));
+    out.line(&format!("kind:       {}", kind_text(info)));
+    if let Some(doubt) = &info.doubt {
+        let doubt = escape_str(doubt);
+        out.line(&format!("doubt:      {doubt}; unlock needs --token HOLDER"));
+    }
+    out.line(&format!("server:     {}", escape_str(&info.server)));
+    out.line(&format!("lease left: {}", duration_text(info.lease_left)));
+    if info.kind == LockKind::Election {
+        out.line(&format!("leader:     {}", leader_or_holders(info)));
+        out.line(&format!("candidates: {} waiting", waiters_text(info)));
+    } else {
+        out.line(&format!("holders:    {}", holders_text(&info.holders)));
+        out.line(&format!("waiters:    {}", waiters_text(info)));
+    }
+    if !info.queue.is_empty() {
+        out.line(&format!("queue:      {}", list_text(&info.queue)));
+    }
+    if let Some(fence) = info.fence {
+        out.line(&format!("fence:      {fence}"));
+    }
+    if let Some(available) = info.available {
+        out.line(&format!("available:  {available}"));
+    }
+    out.line(&format!("keys:       {}", list_text(&info.keys_bytes)));
+}
+
+/// The doctor's report, a line per finding.
+pub fn print_report(out: &mut Out, report: &Report) {
+    for finding in &report.findings {
+        out.line(&escape_str(&finding.to_string()));
+    }
+}
