@@ -157,6 +157,10 @@ impl<K: Kind> Lock<K> {
     }
 }
 
+/// For the locks kept in Redisson's hash, which count each thread's holds:
+/// [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced), [`Fair`](crate::Fair), and
+/// the [`Read`](crate::Read) and [`Write`](crate::Write) sides of a read-write lock. A
+/// [`Token`](crate::Token) lock has one hold, which its guard knows.
 impl<K: Hashed> Lock<K> {
     /// Whether the current thread holds the lock, as Redis sees it.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
