@@ -231,14 +231,14 @@ impl Semaphore {
 
     /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
     /// taken in another process, say. [`Error::NotHeld`](crate::Error::NotHeld) when it is
-    /// not held (never, given back already, or its lease ran out); an id that is not 32 hex
-    /// digits is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    /// not held (never, given back already, or its lease ran out); an id that is not 32
+    /// lowercase hex digits (no sign, no spaces) is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), and nothing is sent.
     pub fn release(&self, id: &str) -> Result<()> {
         let target = self.target();
-        let parsed = (id.len() == 32)
-            .then(|| u128::from_str_radix(id, 16).ok())
-            .flatten()
-            .ok_or_else(|| target.invalid_argument("id", "must be 32 hex digits".into()))?;
+        let parsed = names::parse_hex_id(id).ok_or_else(|| {
+            target.invalid_argument("id", "must be 32 lowercase hex digits".into())
+        })?;
         target.begin()?;
         permits::release_id(target, parsed, None)
     }
