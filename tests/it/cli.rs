@@ -8,7 +8,6 @@ use crate::support;
 
 use std::time::Duration;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use redmutex::LockClient;
 use support::{Server, eventually};
 
@@ -22,8 +21,7 @@ fn tool(url: &str, args: &[&str]) -> (i32, String) {
 
 /// The same with environment variables `env`; returns standard error too.
 fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    let mut cmd = support::tool();
     cmd.envs(env.iter().copied());
     cmd.arg("--url").arg(url).args(args);
     let output = cmd.timeout(PATIENCE).output().unwrap();
@@ -242,7 +240,7 @@ fn locks_show_and_unlock_route_on_a_cluster() {
         .map(|n| client.lock(n).lock().unwrap())
         .collect();
     let seed = &cluster.seeds()[0];
-    let mut cmd = cargo_bin_cmd!("redmutex");
+    let mut cmd = support::tool();
     cmd.env("REDIS_URL", seed)
         .args(["--cluster", "locks", "--json"]);
     let output = cmd.timeout(PATIENCE).output().unwrap();
@@ -260,7 +258,7 @@ fn locks_show_and_unlock_route_on_a_cluster() {
             "{lock}: read from the primary serving it"
         );
     }
-    let mut cmd = cargo_bin_cmd!("redmutex");
+    let mut cmd = support::tool();
     cmd.env("REDIS_URL", seed)
         .args(["--cluster", "unlock", "c", "--force", "--yes"]);
     assert!(cmd.timeout(PATIENCE).output().unwrap().status.success());
@@ -280,15 +278,14 @@ fn show_finds_the_primary_through_sentinel() {
         .build()
         .unwrap();
     let _guard = client.lock("through-sentinel").lock().unwrap();
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL")
-        .args([
-            "--url",
-            &d.sentinels[0].url(),
-            "--sentinel",
-            support::MASTER,
-        ])
-        .args(["show", "through-sentinel"]);
+    let mut cmd = support::tool();
+    cmd.args([
+        "--url",
+        &d.sentinels[0].url(),
+        "--sentinel",
+        support::MASTER,
+    ])
+    .args(["show", "through-sentinel"]);
     let output = cmd.timeout(PATIENCE).output().unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{shown}");
