@@ -188,7 +188,8 @@ impl Semaphore {
         Ok(self.permits.try_lock()?.map(Permit::new))
     }
 
-    /// Waits at most `timeout` for a permit.
+    /// Waits at most `timeout` for a permit; a timeout whose end the clock cannot hold
+    /// (such as `Duration::MAX`) sets no deadline, as in [`Lock::try_lock_for`].
     pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<Permit>> {
         Ok(self.permits.try_lock_for(timeout)?.map(Permit::new))
     }
