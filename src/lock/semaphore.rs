@@ -210,7 +210,7 @@ impl Semaphore {
     }
 
     /// Like [`try_acquire_for`](Self::try_acquire_for), with a fixed lease and no watchdog.
-    pub fn try_acquire_for_with_lease(
+    pub fn try_acquire_with_lease_for(
         &self,
         timeout: Duration,
         lease: Duration,
@@ -221,13 +221,38 @@ impl Semaphore {
 
     /// Like [`try_acquire_until`](Self::try_acquire_until), with a fixed lease and no
     /// watchdog.
-    pub fn try_acquire_until_with_lease(
+    pub fn try_acquire_with_lease_until(
         &self,
         deadline: Instant,
         lease: Duration,
     ) -> Result<Option<Permit>> {
         let taken = self.permits.try_lock_with_lease_until(deadline, lease)?;
         Ok(taken.map(Permit::new))
+    }
+
+    /// The former name of [`try_acquire_with_lease_for`](Self::try_acquire_with_lease_for).
+    #[deprecated(
+        note = "renamed try_acquire_with_lease_for, as the locks' try_lock_with_lease_for"
+    )]
+    pub fn try_acquire_for_with_lease(
+        &self,
+        timeout: Duration,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        self.try_acquire_with_lease_for(timeout, lease)
+    }
+
+    /// The former name of
+    /// [`try_acquire_with_lease_until`](Self::try_acquire_with_lease_until).
+    #[deprecated(
+        note = "renamed try_acquire_with_lease_until, as the locks' try_lock_with_lease_until"
+    )]
+    pub fn try_acquire_until_with_lease(
+        &self,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        self.try_acquire_with_lease_until(deadline, lease)
     }
 
     /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit

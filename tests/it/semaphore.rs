@@ -344,6 +344,35 @@ fn a_permit_id_in_any_other_shape_is_refused_and_gives_back_nothing() {
     assert_eq!(semaphore.available_permits().unwrap(), 2);
 }
 
+/// The leased forms with a timeout or a deadline are named as the locks' are
+/// (`try_lock_with_lease_for`); their former names still work.
+#[test]
+#[allow(deprecated)]
+fn timed_acquisitions_with_a_lease_work_under_both_names() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    semaphore.try_set_permits(1).unwrap();
+    // Shorter than the watchdog lease (30 s), so that the validity tells them apart.
+    let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(5));
+    let deadline = std::time::Instant::now() + NO_HANG;
+    let takes: [&dyn Fn() -> redmutex::Result<Option<Permit>>; 4] = [
+        &|| semaphore.try_acquire_with_lease_for(wait, lease),
+        &|| semaphore.try_acquire_with_lease_until(deadline, lease),
+        &|| semaphore.try_acquire_for_with_lease(wait, lease),
+        &|| semaphore.try_acquire_until_with_lease(deadline, lease),
+    ];
+    for take in takes {
+        let permit = take().unwrap().expect("a permit is free");
+        let left = permit.valid_until() - std::time::Instant::now();
+        assert!(left <= lease, "a fixed lease of {lease:?}, {left:?} left");
+        assert!(
+            semaphore.try_acquire().unwrap().is_none(),
+            "one permit only"
+        );
+        permit.release().unwrap();
+    }
+}
+
 #[test]
 fn a_semaphore_on_redlock_is_unsupported() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
