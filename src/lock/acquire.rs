@@ -429,9 +429,9 @@ impl Waiting {
                 Err(err) => {
                     caught_up = false;
                     log::debug!(
-                        "no unlock notifications from {} for {:?}: {err}",
+                        "no unlock notifications from {} for {}: {err}",
                         node.name,
-                        target.name()
+                        target.subject()
                     );
                 }
             }

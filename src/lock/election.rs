@@ -65,7 +65,7 @@ impl Election {
         }
     }
 
-    /// The election's name (lossily decoded, cut to 64 bytes).
+    /// The election's whole name, lossily decoded as [`Lock::name`] says.
     pub fn name(&self) -> &str {
         self.lock.name()
     }

@@ -57,7 +57,7 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name (lossily decoded, cut to 64 bytes).
+    /// The semaphore's whole name, lossily decoded as [`Lock::name`] says.
     pub fn name(&self) -> &str {
         self.permits.name()
     }
