@@ -139,7 +139,7 @@ pub enum Error {
     /// A lock or semaphore name that cannot be used: empty or longer than
     /// [`crate::MAX_NAME_LEN`].
     InvalidName {
-        /// The lock or semaphore, by its name as given (lossily decoded, cut to 64 bytes).
+        /// The lock or semaphore, by its name as given (lossily decoded).
         name: Subject,
         /// What is wrong with it.
         reason: &'static str,
@@ -673,7 +673,12 @@ impl Error {
                 "this client was created in process {parent}, not in this fork of it; build a new client"
             ),
             Error::InvalidName { name, reason } => {
-                write!(f, "invalid {} name {:?}: {reason}", name.noun(), name.name)
+                write!(
+                    f,
+                    "invalid {} name {}: {reason}",
+                    name.noun(),
+                    name.quoted()
+                )
             }
             Error::InvalidConfig { setting, reason } => write!(f, "invalid {setting}: {reason}"),
             Error::InvalidArgument {

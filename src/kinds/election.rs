@@ -190,7 +190,7 @@ impl Machinery for Leading {
     fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
         let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
         let snapshot = read(target, u64::MAX, end)
-            .map_err(|err| log::debug!("asking who leads {:?}: {err:#}", target.name()))
+            .map_err(|err| log::debug!("asking who leads {}: {err:#}", target.subject()))
             .ok()?;
         let (epoch, name, ttl) = snapshot.leader?;
         Some(HeldBy {

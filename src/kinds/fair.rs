@@ -243,9 +243,9 @@ impl Machinery for Fair {
         for result in nodes.run_all::<i64>(&cmd, None) {
             if let Err(err) = result {
                 log::warn!(
-                    "leaving the queue of lock {:?} failed, so waiters behind wait until its \
-                     place runs out: {err:#}",
-                    target.name()
+                    "leaving the queue of {} failed, so waiters behind wait until its place \
+                     runs out: {err:#}",
+                    target.subject()
                 );
             }
         }

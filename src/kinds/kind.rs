@@ -174,7 +174,7 @@ pub(crate) mod sealed {
                 nodes.run_all::<(String, i64, Option<String>)>(&scripts::busy(key), limit);
             let (kind, ttl, holder) = results.into_iter().find_map(|result| {
                 result
-                    .map_err(|err| log::debug!("asking what holds {:?}: {err:#}", target.name()))
+                    .map_err(|err| log::debug!("asking what holds {}: {err:#}", target.subject()))
                     .ok()
             })?;
             (kind != "none").then(|| HeldBy {

@@ -153,7 +153,7 @@ impl Machinery for Permits {
         let cmd = scripts::semaphore_busy(&key, &timeouts);
         let (kind, available, held, ends): (String, i64, u64, i64) = node
             .run(&cmd, end)
-            .map_err(|err| log::debug!("asking about semaphore {:?}: {err:#}", target.name()))
+            .map_err(|err| log::debug!("asking about {}: {err:#}", target.subject()))
             .ok()?;
         let found = match (kind.as_str(), available, held) {
             (_, -1, _) => format!("a {kind} that is no number of permits"),

@@ -236,6 +236,22 @@ pub(crate) fn hex_id(bits: u128) -> String {
     std::str::from_utf8(&digits).map_or_else(|_| String::new(), str::to_owned)
 }
 
+/// The id that `text` writes in [`hex_id`]'s shape, exactly 32 lowercase hex digits;
+/// `None` for anything else. Integer parsing alone would also take a leading `+` or
+/// upper-case digits, which `hex_id` never writes.
+pub(crate) fn parse_hex_id(text: &str) -> Option<u128> {
+    let shaped = text.len() == 32 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    shaped.then(|| text.bytes().fold(0, |bits, b| bits << 4 | hex_digit(b)))
+}
+
+/// The value of a lowercase hex digit.
+fn hex_digit(b: u8) -> u128 {
+    u128::from(match b {
+        b'a'..=b'f' => b - b'a' + 10,
+        _ => b - b'0',
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +341,28 @@ mod tests {
     fn ids_are_written_as_32_hex_digits() {
         for bits in [0, 1, 0xfedc_ba98_7654_3210_0123_4567_89ab_cdef, u128::MAX] {
             assert_eq!(hex_id(bits), format!("{bits:032x}"));
+        }
+    }
+
+    #[test]
+    fn ids_are_read_back_only_in_the_shape_they_are_written() {
+        for bits in [0, 1, 0xfedc_ba98_7654_3210_0123_4567_89ab_cdef, u128::MAX] {
+            assert_eq!(parse_hex_id(&hex_id(bits)), Some(bits));
+        }
+        let one = format!("{:032x}", 1);
+        for not in [
+            String::new(),
+            format!("+{}", &one[1..]),
+            format!("-{}", &one[1..]),
+            format!(" {}", &one[1..]),
+            format!("0x{}", &one[2..]),
+            one[1..].to_owned(),
+            format!("{one}0"),
+            "0123456789ABCDEF0123456789abcdef".to_owned(),
+            "0123456789abcdef0123456789abcdeg".to_owned(),
+            "0123456789abcdef0123456789abcdé".to_owned(),
+        ] {
+            assert_eq!(parse_hex_id(&not), None, "{not:?}");
         }
     }
 

@@ -34,7 +34,7 @@ impl WeakTarget {
 
 /// A lock's name and the Redis names made of it.
 struct Name {
-    /// For messages: what it is, and the name lossily decoded.
+    /// What it is, and the whole name lossily decoded.
     subject: Subject,
     key: Arc<[u8]>,
     /// The unlock channel, named by Redisson's rule (see `layout`).
@@ -62,14 +62,7 @@ impl Target {
                 "its braces make no hash tag, so its keys would fall in different cluster slots",
             )
         });
-        let mut display = String::from_utf8_lossy(name).into_owned();
-        if display.len() > 64 {
-            let cut = (0..=64)
-                .rev()
-                .find(|&i| display.is_char_boundary(i))
-                .unwrap_or(0);
-            display.truncate(cut);
-        }
+        let display = String::from_utf8_lossy(name).into_owned();
         let channel = names::channel(&key);
         Target {
             shared,
@@ -90,7 +83,7 @@ impl Target {
         }
     }
 
-    /// The lock's name (lossily decoded, cut to 64 bytes).
+    /// The lock's whole name, lossily decoded (see [`Subject::name`]).
     pub(crate) fn name(&self) -> &str {
         self.name.subject.name()
     }

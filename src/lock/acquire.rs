@@ -34,9 +34,11 @@ impl<K: Kind> Lock<K> {
         self.acquire(None, Some(Instant::now()))
     }
 
-    /// Waits at most `timeout` for the lock; `None` when it stayed busy.
+    /// Waits at most `timeout` for the lock; `None` when it stayed busy. A timeout whose
+    /// end the clock cannot hold (such as `Duration::MAX`) sets no deadline: the call waits
+    /// until it gets the lock, as [`lock`](Self::lock) without a `max_wait` does.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<K>>> {
-        self.acquire(None, Some(self.deadline(timeout)?))
+        self.acquire(None, deadline(timeout))
     }
 
     /// Waits until `deadline` at most for the lock; `None` when it stayed busy.
@@ -62,7 +64,7 @@ impl<K: Kind> Lock<K> {
         timeout: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Some(lease), Some(self.deadline(timeout)?))
+        self.acquire(Some(lease), deadline(timeout))
     }
 
     /// Like [`try_lock_until`](Self::try_lock_until), with a fixed lease and no watchdog.
@@ -84,13 +86,6 @@ impl<K: Kind> Lock<K> {
                 waited: started.elapsed(),
                 held_by: held_by.map(Box::new),
             })
-    }
-
-    fn deadline(&self, timeout: Duration) -> Result<Instant> {
-        Instant::now().checked_add(timeout).ok_or_else(|| {
-            let reason = format!("{timeout:?} is beyond the clock's range");
-            self.target.invalid_argument("timeout", reason)
-        })
     }
 
     /// The waiting loop. Attempt; when busy, subscribe to the unlock channel and attempt
@@ -367,6 +362,11 @@ impl<K: Kind> Lock<K> {
     }
 }
 
+/// The deadline `timeout` from now; `None`, no deadline, when the clock cannot hold it.
+fn deadline(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
 /// The waiting state of one acquisition: its signal, its subscriptions and whether it holds
 /// a wake-up it has not used. Dropped without using one, it hands the wake-up on to the next
 /// waiter, so that a waiter that leaves (deadline, error) never swallows an unlock.
@@ -429,9 +429,9 @@ impl Waiting {
                 Err(err) => {
                     caught_up = false;
                     log::debug!(
-                        "no unlock notifications from {} for {:?}: {err}",
+                        "no unlock notifications from {} for {}: {err}",
                         node.name,
-                        target.name()
+                        target.subject()
                     );
                 }
             }

@@ -65,7 +65,7 @@ impl Election {
         }
     }
 
-    /// The election's name (lossily decoded, cut to 64 bytes).
+    /// The election's whole name, lossily decoded as [`Lock::name`] says.
     pub fn name(&self) -> &str {
         self.lock.name()
     }
@@ -102,7 +102,9 @@ impl Election {
         Ok(self.lock.try_lock()?.map(Leadership::new))
     }
 
-    /// Campaigns for at most `timeout`; `None` when someone else led all along.
+    /// Campaigns for at most `timeout`; `None` when someone else led all along. A timeout
+    /// whose end the clock cannot hold (such as `Duration::MAX`) sets no deadline, as in
+    /// [`Lock::try_lock_for`].
     pub fn try_campaign_for(&self, timeout: Duration) -> Result<Option<Leadership>> {
         Ok(self.lock.try_lock_for(timeout)?.map(Leadership::new))
     }

@@ -73,7 +73,9 @@ impl<K: Kind> Lock<K> {
         }
     }
 
-    /// The lock's name (lossily decoded, cut to 64 bytes).
+    /// The lock's whole name, as given to the client (without its key prefix). A name is
+    /// bytes: any sequence of them that is not UTF-8 reads as U+FFFD here
+    /// (`String::from_utf8_lossy`), while the key keeps them as they are.
     pub fn name(&self) -> &str {
         self.target.name()
     }

@@ -238,9 +238,9 @@ impl Observer {
             match subscribed {
                 Ok(subscription) => self.subscriptions.push(subscription),
                 Err(err) => log::debug!(
-                    "no election messages from {} for {:?}: {err}",
+                    "no election messages from {} for {}: {err}",
                     node.name,
-                    self.target.name()
+                    self.target.subject()
                 ),
             }
         }

@@ -57,7 +57,7 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name (lossily decoded, cut to 64 bytes).
+    /// The semaphore's whole name, lossily decoded as [`Lock::name`] says.
     pub fn name(&self) -> &str {
         self.permits.name()
     }
@@ -188,7 +188,8 @@ impl Semaphore {
         Ok(self.permits.try_lock()?.map(Permit::new))
     }
 
-    /// Waits at most `timeout` for a permit.
+    /// Waits at most `timeout` for a permit; a timeout whose end the clock cannot hold
+    /// (such as `Duration::MAX`) sets no deadline, as in [`Lock::try_lock_for`].
     pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<Permit>> {
         Ok(self.permits.try_lock_for(timeout)?.map(Permit::new))
     }
@@ -209,7 +210,7 @@ impl Semaphore {
     }
 
     /// Like [`try_acquire_for`](Self::try_acquire_for), with a fixed lease and no watchdog.
-    pub fn try_acquire_for_with_lease(
+    pub fn try_acquire_with_lease_for(
         &self,
         timeout: Duration,
         lease: Duration,
@@ -220,7 +221,7 @@ impl Semaphore {
 
     /// Like [`try_acquire_until`](Self::try_acquire_until), with a fixed lease and no
     /// watchdog.
-    pub fn try_acquire_until_with_lease(
+    pub fn try_acquire_with_lease_until(
         &self,
         deadline: Instant,
         lease: Duration,
@@ -229,16 +230,41 @@ impl Semaphore {
         Ok(taken.map(Permit::new))
     }
 
+    /// The former name of [`try_acquire_with_lease_for`](Self::try_acquire_with_lease_for).
+    #[deprecated(
+        note = "renamed try_acquire_with_lease_for, as the locks' try_lock_with_lease_for"
+    )]
+    pub fn try_acquire_for_with_lease(
+        &self,
+        timeout: Duration,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        self.try_acquire_with_lease_for(timeout, lease)
+    }
+
+    /// The former name of
+    /// [`try_acquire_with_lease_until`](Self::try_acquire_with_lease_until).
+    #[deprecated(
+        note = "renamed try_acquire_with_lease_until, as the locks' try_lock_with_lease_until"
+    )]
+    pub fn try_acquire_until_with_lease(
+        &self,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Result<Option<Permit>> {
+        self.try_acquire_with_lease_until(deadline, lease)
+    }
+
     /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
     /// taken in another process, say. [`Error::NotHeld`](crate::Error::NotHeld) when it is
-    /// not held (never, given back already, or its lease ran out); an id that is not 32 hex
-    /// digits is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    /// not held (never, given back already, or its lease ran out); an id that is not 32
+    /// lowercase hex digits (no sign, no spaces) is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), and nothing is sent.
     pub fn release(&self, id: &str) -> Result<()> {
         let target = self.target();
-        let parsed = (id.len() == 32)
-            .then(|| u128::from_str_radix(id, 16).ok())
-            .flatten()
-            .ok_or_else(|| target.invalid_argument("id", "must be 32 hex digits".into()))?;
+        let parsed = names::parse_hex_id(id).ok_or_else(|| {
+            target.invalid_argument("id", "must be 32 lowercase hex digits".into())
+        })?;
         target.begin()?;
         permits::release_id(target, parsed, None)
     }

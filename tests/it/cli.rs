@@ -11,7 +11,6 @@ use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use redmutex::LockClient;
 use support::{Server, eventually};
 
@@ -25,8 +24,7 @@ fn tool(url: &str, args: &[&str]) -> (i32, String) {
 
 /// The same with environment variables `env`; returns standard error too.
 pub(crate) fn tool_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    let mut cmd = support::tool();
     cmd.envs(env.iter().copied());
     cmd.arg("--url").arg(url).args(args);
     let output = cmd.timeout(PATIENCE).output().unwrap();
@@ -249,7 +247,7 @@ fn locks_show_and_unlock_route_on_a_cluster() {
         .map(|n| client.lock(n).lock().unwrap())
         .collect();
     let seed = &cluster.seeds()[0];
-    let mut cmd = cargo_bin_cmd!("redmutex");
+    let mut cmd = support::tool();
     cmd.env("REDIS_URL", seed)
         .args(["--cluster", "locks", "--json"]);
     let output = cmd.timeout(PATIENCE).output().unwrap();
@@ -267,7 +265,7 @@ fn locks_show_and_unlock_route_on_a_cluster() {
             "{lock}: read from the primary serving it"
         );
     }
-    let mut cmd = cargo_bin_cmd!("redmutex");
+    let mut cmd = support::tool();
     cmd.env("REDIS_URL", seed)
         .args(["--cluster", "unlock", "c", "--force", "--yes"]);
     assert!(cmd.timeout(PATIENCE).output().unwrap().status.success());
@@ -287,15 +285,14 @@ fn show_finds_the_primary_through_sentinel() {
         .build()
         .unwrap();
     let _guard = client.lock("through-sentinel").lock().unwrap();
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL")
-        .args([
-            "--url",
-            &d.sentinels[0].url(),
-            "--sentinel",
-            support::MASTER,
-        ])
-        .args(["show", "through-sentinel"]);
+    let mut cmd = support::tool();
+    cmd.args([
+        "--url",
+        &d.sentinels[0].url(),
+        "--sentinel",
+        support::MASTER,
+    ])
+    .args(["show", "through-sentinel"]);
     let output = cmd.timeout(PATIENCE).output().unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{shown}");
@@ -555,8 +552,7 @@ fn output_ends_quietly_on_a_closed_pipe() {
 /// standard output as bytes.
 fn tool_raw(url: &str, args: &[&[u8]]) -> (i32, Vec<u8>) {
     use std::os::unix::ffi::OsStrExt;
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    let mut cmd = support::tool();
     cmd.arg("--url").arg(url);
     cmd.args(args.iter().map(|arg| std::ffi::OsStr::from_bytes(arg)));
     let output = cmd.timeout(PATIENCE).output().unwrap();

@@ -9,7 +9,6 @@ use crate::support;
 
 use std::time::Duration;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use support::{Peer, Server};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -17,8 +16,7 @@ const OWNER: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a";
 
 /// Runs the tool against `url`; its exit code, standard output and standard error.
 fn tool(url: &str, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
+    let mut cmd = support::tool();
     cmd.arg("--url").arg(url).args(args);
     let output = cmd.timeout(PATIENCE).output().unwrap();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();

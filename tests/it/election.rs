@@ -866,11 +866,11 @@ fn lead_runs_the_work_whenever_this_client_leads_until_stopped() {
     assert_eq!(server.client().election(NAME).leader().unwrap(), None);
 }
 
-/// Runs the operations tool against `url`; its standard output.
+/// Runs the operations tool against `url`; its standard output. The tool is built with the
+/// `cli` feature only.
+#[cfg(feature = "cli")]
 fn tool(url: &str, args: &[&str]) -> String {
-    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("redmutex");
-    cmd.env_remove("REDIS_URL").env_remove("REDMUTEX_PREFIX");
-    let output = cmd
+    let output = support::tool()
         .arg("--url")
         .arg(url)
         .args(args)
@@ -881,6 +881,7 @@ fn tool(url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn the_operations_tool_shows_the_leader_its_epoch_lease_and_candidates() {
     let server = Server::start();

@@ -323,6 +323,42 @@ fn a_name_over_the_limit_says_the_limit() {
     assert!(err.to_string().contains("1024"), "{err}");
 }
 
+/// A handle names its lock whole, however long, and so do its errors and what inspect
+/// finds; messages print a long name cut. Names were cut to 64 bytes everywhere.
+#[test]
+fn a_long_name_is_named_whole_and_printed_cut() {
+    let server = Server::start();
+    let client = server.client();
+    let name = format!("{}:{}", "orders".repeat(20), "x".repeat(900));
+    assert!(name.len() <= redmutex::MAX_NAME_LEN);
+    let lock = client.lock(&name);
+    assert_eq!(lock.name(), name);
+    assert_eq!(client.semaphore(&name).name(), name);
+    assert_eq!(client.election(&name).name(), name);
+    assert_eq!(client.fenced_lock(&name).name(), name);
+    assert_eq!(client.read_write_lock(&name).write().name(), name);
+
+    let guard = lock.lock().unwrap();
+    assert_eq!(client.inspect(&name).unwrap().name, name);
+    let err = client.semaphore(&name).try_acquire().unwrap_err();
+    assert!(err.is_wrong_kind(), "{err}");
+    assert_eq!(err.lock_name(), Some(name.as_str()));
+    let message = err.to_string();
+    assert!(message.contains(&name[..64]), "{message}");
+    assert!(!message.contains(&name), "printed whole: {message}");
+    guard.unlock().unwrap();
+
+    // Bytes that are not UTF-8 read as U+FFFD in the name; the key keeps them.
+    let bytes = client.lock(b"ab\xffcd");
+    assert_eq!(bytes.name(), "ab\u{fffd}cd");
+    let _held = bytes.lock().unwrap();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(b"ab\xffcd")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(exists, "the key is the name's bytes");
+}
+
 // Server errors are told apart by their code, the first word of the reply, never by the
 // words after it: servers change those (Valkey 8 reworded NOSCRIPT). Each test below has a
 // proxy answer one command with a known code in words no server uses, and checks that the

@@ -1,7 +1,8 @@
 //! The integration tests, one binary so that the crate links once and tests of every area
 //! run in parallel: a module per area, each test with its own throwaway servers
 //! (`support`). `cargo test --all-features` runs them all; `cargo test --all-features --test
-//! it model::` runs one area.
+//! it model::` runs one area. Tests that need a feature (`cli`, `metrics`, `tls`) build only
+//! with it, so that `cargo test` without features passes too.
 
 mod support;
 

@@ -308,6 +308,71 @@ fn bad_input_and_keys_of_another_kind_change_nothing() {
     assert!(!server.exists(HELD));
 }
 
+/// A permit id is taken only in the shape ids are shown in, 32 lowercase hex digits:
+/// integer parsing alone read `"+000…01"` as the permit 1 and gave that permit back.
+#[test]
+fn a_permit_id_in_any_other_shape_is_refused_and_gives_back_nothing() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    semaphore.try_set_permits(2).unwrap();
+    let one = format!("{:032x}", 1);
+    // The permit 1 taken for an hour, as an acquisition leaves it.
+    let take = redis::Script::new(
+        "local t = redis.call('time')
+         redis.call('decr', KEYS[1])
+         redis.call('zadd', KEYS[2], tonumber(t[1]) * 1000 + 3600000, ARGV[1])",
+    );
+    let mut redis = server.conn();
+    let () = (take.key(NAME).key(HELD).arg(stored_id(&one)))
+        .invoke(&mut redis)
+        .unwrap();
+    let before = semaphore_state(&mut redis);
+    for bad in [
+        format!("+{}", &one[1..]),
+        format!(" {}", &one[1..]),
+        format!("{}\n", &one[1..]),
+        "0123456789ABCDEF0123456789ABCDEF".to_owned(),
+    ] {
+        let err = semaphore.release(&bad).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { .. }),
+            "{bad:?}: {err}"
+        );
+        assert_eq!(semaphore_state(&mut redis), before, "after {bad:?}");
+    }
+    semaphore.release(&one).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+}
+
+/// The leased forms with a timeout or a deadline are named as the locks' are
+/// (`try_lock_with_lease_for`); their former names still work.
+#[test]
+#[allow(deprecated)]
+fn timed_acquisitions_with_a_lease_work_under_both_names() {
+    let server = Server::start();
+    let semaphore = server.client().semaphore(NAME);
+    semaphore.try_set_permits(1).unwrap();
+    // Shorter than the watchdog lease (30 s), so that the validity tells them apart.
+    let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(5));
+    let deadline = std::time::Instant::now() + NO_HANG;
+    let takes: [&dyn Fn() -> redmutex::Result<Option<Permit>>; 4] = [
+        &|| semaphore.try_acquire_with_lease_for(wait, lease),
+        &|| semaphore.try_acquire_with_lease_until(deadline, lease),
+        &|| semaphore.try_acquire_for_with_lease(wait, lease),
+        &|| semaphore.try_acquire_until_with_lease(deadline, lease),
+    ];
+    for take in takes {
+        let permit = take().unwrap().expect("a permit is free");
+        let left = permit.valid_until() - std::time::Instant::now();
+        assert!(left <= lease, "a fixed lease of {lease:?}, {left:?} left");
+        assert!(
+            semaphore.try_acquire().unwrap().is_none(),
+            "one permit only"
+        );
+        permit.release().unwrap();
+    }
+}
+
 #[test]
 fn a_semaphore_on_redlock_is_unsupported() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
@@ -355,6 +420,20 @@ fn a_lease_ending_a_millisecond_later_never_yields_a_permit_that_is_not_held() {
             permit.release().unwrap();
         }
     }
+}
+
+/// Everything the semaphore keeps: the keys, the permits available, the held permits with
+/// when their leases end.
+type SemaphoreState = (Vec<String>, String, Vec<(Vec<u8>, u64)>);
+
+fn semaphore_state(redis: &mut redis::Connection) -> SemaphoreState {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(redis).unwrap();
+    keys.sort();
+    let available = redis::cmd("GET").arg(NAME).query(redis).unwrap();
+    let mut zrange = redis::cmd("ZRANGE");
+    zrange.arg(HELD).arg(0).arg(-1).arg("WITHSCORES");
+    let held = zrange.query(redis).unwrap();
+    (keys, available, held)
 }
 
 /// The permit id as stored in the sorted set of held permits: 16 bytes.

@@ -96,13 +96,97 @@ fn a_waiter_gets_the_lock_after_the_holder_releases() {
     assert!(order_kept, "the waiter got the lock before the release");
 }
 
+/// A timeout whose end the clock cannot hold (`Duration::MAX`) sets no deadline, as in
+/// `lock_api`: every `try_*_for` of every kind takes a free lock at once.
 #[test]
-fn a_timeout_beyond_the_clock_is_an_invalid_argument() {
+fn a_timeout_beyond_the_clock_takes_a_free_lock_of_every_kind() {
     let server = Server::start();
-    let err = server
-        .client()
-        .lock("x")
-        .try_lock_for(Duration::MAX)
-        .unwrap_err();
-    assert!(err.is_invalid_input(), "{err}");
+    let client = server.client();
+    let (forever, lease) = (Duration::MAX, Duration::from_secs(30));
+    let lock = client.lock("reentrant");
+    lock.try_lock_for(forever)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    (lock.try_lock_with_lease_for(forever, lease).unwrap())
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let fenced = client.fenced_lock("fenced");
+    fenced
+        .try_lock_for(forever)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let fair = client.fair_lock("fair");
+    fair.try_lock_for(forever)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let read_write = client.read_write_lock("read-write");
+    (read_write.read().try_lock_for(forever).unwrap())
+        .expect("free")
+        .unlock()
+        .unwrap();
+    (read_write.write().try_lock_for(forever).unwrap())
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let token = client.token_lock("token");
+    token
+        .try_lock_for(forever)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    let semaphore = client.semaphore("semaphore");
+    semaphore.try_set_permits(1).unwrap();
+    (semaphore.try_acquire_for(forever).unwrap())
+        .expect("free")
+        .release()
+        .unwrap();
+    let election = client.election("election");
+    (election.try_campaign_for(forever).unwrap())
+        .expect("nobody leads")
+        .resign()
+        .unwrap();
+}
+
+/// The same on a lock another client holds: the call waits, without a deadline, until
+/// the holder releases it from another thread.
+#[test]
+fn a_timeout_beyond_the_clock_waits_until_the_holder_releases() {
+    let server = Server::start();
+    let holder = server.client().lock("held");
+    let waiter = server.client().lock("held");
+    let released = Arc::new(AtomicBool::new(false));
+    let (held_tx, held) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+
+    let set = released.clone();
+    let holding = std::thread::spawn(move || {
+        let guard = holder.lock().unwrap();
+        held_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        set.store(true, Ordering::SeqCst);
+        guard.unlock()
+    });
+    held.recv().unwrap();
+    let base = server.calls("evalsha");
+    let waiting = std::thread::spawn(move || {
+        let guard = waiter.try_lock_for(Duration::MAX).unwrap()?;
+        let order_kept = released.load(Ordering::SeqCst);
+        guard.unlock().unwrap();
+        Some(order_kept)
+    });
+    // The waiter is waiting once it has subscribed and made its attempt after that.
+    await_subscribers(&server, &channel("held"), 1);
+    await_calls(&server, base + 2);
+    release.send(()).unwrap();
+    holding.join().unwrap().unwrap();
+    let order_kept = waiting.join().unwrap().expect("woken by the release");
+    assert!(order_kept, "the waiter got the lock before the release");
 }

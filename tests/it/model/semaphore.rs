@@ -21,7 +21,7 @@ pub enum Op {
         client: usize,
         lease: Lease,
     },
-    /// `try_acquire_for_with_lease(wait, lease)`: gives up after `wait` unless a permit
+    /// `try_acquire_with_lease_for(wait, lease)`: gives up after `wait` unless a permit
     /// comes back.
     Wait {
         client: usize,
@@ -299,7 +299,7 @@ impl Case<'_> {
                 let sem = &self.handles[client];
                 let free = self.may_be_held(Instant::now()) < self.permits;
                 let (wait, lease_d) = (Duration::from_millis(wait), Duration::from_millis(lease));
-                let result = sem.try_acquire_for_with_lease(wait, lease_d);
+                let result = sem.try_acquire_with_lease_for(wait, lease_d);
                 self.stalled_call(client, Lease::Ms(lease));
                 self.taken(Lease::Ms(lease), result, free)
             }

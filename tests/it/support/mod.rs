@@ -22,6 +22,8 @@ mod proxy;
 mod sentinel;
 mod skew;
 pub mod tls;
+#[cfg(feature = "cli")]
+mod tool;
 
 pub use binary::has_tls;
 pub use cluster::{Cluster, key_slot, lone_primary};
@@ -29,6 +31,8 @@ pub use peer::Peer;
 pub use proxy::Proxy;
 pub use sentinel::{Deployment, MASTER, Options, StaleSentinel, info, role};
 pub use skew::ClockSkew;
+#[cfg(feature = "cli")]
+pub use tool::tool;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
