@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
+use redmutex::bench_hooks::{self, RawKind};
 use redmutex::{Kind, Lock, LockClient, Result};
 
 struct Plan {
@@ -228,8 +229,7 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
-    let acquire = Script::new(include_str!("../src/transport/scripts/acquire.lua"));
-    let release = Script::new(include_str!("../src/transport/scripts/release.lua"));
+    bench_hooks::load_scripts(&mut raw).expect("load scripts");
     let (mut floor, mut scripts, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let mut call = 0u64;
     for _ in 0..plan.rounds {
@@ -238,7 +238,7 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
         }));
         scripts.push(mean_of(plan.pairs, || {
             call += 1;
-            raw_pair(&acquire, &release, &mut raw, call);
+            raw_pair(&mut raw, "bench:raw", call, false);
         }));
         pairs.push(mean_of(plan.pairs, || {
             lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
@@ -252,22 +252,38 @@ fn uncontended(plan: &Plan, url: &str, client: &LockClient) -> Result<Uncontende
 }
 
 /// The reentrant lock's acquire and release scripts sent raw on `raw`, as the library
-/// sends them for a first hold (`call` numbers the release's latch).
-fn raw_pair(acquire: &Script, release: &Script, raw: &mut redis::Connection, call: u64) {
-    let _: Option<i64> = (acquire.key("bench:raw").arg(30_000).arg("bench:1").arg(0))
-        .invoke(raw)
-        .expect("acquire");
-    let _: Option<i64> = (release
-        .key("bench:raw")
-        .key("redisson_lock__channel:{bench:raw}")
-        .key(format!("redisson_unlock_latch:{{bench:raw}}:{call:032x}")))
-    .arg(0)
-    .arg(30_000)
-    .arg("bench:1")
-    .arg(1)
-    .arg(8_000)
-    .invoke(raw)
-    .expect("release");
+/// sends them for a first hold on `key` (`call` numbers the release's latch); `sharded`
+/// publishes as a cluster with sharded pub/sub does.
+fn raw_pair(raw: &mut redis::Connection, key: &str, call: u64, sharded: bool) {
+    let (acquire, release) = bench_hooks::raw_pair(RawKind::Reentrant, key, call);
+    let release = match sharded {
+        true => bench_hooks::sharded(&release),
+        false => release,
+    };
+    send_cmds(raw, RawKind::Reentrant, acquire, release);
+}
+
+/// One uncontended pair of `kind` on `key`, its commands as the library builds them, sent
+/// raw on `raw`.
+fn send_pair(raw: &mut redis::Connection, kind: RawKind, key: &str, call: u64) {
+    let (acquire, release) = bench_hooks::raw_pair(kind, key, call);
+    send_cmds(raw, kind, acquire, release);
+}
+
+/// Sends the pair `acquire` and `release` of `kind`; both must succeed (a first hold
+/// taken, then freed).
+fn send_cmds(raw: &mut redis::Connection, kind: RawKind, acquire: redis::Cmd, release: redis::Cmd) {
+    let taken: redis::Value = acquire.query(raw).expect("acquire");
+    let taken_ok = match kind {
+        RawKind::Token => taken == redis::Value::Okay,
+        RawKind::Semaphore => {
+            matches!(&taken, redis::Value::Array(v) if v.first() == Some(&redis::Value::Int(1)))
+        }
+        _ => taken == redis::Value::Nil,
+    };
+    assert!(taken_ok, "{kind:?} acquire: {taken:?}");
+    let released: redis::Value = release.query(raw).expect("release");
+    assert_eq!(released, redis::Value::Int(1), "{kind:?} release");
 }
 
 struct Uncontended {
@@ -284,7 +300,7 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         .and_then(|c| c.get_connection())
         .expect("raw connection");
     let noop = Script::new("return nil");
-    let release = Script::new(include_str!("../src/transport/scripts/token_release.lua"));
+    bench_hooks::load_scripts(&mut raw).expect("load scripts");
     let compare_delete = Script::new(
         "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
     );
@@ -334,20 +350,7 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         }));
         samples[4].push(mean_of(plan.pairs, || {
             fresh += 1;
-            token_pair(&mut raw, &|raw| {
-                let released: Option<i64> = release
-                    .key("bench:token-raw")
-                    .key("redisson_lock__channel:{bench:token-raw}")
-                    .key(format!(
-                        "redisson_unlock_latch:{{bench:token-raw}}:{fresh:032x}"
-                    ))
-                    .arg("0123456789abcdef0123456789abcdef")
-                    .arg(0)
-                    .arg(8_000)
-                    .invoke(raw)
-                    .expect("release");
-                assert_eq!(released, Some(1));
-            });
+            send_pair(&mut raw, RawKind::Token, "bench:token-raw", fresh);
         }));
         samples[5].push(mean_of(plan.pairs, || {
             token_pair(&mut raw, &|raw| {
@@ -801,17 +804,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
     let mut raw = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("raw connection");
-    let script = |source: &str| Script::new(source);
-    let fair_acquire = script(include_str!("../src/transport/scripts/fair_acquire.lua"));
-    let fair_release = script(include_str!("../src/transport/scripts/fair_release.lua"));
-    let read_acquire = script(include_str!("../src/transport/scripts/read_acquire.lua"));
-    let read_release = script(include_str!("../src/transport/scripts/read_release.lua"));
-    let sem_acquire = script(include_str!(
-        "../src/transport/scripts/semaphore_acquire.lua"
-    ));
-    let sem_release = script(include_str!(
-        "../src/transport/scripts/semaphore_release.lua"
-    ));
+    bench_hooks::load_scripts(&mut raw).expect("load scripts");
     let (fair, semaphore, reentrant) = (
         client.fair_lock("bench:fair"),
         client.semaphore("bench:semaphore"),
@@ -823,12 +816,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
         .arg(1)
         .query(&mut raw)
         .expect("permits");
-    let owner = "0123456789abcdef0123456789abcdef:1";
     let mut request = 0u64;
-    let mut latch = |key: &str| {
-        request += 1;
-        format!("redisson_unlock_latch:{{{key}}}:{request:032x}")
-    };
     let mut samples: [Vec<Duration>; 7] = Default::default();
     for _ in 0..plan.rounds {
         samples[0].push(mean_of(plan.pairs, || {
@@ -841,64 +829,15 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
             fair.lock().and_then(|g| g.unlock()).expect("fair");
         }));
         samples[2].push(mean_of(plan.pairs, || {
-            let taken: Option<i64> = fair_acquire
-                .key("bench:fair-raw")
-                .key("redisson_lock_queue:{bench:fair-raw}")
-                .key("redisson_lock_timeout:{bench:fair-raw}")
-                .key("redisson_lock_timeout:{bench:fair-raw}:redmutex_alive")
-                .arg(30_000)
-                .arg(owner)
-                .arg(0)
-                .arg(5_000)
-                .arg(300_000)
-                .invoke(&mut raw)
-                .expect("fair acquire");
-            assert_eq!(taken, None);
-            let released: Option<i64> = fair_release
-                .key("bench:fair-raw")
-                .key("redisson_lock__channel:{bench:fair-raw}")
-                .key(latch("bench:fair-raw"))
-                .key("redisson_lock_queue:{bench:fair-raw}")
-                .key("redisson_lock_timeout:{bench:fair-raw}")
-                .key("redisson_lock_timeout:{bench:fair-raw}:redmutex_alive")
-                .arg(0)
-                .arg(30_000)
-                .arg(owner)
-                .arg(1)
-                .arg(8_000)
-                .arg(30_000)
-                .invoke(&mut raw)
-                .expect("fair release");
-            assert_eq!(released, Some(1));
+            request += 1;
+            send_pair(&mut raw, RawKind::Fair, "bench:fair-raw", request);
         }));
         samples[3].push(mean_of(plan.pairs, || {
             rw.read().lock().and_then(|g| g.unlock()).expect("read");
         }));
         samples[4].push(mean_of(plan.pairs, || {
-            let timeouts = format!("{{bench:rw-raw}}:{owner}:rwlock_timeout");
-            let taken: Option<i64> = read_acquire
-                .key("bench:rw-raw")
-                .key(&timeouts)
-                .arg(30_000)
-                .arg(owner)
-                .arg(format!("{owner}:write"))
-                .arg(0)
-                .invoke(&mut raw)
-                .expect("read acquire");
-            assert_eq!(taken, None);
-            let released: Option<i64> = read_release
-                .key("bench:rw-raw")
-                .key("redisson_rwlock:{bench:rw-raw}")
-                .key(latch("bench:rw-raw"))
-                .key(&timeouts)
-                .key("{bench:rw-raw}")
-                .arg(0)
-                .arg(owner)
-                .arg(1)
-                .arg(8_000)
-                .invoke(&mut raw)
-                .expect("read release");
-            assert_eq!(released, Some(1));
+            request += 1;
+            send_pair(&mut raw, RawKind::Read, "bench:rw-raw", request);
         }));
         samples[5].push(mean_of(plan.pairs, || {
             semaphore
@@ -907,27 +846,8 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
                 .expect("semaphore");
         }));
         samples[6].push(mean_of(plan.pairs, || {
-            let id = rand_id();
-            let (taken, _): (i64, i64) = sem_acquire
-                .key("bench:semaphore-raw")
-                .key("{bench:semaphore-raw}:timeout")
-                .key("redisson_sc:{bench:semaphore-raw}")
-                .arg(&id[..])
-                .arg(30_000)
-                .arg(0)
-                .invoke(&mut raw)
-                .expect("semaphore acquire");
-            assert_eq!(taken, 1);
-            let released: i64 = sem_release
-                .key("bench:semaphore-raw")
-                .key("{bench:semaphore-raw}:timeout")
-                .key("redisson_sc:{bench:semaphore-raw}")
-                .key(latch("bench:semaphore-raw"))
-                .arg(&id[..])
-                .arg(8_000)
-                .invoke(&mut raw)
-                .expect("semaphore release");
-            assert_eq!(released, 1);
+            request += 1;
+            send_pair(&mut raw, RawKind::Semaphore, "bench:semaphore-raw", request);
         }));
     }
     let [
@@ -975,11 +895,6 @@ fn script_time(url: &str) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("usec"), field("calls"))
-}
-
-/// 16 random bytes, as a permit id.
-fn rand_id() -> [u8; 16] {
-    rand::random()
 }
 
 /// `n` locks held at once by one thread for three leases: all still held, renewals
@@ -1246,11 +1161,8 @@ fn cluster(plan: &Plan) -> Result<Vec<(&'static str, String)>> {
         })
         .expect("a primary that serves the name");
     let noop = Script::new("return nil");
-    let acquire = Script::new(include_str!("../src/transport/scripts/acquire.lua"));
     // Every primary is Redis 7: the client publishes sharded, so the raw release does too.
-    let release = Script::new(
-        &include_str!("../src/transport/scripts/release.lua").replace("'publish'", "'spublish'"),
-    );
+    bench_hooks::load_scripts(&mut raw).expect("load scripts");
     let (mut floor, mut scripts, mut pairs, mut singles) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut call = 0u64;
@@ -1262,7 +1174,7 @@ fn cluster(plan: &Plan) -> Result<Vec<(&'static str, String)>> {
         let started = cpu_time();
         scripts.push(mean_of(plan.pairs, || {
             call += 1;
-            raw_pair(&acquire, &release, &mut raw, call);
+            raw_pair(&mut raw, "{bench:cluster}:raw", call, true);
         }));
         let between = cpu_time();
         raw_cpu += between - started;

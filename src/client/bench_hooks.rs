@@ -22,3 +22,117 @@ pub fn subscribe_latency(client: &LockClient, channel: &[u8]) -> io::Result<Dura
     drop(subscription);
     Ok(took)
 }
+
+/// The kinds whose uncontended pair [`raw_pair`] builds.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum RawKind {
+    Reentrant,
+    Token,
+    Fair,
+    Read,
+    Semaphore,
+}
+
+/// The acquire and the release of one uncontended first hold of `kind` on `key`, built as
+/// the library builds them (the release's latch named by `request`), for timing the
+/// scripts alone on a plain connection; [`load_scripts`] loads them there first.
+#[doc(hidden)]
+pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::Cmd) {
+    use crate::layout::names;
+    use crate::transport::scripts;
+    const OWNER: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:1";
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    let key = key.as_bytes();
+    let lease = Duration::from_secs(30);
+    let latch_ttl = Duration::from_secs(8);
+    let latch = names::unlock_latch(key, &format!("{request:032x}"));
+    match kind {
+        RawKind::Reentrant => (
+            scripts::acquire(key, lease, OWNER, 0),
+            scripts::release(
+                key,
+                &names::channel(key),
+                &latch,
+                lease,
+                OWNER,
+                1,
+                latch_ttl,
+                true,
+            ),
+        ),
+        RawKind::Token => {
+            let mut acquire = redis::cmd("SET");
+            acquire.arg(key).arg(TOKEN).arg("NX").arg("PX").arg(30_000);
+            let channel = names::channel(key);
+            let release = scripts::token_release(key, &channel, &latch, TOKEN, latch_ttl, true);
+            (acquire, release)
+        }
+        RawKind::Fair => {
+            let (queue, places, ours) = (
+                names::fair_queue(key),
+                names::fair_timeouts(key),
+                names::fair_alive(key),
+            );
+            let queue = (&queue[..], &places[..], &ours[..]);
+            let wait = Duration::from_secs(5);
+            let acquire = scripts::fair_acquire(key, queue, lease, OWNER, 0, wait, wait * 60);
+            let channel = names::channel(key);
+            let release = scripts::fair_release(
+                key,
+                &channel,
+                &latch,
+                queue,
+                lease,
+                OWNER,
+                1,
+                latch_ttl,
+                true,
+                Some(lease),
+            );
+            (acquire, release)
+        }
+        RawKind::Read => {
+            let timeouts = names::read_timeouts(key, OWNER);
+            let writer = format!("{OWNER}:write");
+            let acquire = scripts::read_acquire(key, &timeouts, lease, (OWNER, &writer), 0);
+            let prefix = names::read_timeouts_prefix(key);
+            let release = scripts::read_release(
+                key,
+                &names::rwlock_channel(key),
+                &latch,
+                (&timeouts, &prefix),
+                OWNER,
+                1,
+                latch_ttl,
+                true,
+            );
+            (acquire, release)
+        }
+        RawKind::Semaphore => {
+            let id: [u8; 16] = rand::random();
+            let (timeouts, channel) = (
+                names::semaphore_timeouts(key),
+                names::semaphore_channel(key),
+            );
+            let keys = (key, &timeouts[..], &channel[..]);
+            (
+                scripts::semaphore_acquire(keys, &id, lease, true),
+                scripts::semaphore_release(keys, &latch, &id, latch_ttl),
+            )
+        }
+    }
+}
+
+/// Loads every script of the library on `conn`, for [`raw_pair`]'s commands.
+#[doc(hidden)]
+pub fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    crate::transport::scripts::load_all(conn)
+}
+
+/// `cmd` in the flavour a cluster with sharded pub/sub runs: its script publishing with
+/// `SPUBLISH` (the same command when its script does not publish).
+#[doc(hidden)]
+pub fn sharded(cmd: &redis::Cmd) -> redis::Cmd {
+    crate::transport::scripts::sharded(cmd).unwrap_or_else(|| cmd.clone())
+}
