@@ -962,3 +962,55 @@ fn a_forced_resignation_wakes_the_candidates_and_the_observers() {
     // The removed leader learns it at its next renewal; its resignation ends nobody else's.
     assert!(stuck.resign().unwrap_err().is_lost());
 }
+
+/// A leader replaced before its watchdog noticed (its key deleted, another elected) and
+/// resigning at once: the resignation's script finds another leader's token, deletes
+/// nothing, and the old leader is told it had lost.
+#[test]
+fn a_leader_replaced_unnoticed_resigns_nothing_of_its_successor() {
+    let server = Server::start();
+    let ousted = patient(&server, "ousted")
+        .election(NAME)
+        .campaign()
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(NAME)
+        .query(&mut server.conn())
+        .unwrap();
+    let next = named(&server, "next").election(NAME).campaign().unwrap();
+    let before = fields(&server);
+    let err = ousted.resign().unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    assert_eq!(fields(&server), before, "the successor's key is untouched");
+    let now = server.client().election(NAME).leader().unwrap().unwrap();
+    assert_eq!((now.name(), now.epoch()), ("next", next.epoch()));
+}
+
+/// An observer of a vacant election that would read again only after a lease far beyond
+/// the test, already waiting, hears a campaign that nobody resigns from the campaign's own
+/// message.
+#[test]
+fn a_patient_observer_hears_a_campaign_that_nobody_resigns() {
+    let server = Server::start();
+    let mut observer = patient(&server, "observer").election(NAME).observe();
+    assert_eq!(
+        observer.recv_timeout(NO_HANG).unwrap(),
+        Some(Change::Vacant)
+    );
+    await_subscribers(&server, &format!("{}:leader", channel(NAME)), 1);
+    let base = server.calls("evalsha");
+    // No deadline: its next read of its own comes after a lease (LONG), past NO_HANG.
+    let (heard, hearing) = mpsc::channel();
+    std::thread::spawn(move || heard.send(observer.recv().unwrap()));
+    // Its read before it waits.
+    await_calls(&server, base + 1);
+    let leadership = patient(&server, "leader")
+        .election(NAME)
+        .campaign()
+        .unwrap();
+    let heard = (hearing.recv_timeout(NO_HANG)).expect("the observer heard the campaign");
+    assert_eq!(
+        elected(&[heard]),
+        [("leader".to_owned(), leadership.epoch())]
+    );
+}
