@@ -291,27 +291,29 @@ fn unlock(
             return Ok(ExitCode::from(1));
         }
     }
-    // The script judges the key's shape again before it deletes; with a holder named, it
-    // deletes only while that holder holds it.
-    let deleted = match (&info.kind, token) {
-        (LockKind::Fair, None) => client.fair_lock(name).force_unlock()?,
+    // The script judges the key's shape again before it deletes, and deletes only while
+    // the holder named (or else the one shown) holds it: a lock released and taken by
+    // someone else while the operator was asked is left alone.
+    let writer = (info.holders.iter()).find(|h| h.mode == Some("write"));
+    let holder = writer.or(info.holders.first()).map(|h| h.id.as_str());
+    let deleted = match (&info.kind, token.or(holder)) {
+        (_, None) => match info.kind {
+            // A fair queue whose lock is gone: its lapsed waiters cleared, the next woken.
+            LockKind::Fair => client.fair_lock(name).force_unlock()?,
+            _ => false,
+        },
         (LockKind::Fair, Some(held)) => client.fair_lock(name).force_unlock_held_by(held)?,
-        (LockKind::ReadWrite, _) => {
-            // Each side deletes the lock only in its own mode.
+        (LockKind::ReadWrite, Some(held)) => {
+            // Each side deletes the lock only in its own mode: the one shown.
             let lock = client.read_write_lock(name);
-            let (write, read) = (lock.write(), lock.read());
-            match token {
-                None => write.force_unlock()? || read.force_unlock()?,
-                Some(held) => {
-                    write.force_unlock_held_by(held)? || read.force_unlock_held_by(held)?
-                }
+            match writer {
+                Some(_) => lock.write().force_unlock_held_by(held)?,
+                None => lock.read().force_unlock_held_by(held)?,
             }
         }
-        (LockKind::Token, None) => client.token_lock(name).force_unlock()?,
         (LockKind::Token, Some(held)) => client.token_lock(name).force_unlock_held_by(held)?,
-        // As a resignation: observers are told too. It resigns the leader it reads only.
-        (LockKind::Election, _) => client.election(name).force_resign()?,
-        (_, None) => client.lock(name).force_unlock()?,
+        // As a resignation: observers are told too.
+        (LockKind::Election, Some(held)) => client.election(name).force_resign_leader(held)?,
         (_, Some(held)) => client.lock(name).force_unlock_held_by(held)?,
     };
     if cli.json {
@@ -329,7 +331,9 @@ fn unlock(
             "{shown} is not held by that holder (or was released meanwhile); nothing removed"
         ));
     } else {
-        out.line(&format!("{shown} was released meanwhile; nothing removed"));
+        out.line(&format!(
+            "{shown} was released (or taken by another) meanwhile; nothing removed"
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

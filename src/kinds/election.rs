@@ -202,19 +202,31 @@ impl Machinery for Leading {
     }
 }
 
-/// Ends whoever's leadership holds the election now, as its own resignation would: a
-/// candidate and every observer are woken. False when nobody led, or the leader changed
-/// between reading its token and resigning it (the new leader is left alone).
-pub(crate) fn force_resign(target: &Target) -> Result<bool> {
+/// Ends whoever's leadership holds the election now (or only `leader`'s, by its token), as
+/// its own resignation would: a candidate and every observer are woken. False when nobody
+/// led, or the leader changed between reading its token and resigning it (the new leader
+/// is left alone). A key of another kind is refused, as by every call of the election.
+pub(crate) fn force_resign(target: &Target, leader: Option<&str>) -> Result<bool> {
     target.begin()?;
     let node = node(target)?;
     let key = target.open()?;
     let end = Instant::now() + target.shared.config().response_timeout;
-    let mut read = redis::cmd("HGET");
-    read.arg(key).arg("token");
-    let token: Option<String> = node.run(&read, end).map_err(|err| target.wrong_kind(err))?;
-    let Some(token) = token else {
+    if read(target, u64::MAX, end)?.leader.is_none() {
         return Ok(false);
+    }
+    let token = match leader {
+        Some(token) => token.to_owned(),
+        None => {
+            let end = Instant::now() + target.shared.config().response_timeout;
+            let mut read = redis::cmd("HGET");
+            read.arg(key).arg("token");
+            let token: Option<String> =
+                node.run(&read, end).map_err(|err| target.wrong_kind(err))?;
+            let Some(token) = token else {
+                return Ok(false);
+            };
+            token
+        }
     };
     let end = Instant::now() + target.shared.config().response_timeout;
     let resigned = node.run::<Released>(&resign_cmd(target, &token, true), end);

@@ -213,11 +213,14 @@ fn round(
                     let config = shared.config();
                     let round = config.connect_timeout + config.response_timeout;
                     let end = (Instant::now() + round).min(valid_until);
-                    (renewal.strays(shared, lease).iter())
-                        .try_for_each(|cmd| {
-                            node.run_settling::<i64>(cmd, end, valid_until).map(drop)
-                        })
-                        .map(|()| Renewed::Kept)
+                    // A lease key found nowhere (evicted, deleted) is a hold gone: not kept.
+                    let extended = (renewal.strays(shared, lease).iter())
+                        .map(|cmd| node.run_settling::<i64>(cmd, end, valid_until))
+                        .collect::<Result<Vec<i64>>>();
+                    extended.map(|replies| match replies.iter().all(|&n| n == 1) {
+                        true => Renewed::Kept,
+                        false => Renewed::Gone,
+                    })
                 }
                 other => other,
             })

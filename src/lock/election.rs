@@ -139,7 +139,15 @@ impl Election {
     /// # }
     /// ```
     pub fn force_resign(&self) -> Result<bool> {
-        election::force_resign(self.target())
+        election::force_resign(self.target(), None)
+    }
+
+    /// Ends the leadership of the leader whose token is `token` (as
+    /// [`LockClient::inspect`](crate::LockClient::inspect) shows it), as
+    /// [`force_resign`](Self::force_resign) does, and only while that leader leads: a
+    /// leader elected since is left alone. `false` when it no longer leads.
+    pub fn force_resign_leader(&self, token: &str) -> Result<bool> {
+        election::force_resign(self.target(), Some(token))
     }
 
     /// How long the current leader's lease has left; `None` when nobody leads (or the key

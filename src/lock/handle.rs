@@ -109,10 +109,11 @@ impl<K: Kind> Lock<K> {
     /// Deletes the lock only while `holder` holds it, as [`force_unlock`](Self::force_unlock)
     /// does otherwise: `holder` is the holder's id as [`LockClient::inspect`] shows it (a
     /// SET-NX lock's token, or an owner field `<client-uuid>:<thread-id>`). A compare and
-    /// delete: it removes a key that has a lock's shape but no expiry (which
+    /// delete: it also removes a key that has a lock's shape but no expiry (which
     /// [`force_unlock`](Self::force_unlock) leaves alone, as it may be application data),
-    /// since naming its holder proves it is the lock. Returns whether it deleted one:
-    /// false when the lock is free or held by someone else.
+    /// the caller having confirmed, by naming its holder, that it is the lock. Returns
+    /// whether it deleted one: false when the lock is free or held by someone else. A
+    /// hash's holder is an owner field (`mode` or any other field matches nothing).
     ///
     /// ```no_run
     /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;

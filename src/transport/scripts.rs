@@ -83,10 +83,10 @@ scripts! {
     SEMAPHORE_SET => "semaphore_set.lua",
     SEMAPHORE_REDUCE => "semaphore_reduce.lua",
     SEMAPHORE_DELETE => "semaphore_delete.lua",
-    ELECTION_ACQUIRE => "election_acquire.lua",
+    ELECTION_ACQUIRE => "shape.lua" & "election_acquire.lua",
     ELECTION_RENEW => "election_renew.lua",
     ELECTION_RESIGN => "election_resign.lua",
-    ELECTION_READ => "election_read.lua",
+    ELECTION_READ => "shape.lua" & "election_read.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded

@@ -314,8 +314,9 @@ fn every_other_kind_refuses_an_election_s_key_and_leaves_it_alone() {
 }
 
 fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
-    Script::new(include_str!(
-        "../../src/transport/scripts/election_acquire.lua"
+    Script::new(concat!(
+        include_str!("../../src/transport/scripts/shape.lua"),
+        include_str!("../../src/transport/scripts/election_acquire.lua")
     ))
     .key(NAME)
     .key(COUNTER)
@@ -1013,4 +1014,71 @@ fn a_patient_observer_hears_a_campaign_that_nobody_resigns() {
         elected(&[heard]),
         [("leader".to_owned(), leadership.epoch())]
     );
+}
+
+/// An election named like another kind's key refuses it at every call, forced
+/// resignation included, and leaves it as it was: a semaphore's permits, a lock's hash, a
+/// hash of application data with a `token` field.
+#[test]
+fn every_call_refuses_another_kinds_key_and_force_resign_deletes_no_data() {
+    let server = Server::start();
+    let client = server.client();
+    let semaphore = client.semaphore("permits");
+    assert!(semaphore.try_set_permits(3).unwrap());
+    let _held = client.lock("locked").lock().unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("session")
+        .arg("token")
+        .arg("0123456789abcdef0123456789abcdef")
+        .arg("user")
+        .arg("bob")
+        .query(&mut server.conn())
+        .unwrap();
+    for name in ["permits", "locked", "session"] {
+        let before: Vec<u8> = redis::cmd("DUMP")
+            .arg(name)
+            .query(&mut server.conn())
+            .unwrap();
+        let election = client.election(name);
+        let err = election.try_campaign().map(drop).unwrap_err();
+        assert!(err.is_wrong_kind(), "{name}: {err}");
+        let err = election.leader().unwrap_err();
+        assert!(err.is_wrong_kind(), "{name}: {err}");
+        let err = election.force_resign().unwrap_err();
+        assert!(err.is_wrong_kind(), "{name}: {err}");
+        let err = (election.force_resign_leader("0123456789abcdef0123456789abcdef")).unwrap_err();
+        assert!(err.is_wrong_kind(), "{name}: {err}");
+        let after: Vec<u8> = redis::cmd("DUMP")
+            .arg(name)
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(before, after, "{name} changed");
+    }
+}
+
+/// A forced resignation naming a leader that no longer leads leaves its successor alone;
+/// naming the one that leads ends it. Epochs past a million are still an election's.
+#[test]
+fn a_forced_resignation_of_a_named_leader_spares_its_successor() {
+    let server = Server::start();
+    let _: () = redis::cmd("SET")
+        .arg(COUNTER)
+        .arg(2_000_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let first = named(&server, "first").election(NAME).campaign().unwrap();
+    let token = server.client().inspect(NAME).unwrap().holders[0].id.clone();
+    assert_eq!(
+        server.client().inspect(NAME).unwrap().kind,
+        redmutex::LockKind::Election
+    );
+    first.resign().unwrap();
+    let second = named(&server, "second").election(NAME).campaign().unwrap();
+    let election = server.client().election(NAME);
+    assert!(!election.force_resign_leader(&token).unwrap());
+    let now = election.leader().unwrap().unwrap();
+    assert_eq!((now.name(), now.epoch()), ("second", second.epoch()));
+    let token = server.client().inspect(NAME).unwrap().holders[0].id.clone();
+    assert!(election.force_resign_leader(&token).unwrap());
+    assert!(election.leader().unwrap().is_none());
 }

@@ -170,8 +170,9 @@ fn a_lost_semaphore_attempt_leaves_nothing_held() {
 
 #[test]
 fn a_lost_election_attempt_leaves_nothing_held() {
-    let campaign = sha(include_str!(
-        "../../src/transport/scripts/election_acquire.lua"
+    let campaign = sha(concat!(
+        include_str!("../../src/transport/scripts/shape.lua"),
+        include_str!("../../src/transport/scripts/election_acquire.lua")
     ));
     a_lost_reply_leaves_nothing(
         "election",

@@ -290,3 +290,29 @@ fn a_token_waiter_notices_a_foreign_release_within_the_retry_cap() {
         .expect("noticed the foreign release long before its 60 s lease")
         .unwrap();
 }
+
+/// A forced unlock naming a holder deletes the lock only while that holder holds it: the
+/// next holder is spared. A field that is no owner (a read-write lock's `mode`) names
+/// nobody.
+#[test]
+fn a_forced_unlock_naming_a_holder_spares_any_other() {
+    let server = Server::start();
+    let (first, second) = (server.client(), server.client());
+    let guard = first.lock("named").lock().unwrap();
+    let old = first.inspect("named").unwrap().holders[0].id.clone();
+    guard.unlock().unwrap();
+    let _held = second.lock("named").lock().unwrap();
+    assert!(!first.lock("named").force_unlock_held_by(&old).unwrap());
+    let now = first.inspect("named").unwrap().holders[0].id.clone();
+    assert_ne!(now, old);
+    assert!(first.lock("named").force_unlock_held_by(&now).unwrap());
+    assert!(!server.exists("named"));
+
+    let rw = second.read_write_lock("rw");
+    let _reading = rw.read().lock().unwrap();
+    assert!(!rw.read().force_unlock_held_by("mode").unwrap());
+    assert!(!rw.write().force_unlock_held_by("mode").unwrap());
+    assert!(server.exists("rw"));
+    let err = first.lock("named").force_unlock_held_by("").unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+}

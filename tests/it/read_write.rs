@@ -570,3 +570,26 @@ fn a_reentry_that_finds_its_read_holds_gone_leaves_no_lease_key() {
     assert!(!server.exists(NAME));
     assert!(first.unlock().unwrap_err().is_lost());
 }
+
+/// A read hold whose lease key was deleted (evicted, or by an operator) is lost at the next
+/// renewal, which does not put it back: another reader's release would no longer count it.
+#[test]
+fn a_read_hold_whose_lease_key_is_gone_is_lost_at_the_next_renewal() {
+    let server = Server::start();
+    let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
+    let guard = client.read_write_lock(NAME).read().lock().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("{rw}:*:rwlock_timeout:1")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let _: () = redis::cmd("DEL")
+        .arg(&keys[0])
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        guard.watch().wait_lost(NO_HANG),
+        "the renewal found it gone"
+    );
+    assert!(!server.exists(&keys[0]), "not put back");
+}

@@ -14,27 +14,33 @@
 --             (the key holds ARGV[1]: the same attempt sent again after its reply was lost
 --             takes no new epoch, and its lease is set again);
 --          {0, pttl} when someone else leads (pttl -1 when the key has no expiry), also
---             when the key holds a string (a SET-NX lock of another library);
+--             when the key holds a token (a SET-NX lock of another library; see shape.lua,
+--             which comes before this text);
 --          the error "WRONGKIND <type>" when the key holds anything else ("hash" for a
---             lock's hash, "rwlock" for a read-write lock's); nothing written;
+--             lock's hash, "rwlock" for a read-write lock's, "string" for a string that is
+--             no token, such as a semaphore's permits); nothing written;
 --          an error, with nothing written, when the record is not a list, the user may not
 --             run what follows, or the counter is not an integer (INCR, the first write,
 --             fails then).
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'hash' then
-    local held = redis.call('hmget', KEYS[1], 'token', 'epoch')
-    if not held[2] then
-        if redis.call('hexists', KEYS[1], 'mode') == 1 then
-            return redis.error_reply('WRONGKIND rwlock')
-        end
-        return redis.error_reply('WRONGKIND hash')
+    local _, shaped = judge(KEYS[1], nil, 8)
+    if shaped ~= 'election' then
+        return redis.error_reply('WRONGKIND ' .. (shaped == 'rwlock' and 'rwlock' or 'hash'))
     end
+    local held = redis.call('hmget', KEYS[1], 'token', 'epoch')
     if held[1] == ARGV[1] then
         redis.call('pexpire', KEYS[1], ARGV[2])
         return {1, tonumber(held[2])}
     end
     return {0, redis.call('pttl', KEYS[1])}
 elseif kind == 'string' then
+    -- A SET-NX lock of another library holds it; any other string is another kind's data
+    -- (a semaphore's permits, a counter), which a campaign would wait on for ever.
+    local _, shaped = judge(KEYS[1], nil, 1)
+    if shaped ~= 'token' then
+        return redis.error_reply('WRONGKIND string')
+    end
     return {0, redis.call('pttl', KEYS[1])}
 elseif kind ~= 'none' then
     return redis.error_reply('WRONGKIND ' .. kind)

@@ -5,25 +5,32 @@
 -- ARGV[1]  the last epoch the reader knows of (0: none): the record's entries after it are
 --          returned
 -- Reply    {epoch, name, pttl, counter, record}:
---            epoch    the leader's epoch, 0 when nobody leads (no key, or a string key: a
---                     SET-NX lock of another library);
+--            epoch    the leader's epoch, 0 when nobody leads (no key, or a token: a
+--                     SET-NX lock of another library; see shape.lua, which comes before
+--                     this text);
 --            name     the leader's name, "" when nobody leads;
 --            pttl     the leader's lease left in milliseconds (-1: no expiry, -2: no key);
 --            counter  the last epoch handed out, 0 when none was;
 --            record   the recorded leaders after ARGV[1], oldest first, flat: epoch, name;
---          the error "WRONGKIND <type>" when the key holds another kind of data.
+--          the error "WRONGKIND <type>" when the key holds another kind of data (a string
+--          that is no token among them).
 local kind = redis.call('type', KEYS[1]).ok
 local epoch, name = 0, ''
 if kind == 'hash' then
-    local held = redis.call('hmget', KEYS[1], 'epoch', 'name')
-    if not held[1] then
-        if redis.call('hexists', KEYS[1], 'mode') == 1 then
-            return redis.error_reply('WRONGKIND rwlock')
-        end
-        return redis.error_reply('WRONGKIND hash')
+    local _, shaped = judge(KEYS[1], nil, 8)
+    if shaped ~= 'election' then
+        return redis.error_reply('WRONGKIND ' .. (shaped == 'rwlock' and 'rwlock' or 'hash'))
     end
+    local held = redis.call('hmget', KEYS[1], 'epoch', 'name')
     epoch, name = tonumber(held[1]), held[2] or ''
-elseif kind ~= 'none' and kind ~= 'string' then
+elseif kind == 'string' then
+    -- Nobody leads while a SET-NX lock of another library holds the key; any other string
+    -- is another kind's data (see election_acquire.lua).
+    local _, shaped = judge(KEYS[1], nil, 1)
+    if shaped ~= 'token' then
+        return redis.error_reply('WRONGKIND string')
+    end
+elseif kind ~= 'none' then
     return redis.error_reply('WRONGKIND ' .. kind)
 end
 local counter = 0

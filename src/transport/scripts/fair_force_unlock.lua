@@ -12,9 +12,10 @@
 -- ARGV[3]  the lock's channel: a waiter's channel is this, ":", its owner field
 -- ARGV[4]  the holder the caller names, or "" (see force_unlock.lua)
 -- ARGV[5]  how many of a hash's fields to judge it by at most
--- Reply    1 when the lock was deleted, 0 when there was none; when the latch shows that
---          an earlier attempt of this call ran, what that attempt replied, and nothing
---          else is done: a retry never deletes a lock taken since;
+-- Reply    1 when the lock was deleted, 0 when there was none or the holder named does
+--          not hold it (then nothing is done, the queue left as it was); when the latch
+--          shows that an earlier attempt of this call ran, what that attempt replied, and
+--          nothing else is done: a retry never deletes a lock taken since;
 --          the errors "WRONGKIND <kind>" and "NOTALOCK <why>" as force_unlock.lua has
 --             them; nothing written;
 --          an error, with nothing written, when the user may not write the queue, publish
@@ -35,10 +36,13 @@ if kind ~= 'none' then
         return redis.error_reply('WRONGKIND ' .. shaped)
     elseif ARGV[4] == '' and redis.call('pttl', KEYS[1]) < 0 then
         return redis.error_reply('NOTALOCK ' .. why .. ': name its holder to remove it')
-    elseif ARGV[4] ~= '' and redis.call('hexists', KEYS[1], ARGV[4]) == 0 then
-        redis.call('set', KEYS[2], 0, 'px', ARGV[2])
+    elseif ARGV[4] ~= '' and (not is_owner(ARGV[4])
+            or redis.call('hexists', KEYS[1], ARGV[4]) == 0) then
         return 0
     end
+elseif ARGV[4] ~= '' then
+    -- Nobody holds it, so not the holder named: nothing is done.
+    return 0
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)

@@ -12,8 +12,9 @@
 --          forceUnlock), or "string" (a SET-NX lock's token)
 -- ARGV[4]  the channel its waiters listen on: the lock's, or a read-write lock's
 -- ARGV[5]  the holder the caller names, or "": with one, the key is deleted only while it
---          holds exactly that token (a string) or that owner's field (a hash), and then
---          even without an expiry; without one, only a key with an expiry is deleted
+--          holds exactly that token (a string) or that owner's field (a hash: an owner
+--          field, or a writer's), and then even without an expiry; without one, only a key
+--          with an expiry is deleted
 -- ARGV[6]  how many of a hash's fields to judge it by at most
 -- Reply    1 when the key was deleted; 0 when there was none, a read-write lock in the
 --          other mode, or a lock not held by the holder named (left as it was); when the
@@ -62,8 +63,8 @@ if holder == '' then
 elseif kind == 'string' then
     held = redis.call('get', KEYS[1]) == holder
 else
-    held = redis.call('hexists', KEYS[1], holder) == 1
-        or redis.call('hexists', KEYS[1], holder .. ':write') == 1
+    held = is_holder(holder) and (redis.call('hexists', KEYS[1], holder) == 1
+        or redis.call('hexists', KEYS[1], holder .. ':write') == 1)
 end
 if not held or (kind == 'hash' and shaped == 'rwlock'
         and redis.call('hget', KEYS[1], 'mode') ~= wanted) then

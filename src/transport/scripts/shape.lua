@@ -11,7 +11,8 @@
 --   a hash with "mode" = "read" and one or more such owners, none of them a writer, or
 --      "mode" = "write" with one writer field "<owner>:write" and no other owner's reads: a
 --      read-write lock;
---   a hash of exactly "token" (32 hex digits), "epoch" (a count) and "name": an election;
+--   a hash of exactly "token" (32 hex digits), "epoch" (a positive number) and "name": an
+--      election;
 --   a string of decimal digits with a permit set of 16-byte ids beside it: a leased
 --      semaphore;
 --   and a fair lock's queue is a list of owner fields only.
@@ -44,6 +45,12 @@ local function is_token(value)
     return false
 end
 
+-- Whether `holder`, named by a caller, can hold a lock's hash: an owner field, or a
+-- writer's "<owner>:write" (never "mode", which every read-write lock has).
+local function is_holder(holder)
+    return is_owner(holder) or is_owner(string.gsub(holder, ':write$', ''))
+end
+
 -- The hash's fields, at most `limit` of them (the first page of HSCAN beyond that), flat,
 -- and how many it has.
 local function hash_sample(key, limit)
@@ -68,8 +75,9 @@ local function hash_kind(fields, mode, size)
     end
     if named.token or named.epoch or named.name then
         local token = named.token or ''
-        if size == 3 and #token == 32 and string.match(token, '^%x+$') and count_of(named.epoch)
-            and named.name then
+        local epoch = named.epoch or ''
+        if size == 3 and #token == 32 and string.match(token, '^%x+$') and #epoch <= 20
+            and string.match(epoch, '^[1-9]%d*$') and named.name then
             return 'election'
         end
         return nil, 'a hash with an election\'s fields, not in its shape'
@@ -158,6 +166,9 @@ local function judge(key, permits, limit)
                 and redis.call('zrange', permits, 0, 0)[1]
             if first and #first == 16 then
                 return kind, 'semaphore', '', value, size
+            end
+            if not permits then
+                return kind, '', 'a number: a semaphore\'s permits, or a counter', value, size
             end
             return kind, '', 'a number with no held permits beside it: a counter, or a '
                 .. 'semaphore of which no permit is held', value, size
