@@ -34,6 +34,22 @@ fn rules(start: &str) -> Vec<String> {
 }
 
 /// Creates the README's user on `server` and returns its URL.
+/// The README's user, with the README's cluster rights added, on every node of `cluster`;
+/// a URL of one node as that user.
+fn readme_cluster_user(cluster: &support::Cluster) -> String {
+    let extra = rules("ACL SETUSER locker +cluster");
+    let mut url = String::new();
+    for server in &cluster.servers {
+        url = readme_user(server);
+        let mut cmd = redis::cmd("ACL");
+        for word in &extra[1..] {
+            cmd.arg(word);
+        }
+        let () = cmd.query(&mut server.conn()).unwrap();
+    }
+    url
+}
+
 fn readme_user(server: &Server) -> String {
     let words = readme_rules();
     assert_eq!(words[..3], ["ACL", "SETUSER", "locker"], "{words:?}");
@@ -196,16 +212,7 @@ fn the_readme_user_may_touch_nothing_outside_its_prefix() {
 #[test]
 fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
     let cluster = support::Cluster::start();
-    let extra = rules("ACL SETUSER locker +cluster");
-    let mut url = String::new();
-    for server in &cluster.servers {
-        url = readme_user(server);
-        let mut cmd = redis::cmd("ACL");
-        for word in &extra[1..] {
-            cmd.arg(word);
-        }
-        let () = cmd.query(&mut server.conn()).unwrap();
-    }
+    let url = readme_cluster_user(&cluster);
     let build = |retry_cap: Duration| {
         LockClient::cluster(&[&url])
             .key_prefix("myapp:")
@@ -251,16 +258,7 @@ fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
 #[test]
 fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
     let cluster = support::Cluster::start();
-    let extra = rules("ACL SETUSER locker +cluster");
-    let mut url = String::new();
-    for server in &cluster.servers {
-        url = readme_user(server);
-        let mut cmd = redis::cmd("ACL");
-        for word in &extra[1..] {
-            cmd.arg(word);
-        }
-        let () = cmd.query(&mut server.conn()).unwrap();
-    }
+    let url = readme_cluster_user(&cluster);
     let build = || LockClient::cluster(&[&url]).key_prefix("myapp:").build();
     let client = build().unwrap();
     let probed = cluster.owner_of("myapp:redmutex:probe").port();

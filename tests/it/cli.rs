@@ -451,12 +451,7 @@ fn locks_lists_past_a_key_it_cannot_read_and_exits_1() {
     let server = Server::start();
     let client = server.client();
     let _guard = client.lock("readable").lock().unwrap();
-    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
-    let () = redis::cmd("SET")
-        .arg(&long)
-        .arg("1")
-        .query(&mut server.conn())
-        .unwrap();
+    support::plant_long_key(&server);
     let (code, stdout, stderr) = tool_with(&server.url(), &["locks"], &[]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("readable"), "{stdout}");

@@ -172,12 +172,7 @@ fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
     let server = Server::start();
     let client = server.client();
     let guard = client.lock("readable").lock().unwrap();
-    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
-    let () = redis::cmd("SET")
-        .arg(&long)
-        .arg("1")
-        .query(&mut server.conn())
-        .unwrap();
+    let long = support::plant_long_key(&server);
     let listed = client.locks("*").unwrap();
     assert!(
         listed.iter().any(|info| info.name == "readable"),

@@ -41,10 +41,11 @@ elseif kind == 'string' then
     value = sample
 end
 local queue = {}
+local places = redis.call('type', KEYS[3]).ok == 'zset'
 if is_queue(KEYS[2], limit) then
     for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, limit - 1)) do
         queue[#queue + 1] = owner
-        queue[#queue + 1] = tonumber(redis.call('zscore', KEYS[3], owner) or -1)
+        queue[#queue + 1] = places and tonumber(redis.call('zscore', KEYS[3], owner)) or -1
     end
 end
 local fence = -1

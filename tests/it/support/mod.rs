@@ -635,3 +635,15 @@ pub fn get_int(redis: &mut redis::Connection, key: &str) -> i64 {
 pub fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
     redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
 }
+
+/// Writes, on `server`, a key longer than a lock's name may be (under no prefix), as an
+/// application might: a listing cannot look at it as a lock. Its name.
+pub fn plant_long_key(server: &Server) -> String {
+    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
+    let () = redis::cmd("SET")
+        .arg(&long)
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    long
+}
