@@ -187,6 +187,7 @@ pub use kinds::kind::Kind;
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
+pub use lock::candidate::Candidate;
 pub use lock::election::{Election, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;

@@ -27,7 +27,7 @@ use escape::{escape, escape_str};
 use json::{lock_json, print_json, report_json, unlocked_json};
 use out::{Out, ask, say};
 use progress::Progress;
-use text::{holders_text, kind_text, print_lock, print_report, print_table};
+use text::{holders_text, kind_text, print_candidates, print_lock, print_report, print_table};
 
 /// Inspect and operate the Redis locks of redmutex and Redisson.
 #[derive(Parser)]
@@ -164,7 +164,10 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                 locks.retain(LockInfo::is_lock);
             }
             if cli.json {
-                print_json(out, &Value::Array(locks.iter().map(lock_json).collect()));
+                print_json(
+                    out,
+                    &Value::Array(locks.iter().map(|info| lock_json(info, None)).collect()),
+                );
             } else {
                 print_table(out, &locks);
             }
@@ -186,7 +189,14 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             let Some(name) = name_arg(name) else {
                 return Ok(ExitCode::from(2));
             };
-            let info = connect()?.inspect(&name)?;
+            let client = connect()?;
+            let info = client.inspect(&name)?;
+            let candidates = (info.kind == LockKind::Election).then(|| {
+                client.election(&name).candidates().unwrap_or_else(|err| {
+                    say(&format!("the candidates could not be read: {err}"));
+                    Vec::new()
+                })
+            });
             if info.kind == LockKind::Free
                 && let Some(prefix) = likely_prefix(cli, &name)?
             {
@@ -196,9 +206,10 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                 ));
             }
             if cli.json {
-                print_json(out, &lock_json(&info));
+                print_json(out, &lock_json(&info, candidates.as_deref()));
             } else {
                 print_lock(out, &info);
+                print_candidates(out, candidates.as_deref().unwrap_or_default());
             }
             Ok(ExitCode::SUCCESS)
         }

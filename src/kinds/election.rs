@@ -17,7 +17,7 @@ use redis::Cmd;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
-use crate::layout::names;
+use crate::layout::{names, owner};
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
@@ -52,17 +52,34 @@ impl LeadingHeld {
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
     }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
 }
 
 /// Who leads an election and who led it lately, as one read found it.
 pub(crate) struct Snapshot {
     /// The leader's epoch and name, and its lease left (`None`: no expiry).
     pub leader: Option<(u64, String, Option<Duration>)>,
+    /// The leader's value, candidate id (empty when it has none) and when it was elected
+    /// (server time in milliseconds, 0 when not known).
+    pub value: Option<String>,
+    pub candidate: String,
+    pub since: u64,
     /// The last epoch handed out.
     pub counter: u64,
     /// The recorded leaders after the epoch asked about, oldest first.
     pub record: Vec<(u64, String)>,
+    /// The candidates waiting, when asked for: id, since when (server milliseconds), name.
+    pub waiting: Vec<(String, u64, String)>,
 }
+
+/// The longest candidate id an election takes, in bytes.
+pub(crate) const MAX_CANDIDATE_ID: usize = 256;
+
+/// The longest value a leader may publish, in bytes.
+pub(crate) const MAX_VALUE: usize = 64 * 1024;
 
 /// The election's one node, or [`Error::Unsupported`] on a client over several.
 pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
@@ -77,28 +94,115 @@ pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
 
 /// Reads who leads and the leaders recorded after epoch `after`, by `end` at the latest.
 pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot> {
+    read_some(target, after, false, end)
+}
+
+/// Reads who leads and the candidates waiting, by `end` at the latest.
+pub(crate) fn read_candidates(target: &Target, end: Instant) -> Result<Snapshot> {
+    read_some(target, u64::MAX, true, end)
+}
+
+/// Reads who leads and the leaders recorded after epoch `after` (and the candidates waiting
+/// if `waiting`), by `end` at the latest.
+fn read_some(target: &Target, after: u64, waiting: bool, end: Instant) -> Result<Snapshot> {
     let node = node(target)?;
     let key = target.open()?;
-    let cmd = scripts::election_read(
-        key,
-        &names::fence_counter(key),
-        &names::election_record(key),
-        after,
+    let (counter, record, candidates) = names_of(key);
+    let cmd = scripts::election_read((key, &counter, &record, &candidates), after, waiting);
+    type Reply = (
+        (i64, String, i64, i64, Vec<(i64, String)>),
+        (Option<String>, String, i64, Vec<(String, i64, String)>),
     );
-    type Reply = (i64, String, i64, i64, Vec<(i64, String)>);
-    let (epoch, name, pttl, counter, record): Reply =
+    let ((epoch, name, pttl, counter, record), (value, candidate, since, waiting)): Reply =
         node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
     let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
+    let millis = |n: i64| u64::try_from(n).unwrap_or_default();
     Ok(Snapshot {
         leader: u64::try_from(epoch)
             .ok()
             .filter(|&epoch| epoch > 0)
             .map(|epoch| (epoch, name, lease_left)),
-        counter: u64::try_from(counter).unwrap_or_default(),
+        value,
+        candidate,
+        since: millis(since),
+        counter: millis(counter),
         record: (record.into_iter())
             .filter_map(|(epoch, name)| Some((u64::try_from(epoch).ok()?, name)))
             .collect(),
+        waiting: (waiting.into_iter())
+            .map(|(id, since, name)| (id, millis(since), name))
+            .collect(),
     })
+}
+
+/// The names beside an election's key: its counter, record of leaders and candidates.
+fn names_of(key: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    (
+        names::fence_counter(key),
+        names::election_record(key),
+        names::election_candidates(key),
+    )
+}
+
+/// The candidate id of this thread's campaigns on `target`: the one its user chose, or the
+/// client's id and this thread's number, as a lock's owner field.
+pub(crate) fn candidate_id(target: &Target) -> String {
+    match target.candidacy().and_then(|c| c.id.clone()) {
+        Some(id) => id,
+        None => owner::field(target.shared.id(), owner::current_thread()),
+    }
+}
+
+/// Refuses a candidate id or value an election cannot take.
+fn check_candidacy(target: &Target) -> Result<()> {
+    let Some(candidacy) = target.candidacy() else {
+        return Ok(());
+    };
+    if let Some(id) = &candidacy.id {
+        check_id(target, id)?;
+    }
+    match &candidacy.value {
+        Some(value) => check_value(target, value),
+        None => Ok(()),
+    }
+}
+
+/// Refuses an empty or oversized candidate id, or one with control characters.
+pub(crate) fn check_id(target: &Target, id: &str) -> Result<()> {
+    let reason = if id.is_empty() {
+        "empty"
+    } else if id.len() > MAX_CANDIDATE_ID {
+        "longer than 256 bytes"
+    } else if id.chars().any(char::is_control) {
+        "holds control characters"
+    } else {
+        return Ok(());
+    };
+    Err(target.invalid_argument("candidate id", reason.to_owned()))
+}
+
+/// Refuses a value larger than [`MAX_VALUE`].
+pub(crate) fn check_value(target: &Target, value: &str) -> Result<()> {
+    if value.len() > MAX_VALUE {
+        return Err(
+            target.invalid_argument("value", format!("{} bytes, more than 64 KiB", value.len()))
+        );
+    }
+    Ok(())
+}
+
+/// Sets the value of the leadership `token`, telling the observers: false when it no longer
+/// leads (nothing changed).
+pub(crate) fn proclaim(target: &Target, token: &str, value: &str) -> Result<bool> {
+    check_value(target, value)?;
+    let node = node(target)?;
+    let key = target.begin()?;
+    let cmd = scripts::election_proclaim(key, token, value, &names::election_channel(key));
+    let end = Instant::now() + target.shared.config().response_timeout;
+    let set: i64 = node
+        .run(&cmd, end)
+        .map_err(|err| err.with_lock(target.subject()))?;
+    Ok(set == 1)
 }
 
 impl Machinery for Leading {
@@ -128,16 +232,26 @@ impl Machinery for Leading {
         limit: Option<Instant>,
     ) -> Result<Attempt<LeadingHeld>> {
         node(target)?;
+        check_candidacy(target)?;
         let shared = &target.shared;
         let key = target.key()?;
         let (token, script_lease) = (&claim.token, claim.lease);
-        let (counter, record) = (names::fence_counter(key), names::election_record(key));
+        let (counter, record, candidates) = names_of(key);
         let observers = names::election_channel(key);
+        let candidacy = target.candidacy();
+        let id = candidate_id(target);
+        let who = scripts::Campaigner {
+            name: &shared.config().client_name,
+            id: &id,
+            resume: candidacy.is_some_and(|c| c.id.is_some()),
+            value: candidacy.and_then(|c| c.value.as_deref()),
+            listed: shared.config().lease,
+        };
         let cmd = scripts::election_acquire(
-            (key, &counter, &record, &observers),
+            (key, &counter, &record, &candidates, &observers),
             token,
             script_lease,
-            &shared.config().client_name,
+            &who,
             RECORD,
         );
         let sent = Instant::now();
@@ -184,6 +298,21 @@ impl Machinery for Leading {
             Released::NotOurs => Err(target.found_lost(&hold.holding)),
             _ if expired => Err(target.found_lost(&hold.holding)),
             _ => Ok(()),
+        }
+    }
+
+    fn give_up(target: &Target) {
+        // A campaign that ends without leading is no longer a candidate; a listing left
+        // behind would go by itself once its time ran out.
+        let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
+            return;
+        };
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(names::election_candidates(key))
+            .arg(candidate_id(target));
+        let end = Instant::now() + target.shared.config().response_timeout;
+        if let Err(err) = node.run::<i64>(&cmd, end) {
+            log::debug!("withdrawing a candidate of {}: {err:#}", target.subject());
         }
     }
 

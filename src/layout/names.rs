@@ -162,6 +162,13 @@ pub(crate) fn election_record(key: &[u8]) -> Vec<u8> {
     [&fence_counter(key)[..], b":redmutex_leaders"].concat()
 }
 
+/// An election's candidates now waiting to lead, a hash of `<candidate id>` to
+/// `"<listed until> <since> <name>"` (server times in milliseconds):
+/// `redisson_lock_token:{<key>}:redmutex_candidates`, beside its record of leaders.
+pub(crate) fn election_candidates(key: &[u8]) -> Vec<u8> {
+    [&fence_counter(key)[..], b":redmutex_candidates"].concat()
+}
+
 /// What a key of the Redis type `redis_type` holds, as a lock, for errors: a hash is
 /// Redisson's reentrant (or fenced) lock; a string is a SET-NX lock, which no kind refuses.
 pub(crate) fn kind_of(redis_type: &str) -> &'static str {
@@ -213,6 +220,7 @@ pub(crate) fn one_slot(key: &[u8]) -> bool {
         fence_counter(key),
         election_channel(key),
         election_record(key),
+        election_candidates(key),
         unlock_latch(key, request),
     ]
     .iter()

@@ -14,6 +14,18 @@ use crate::lease::shared::Shared;
 pub struct Target {
     pub(crate) shared: Arc<Shared>,
     name: Arc<Name>,
+    /// How an election's campaigns present their candidate; `None` for the defaults.
+    candidacy: Option<Arc<Candidacy>>,
+}
+
+/// What an election's campaigns say of their candidate, as its handle was set up.
+#[derive(Clone, Default, Debug)]
+pub(crate) struct Candidacy {
+    /// The candidate id its user chose: campaigns under it take over a leadership of the
+    /// same id. `None`: an id per client and thread, and no take-over.
+    pub id: Option<String>,
+    /// The value its leaderships publish from the start.
+    pub value: Option<String>,
 }
 
 /// A [`Target`] that does not keep its client alive, for the client's own threads.
@@ -28,6 +40,7 @@ impl WeakTarget {
         Some(Target {
             shared: self.shared.upgrade()?,
             name: self.name.clone(),
+            candidacy: None,
         })
     }
 }
@@ -72,6 +85,20 @@ impl Target {
                 channel,
                 invalid,
             }),
+            candidacy: None,
+        }
+    }
+
+    /// How an election's campaigns on this target present their candidate.
+    pub(crate) fn candidacy(&self) -> Option<&Candidacy> {
+        self.candidacy.as_deref()
+    }
+
+    /// This target, with its campaigns presenting their candidate as `candidacy` says.
+    pub(crate) fn with_candidacy(&self, candidacy: Candidacy) -> Self {
+        Target {
+            candidacy: Some(Arc::new(candidacy)),
+            ..self.clone()
         }
     }
 

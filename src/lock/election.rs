@@ -3,13 +3,14 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::base::error::{Error, Result};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
 use crate::kinds::election::{self, Leading};
-use crate::lease::target::Target;
+use crate::lease::target::{Candidacy, Target};
+use crate::lock::candidate::Candidate;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
@@ -114,14 +115,97 @@ impl Election {
         Ok(self.lock.try_lock_until(deadline)?.map(Leadership::new))
     }
 
+    /// Campaigns as [`campaign`](Self::campaign) does, and leads publishing `value` (its
+    /// address, say) from the moment it is elected: [`leader`](Self::leader) and the
+    /// observers tell it with the leader. Short for `with_value(value).campaign()`.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let election = client.election("primary");
+    /// let leadership = election.campaign_with("10.0.0.7:8080")?;
+    /// // followers: election.leader()?.and_then(|l| l.value().map(str::to_owned))
+    /// # drop(leadership);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn campaign_with(&self, value: impl Into<String>) -> Result<Leadership> {
+        self.with_value(value).campaign()
+    }
+
+    /// This election, its campaigns publishing `value` from the moment they win (see
+    /// [`campaign_with`](Self::campaign_with)); at most 64 KiB, or the campaigns fail with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) and send nothing. A
+    /// leader changes it with [`Leadership::proclaim`].
+    pub fn with_value(&self, value: impl Into<String>) -> Self {
+        let mut candidacy = self.target().candidacy().cloned().unwrap_or_default();
+        candidacy.value = Some(value.into());
+        self.with_candidacy(candidacy)
+    }
+
+    /// This election, its campaigns made as the candidate `id`, which a restarted process
+    /// gives again to take back its own leadership while it is still valid (etcd's
+    /// `ResumeElection`): a campaign that finds the election led under its own id takes
+    /// that leadership over at once, with its epoch and name (so the resources it writes
+    /// to and the observers see no change of leader), under a new token and a fresh lease;
+    /// its value stays unless this handle has one ([`with_value`](Self::with_value)). The leadership it took over
+    /// is lost to whoever held it, which learns so within a round trip. An id names one
+    /// candidate: two live processes must not share one. At most 256 bytes, not empty,
+    /// without control characters, or the campaigns fail with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) and send nothing.
+    ///
+    /// Without it, a campaign's candidate id is its client's id and thread, and a campaign
+    /// never takes a leadership over.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// // the same id after a restart: the leadership, if still valid, is this process's again
+    /// let election = client.election("scheduler").as_candidate("scheduler-host-3");
+    /// let leadership = election.campaign()?;
+    /// # drop(leadership);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn as_candidate(&self, id: impl Into<String>) -> Self {
+        let mut candidacy = self.target().candidacy().cloned().unwrap_or_default();
+        candidacy.id = Some(id.into());
+        self.with_candidacy(candidacy)
+    }
+
+    fn with_candidacy(&self, candidacy: Candidacy) -> Self {
+        let mut lock = self.lock.clone();
+        lock.target = self.target().with_candidacy(candidacy);
+        Election { lock }
+    }
+
     /// Who leads now, read from Redis: `None` when nobody does (no leader was ever
     /// elected, the last one resigned, or its lease ran out). Needs no candidacy.
     pub fn leader(&self) -> Result<Option<Leader>> {
         let end = Instant::now() + self.target().shared.config().response_timeout;
         let snapshot = election::read(self.target(), u64::MAX, end)?;
-        Ok(snapshot
-            .leader
-            .map(|(epoch, name, _)| Leader::new(name, epoch)))
+        let (value, candidate) = (snapshot.value, snapshot.candidate);
+        Ok((snapshot.leader)
+            .map(|(epoch, name, _)| Leader::new(name, epoch).with(value, candidate)))
+    }
+
+    /// The election's candidates, read from Redis at once: its leader first, then the
+    /// clients whose campaigns wait to lead, longest waiting first (as Curator's
+    /// `getParticipants` lists them). A waiting campaign is listed from its first attempt
+    /// until it leads or ends (a timeout, a cancel, an error); one whose process died stays
+    /// listed until the leader's lease it last saw has run out and one client lease more.
+    pub fn candidates(&self) -> Result<Vec<Candidate>> {
+        let end = Instant::now() + self.target().shared.config().response_timeout;
+        let snapshot = election::read_candidates(self.target(), end)?;
+        let at = |millis: u64| (millis > 0).then(|| UNIX_EPOCH + Duration::from_millis(millis));
+        let mut candidates = Vec::with_capacity(snapshot.waiting.len() + 1);
+        if let Some((_, name, _)) = snapshot.leader {
+            let since = at(snapshot.since);
+            candidates.push(Candidate::new(snapshot.candidate, name, since, true));
+        }
+        let mut waiting = snapshot.waiting;
+        waiting.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        candidates.extend(
+            (waiting.into_iter())
+                .map(|(id, since, name)| Candidate::new(id, name, at(since), false)),
+        );
+        Ok(candidates)
     }
 
     /// Ends the current leadership, whoever holds it, as its resignation would: the next
@@ -298,6 +382,22 @@ impl Leadership {
     /// lost (see [`HoldWatch`]).
     pub fn watch(&self) -> HoldWatch {
         self.guard.watch()
+    }
+
+    /// Publishes `value` as this leader's (its address, say), replacing the one it had:
+    /// [`Election::leader`] and the observers tell it from now on. At most 64 KiB
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise, nothing
+    /// changed); [`Error::Lost`](crate::Error::Lost) when this client no longer leads
+    /// (nothing changed).
+    pub fn proclaim(&self, value: &str) -> Result<()> {
+        let target = &self.guard.lock().target;
+        if self.is_lost() {
+            return Err(target.lost());
+        }
+        match election::proclaim(target, self.guard.hold.held.token(), value)? {
+            true => Ok(()),
+            false => Err(target.found_lost(&self.guard.hold.holding)),
+        }
     }
 
     /// Gives the leadership up, waking the next candidate and every observer, and reports

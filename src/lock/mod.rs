@@ -3,6 +3,7 @@
 //! retries and pub/sub waiting, and the guards. Uses `kinds` and everything below.
 
 pub(crate) mod acquire;
+pub(crate) mod candidate;
 pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod handle;

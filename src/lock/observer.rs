@@ -171,6 +171,7 @@ impl Observer {
             leader,
             counter,
             record,
+            ..
         } = snapshot;
         if self.leading.is_none() {
             // The first read: the state now, nothing before it.

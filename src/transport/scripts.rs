@@ -86,6 +86,7 @@ scripts! {
     ELECTION_ACQUIRE => "shape.lua" & "election_acquire.lua",
     ELECTION_RENEW => "election_renew.lua",
     ELECTION_RESIGN => "election_resign.lua",
+    ELECTION_PROCLAIM => "election_proclaim.lua",
     ELECTION_READ => "shape.lua" & "election_read.lua",
 }
 
@@ -616,26 +617,50 @@ pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 3]) -> Cmd {
     cmd
 }
 
-/// The names of an election: its key, its epoch counter, its record of leaders (keys) and
-/// its observers' channel.
-pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+/// The names of an election: its key, its epoch counter, its record of leaders, its waiting
+/// candidates (keys) and its observers' channel.
+pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8]);
 
-/// Take the lead of the election `keys` for the attempt `token` and the candidate `name`,
+/// Who campaigns in an election: its name and candidate id, whether it takes over a
+/// leadership of its own id, the value it publishes if it leads, and how long after the
+/// leader's lease it stays listed while it waits.
+pub(crate) struct Campaigner<'a> {
+    pub name: &'a str,
+    pub id: &'a str,
+    pub resume: bool,
+    pub value: Option<&'a str>,
+    pub listed: Duration,
+}
+
+/// Take the lead of the election `keys` for the attempt `token` and the candidate `who`,
 /// for `lease`, keeping the last `record` leaders. Replies `{1, epoch}` (leads), `{0, pttl}`
 /// (someone else leads), or `WRONGKIND <type>`.
 pub(crate) fn election_acquire(
-    (key, counter, record_key, observers): Election<'_>,
+    (key, counter, record_key, candidates, observers): Election<'_>,
     token: &str,
     lease: Duration,
-    name: &str,
+    who: &Campaigner<'_>,
     record: usize,
 ) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key]);
+    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key, candidates]);
     cmd.arg(token)
         .arg(millis(lease))
-        .arg(name)
+        .arg(who.name)
         .arg(record)
-        .arg(observers);
+        .arg(observers)
+        .arg(who.id)
+        .arg(u8::from(who.resume))
+        .arg(who.value.unwrap_or_default())
+        .arg(u8::from(who.value.is_some()))
+        .arg(millis(who.listed));
+    cmd
+}
+
+/// Set the value of the leadership `token` of the election at `key`, telling `observers`.
+/// Replies 1 (set) or 0 (the leadership is gone).
+pub(crate) fn election_proclaim(key: &[u8], token: &str, value: &str, observers: &[u8]) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_PROCLAIM, &[key]);
+    cmd.arg(token).arg(value).arg(observers);
     cmd
 }
 
@@ -664,12 +689,16 @@ pub(crate) fn election_resign(
     cmd
 }
 
-/// Who leads the election at `key` (its counter and record of leaders beside), and the
-/// recorded leaders after epoch `after`. Replies `{epoch, name, pttl, counter, record}` as
-/// `scripts/election_read.lua` says.
-pub(crate) fn election_read(key: &[u8], counter: &[u8], record: &[u8], after: u64) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_READ, &[key, counter, record]);
-    cmd.arg(after);
+/// Who leads the election at `key` (its counter, record of leaders and waiting candidates
+/// beside), the recorded leaders after epoch `after`, and the waiting candidates if
+/// `waiting`. Replies as `scripts/election_read.lua` says.
+pub(crate) fn election_read(
+    (key, counter, record, candidates): (&[u8], &[u8], &[u8], &[u8]),
+    after: u64,
+    waiting: bool,
+) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_READ, &[key, counter, record, candidates]);
+    cmd.arg(after).arg(u8::from(waiting));
     cmd
 }
 

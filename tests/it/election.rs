@@ -61,7 +61,7 @@ fn one_candidate_leads_anyone_sees_who_and_epochs_grow() {
     assert_eq!((leader.name(), leader.epoch()), ("alpha", 1));
     let stored = fields(&server);
     let keys: Vec<&str> = stored.iter().map(|(field, _)| field.as_str()).collect();
-    assert_eq!(keys, ["epoch", "name", "token"]);
+    assert_eq!(keys, ["candidate", "epoch", "name", "since", "token"]);
     assert!(bystander.remaining_lease().unwrap().is_some());
 
     assert!(beta.try_campaign().unwrap().is_none(), "alpha leads");
@@ -321,11 +321,17 @@ fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
     .key(NAME)
     .key(COUNTER)
     .key(RECORD)
+    .key("redisson_lock_token:{e}:redmutex_candidates")
     .arg(token)
     .arg(30_000)
     .arg("candidate")
     .arg(100)
     .arg("redisson_lock__channel:{e}:leader")
+    .arg("candidate-id")
+    .arg(0)
+    .arg("")
+    .arg(0)
+    .arg(30_000)
     .invoke(redis)
     .unwrap()
 }
@@ -912,6 +918,14 @@ fn the_operations_tool_shows_the_leader_its_epoch_lease_and_candidates() {
         "{shown}"
     );
     assert!(shown.contains("candidates: 1 waiting"), "{shown}");
+    assert!(
+        shown.contains("candidate:  scheduler-1 leads (id "),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("candidate:  scheduler-2 waits (id "),
+        "{shown}"
+    );
     let table = tool(&server.url(), &["locks"]);
     let row = table.lines().find(|line| line.starts_with("e ")).unwrap();
     assert!(
@@ -922,6 +936,9 @@ fn the_operations_tool_shows_the_leader_its_epoch_lease_and_candidates() {
         serde_json::from_str(&tool(&server.url(), &["--json", "show", NAME])).unwrap();
     assert_eq!(json["epoch"], 1);
     assert_eq!(json["holders"][0]["client"], "scheduler-1");
+    assert_eq!(json["candidates"][0]["name"], "scheduler-1");
+    assert_eq!(json["candidates"][0]["leader"], true);
+    assert_eq!(json["candidates"][1]["name"], "scheduler-2");
 
     leadership.resign().unwrap();
     let second = waiter.join().unwrap();

@@ -7,8 +7,9 @@
 //! same characters.
 
 use std::fmt::Write;
+use std::time::UNIX_EPOCH;
 
-use redmutex::{Holder, LockInfo, Report};
+use redmutex::{Candidate, Holder, LockInfo, Report};
 use serde_json::{Map, Value, json};
 
 use crate::escape::{escape, json_escapes};
@@ -68,7 +69,7 @@ pub fn holders_json(holders: &[Holder]) -> Value {
 }
 
 /// Everything known about one lock.
-pub fn lock_json(info: &LockInfo) -> Value {
+pub fn lock_json(info: &LockInfo, candidates: Option<&[Candidate]>) -> Value {
     let mut value = json!({
         "kind": kind_name(&info.kind),
         "holders": holders_json(&info.holders),
@@ -84,8 +85,24 @@ pub fn lock_json(info: &LockInfo) -> Value {
     if let Value::Object(object) = &mut value {
         put_bytes(object, "name", &info.name_bytes);
         put_list(object, "keys", &info.keys_bytes);
+        if let Some(candidates) = candidates {
+            object.insert("candidates".into(), candidates_json(candidates));
+        }
     }
     value
+}
+
+/// An election's candidates: id, client name, whether it leads, and since when (Unix
+/// milliseconds by the server's clock, `null` when not known).
+fn candidates_json(candidates: &[Candidate]) -> Value {
+    (candidates.iter())
+        .map(|c| {
+            let since = (c.since())
+                .and_then(|since| since.duration_since(UNIX_EPOCH).ok())
+                .map(|since| since.as_millis() as u64);
+            json!({"id": c.id(), "name": c.name(), "leader": c.is_leader(), "since_ms": since})
+        })
+        .collect()
 }
 
 /// What `unlock` did: the name, the key removed (`null` when it was released meanwhile),

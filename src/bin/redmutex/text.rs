@@ -2,9 +2,9 @@
 //! name and value in it is escaped (`escape`), so that what a key holds cannot act on the
 //! terminal, and a name is printed in the form `show` and `unlock` take back.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use redmutex::{Holder, LockInfo, LockKind, Report};
+use redmutex::{Candidate, Holder, LockInfo, LockKind, Report};
 
 use crate::escape::{escape, escape_str};
 use crate::out::Out;
@@ -154,6 +154,30 @@ pub fn print_lock(out: &mut Out, info: &LockInfo) {
         out.line(&format!("available:  {available}"));
     }
     out.line(&format!("keys:       {}", list_text(&info.keys_bytes)));
+}
+
+/// An election's candidates, a line each: the leader first, then those waiting.
+pub fn print_candidates(out: &mut Out, candidates: &[Candidate]) {
+    for candidate in candidates {
+        let role = if candidate.is_leader() {
+            "leads"
+        } else {
+            "waits"
+        };
+        let since = match candidate
+            .since()
+            .map(|since| SystemTime::now().duration_since(since))
+        {
+            Some(Ok(ago)) => format!(", since {} s ago", ago.as_secs()),
+            Some(Err(_)) => ", since just now".to_owned(),
+            None => String::new(),
+        };
+        out.line(&format!(
+            "candidate:  {} {role} (id {}{since})",
+            escape_str(candidate.name()),
+            escape_str(candidate.id()),
+        ));
+    }
 }
 
 /// The doctor's report, a line per finding.

@@ -11,8 +11,8 @@
 --   a hash with "mode" = "read" and one or more such owners, none of them a writer, or
 --      "mode" = "write" with one writer field "<owner>:write" and no other owner's reads: a
 --      read-write lock;
---   a hash of exactly "token" (32 hex digits), "epoch" (a positive number) and "name": an
---      election;
+--   a hash of "token" (32 hex digits), "epoch" (a positive number) and "name", and at most
+--      "candidate", "since" (a number) and "value" beside them: an election;
 --   a string of decimal digits with a permit set of 16-byte ids beside it: a leased
 --      semaphore;
 --   and a fair lock's queue is a list of owner fields only.
@@ -76,7 +76,14 @@ local function hash_kind(fields, mode, size)
     if named.token or named.epoch or named.name then
         local token = named.token or ''
         local epoch = named.epoch or ''
-        if size == 3 and #token == 32 and string.match(token, '^%x+$') and #epoch <= 20
+        local extra = 0
+        for field, value in pairs(named) do
+            if field == 'candidate' or field == 'value'
+                or (field == 'since' and string.match(value, '^%d+$')) then
+                extra = extra + 1
+            end
+        end
+        if size == 3 + extra and #token == 32 and string.match(token, '^%x+$') and #epoch <= 20
             and string.match(epoch, '^[1-9]%d*$') and named.name then
             return 'election'
         end
