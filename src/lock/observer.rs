@@ -53,9 +53,10 @@ pub enum Change {
 /// record of leaders lost them too. An observer tells a leader by its epoch and name: when
 /// it finds the counter below the last epoch it reported, or a leader at an epoch it has
 /// reported that is not the one it reported, it logs a warning that the epochs went
-/// backwards and from then on reports every leader since the loss, in order. A loss
-/// followed by as many elections as were lost, the last of them by a candidate of the same
-/// name, goes unnoticed.
+/// backwards and from then on reports every leader since the loss, in order. A loss goes
+/// unnoticed when, before the observer reads again, the counter is back at or past the
+/// last epoch it reported and the leader at that epoch has the same name as before (or it
+/// has reported no leader yet).
 ///
 /// Errors that another read may cure (Redis unreachable, a broken connection, no reply in
 /// time, Redis loading its data, a cluster slot moving) are logged, a warning at the first
@@ -204,9 +205,9 @@ impl Observer {
         let mut snapshot = self.read_after(after)?;
         if self.went_back(&snapshot) {
             log::warn!(
-                "the epochs of {} went backwards (the last reported was {}, the counter is \
-                 at {}): Redis lost data, by a restart without persistence or a failover to \
-                 a replica that missed writes; reporting the leaders since",
+                "the epochs of {} went backwards (epoch {} seen before, the counter now at \
+                 {}): Redis lost data, by a restart without persistence or a failover to a \
+                 replica that missed writes; reporting the leaders since",
                 self.target.subject(),
                 self.epoch,
                 snapshot.counter,
@@ -279,7 +280,8 @@ impl Observer {
             None if self.leading == Some(false) => {
                 (config.retry_cap.max(Duration::from_secs(1))).min(config.lease)
             }
-            // A leader without expiry: only a message or a cancel ends its leadership.
+            // A leader without expiry: its lease never runs out, so its end is announced,
+            // and a read per lease makes up for a message lost.
             None => config.lease,
         }
     }
