@@ -501,6 +501,13 @@ impl Error {
         (self.redis()).is_some_and(|source| matches!(source.kind(), Server(TryAgain | ClusterDown)))
     }
 
+    /// Redis is still loading its data (`LOADING`, after a start) and runs nothing until it
+    /// is done.
+    pub(crate) fn is_loading(&self) -> bool {
+        use redis::{ErrorKind::Server, ServerErrorKind::BusyLoading};
+        (self.redis()).is_some_and(|source| matches!(source.kind(), Server(BusyLoading)))
+    }
+
     /// Redis said the key holds another type than the command works on.
     pub(crate) fn is_wrong_type(&self) -> bool {
         self.server_code() == Some("WRONGTYPE")

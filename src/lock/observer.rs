@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::base::retry::Backoff;
 use crate::kinds::election::{self, RECORD, Snapshot};
@@ -39,12 +40,30 @@ pub enum Change {
 /// subscribes to on the client's subscriber connection: it waits for them rather than
 /// asking Redis in a loop. A lease that runs out is announced by nobody, so while someone
 /// leads the observer also reads again when that leader's lease would end; while nobody
-/// does, once per client lease in case a message was lost. Without notifications (a
-/// subscription Redis refuses) it reads every retry cap.
+/// does, about every second (the client's retry cap if longer, its lease if shorter), so
+/// that a lost message is made up for soon. Without notifications (a subscription Redis
+/// refuses) it reads every retry cap.
 ///
 /// Redis keeps the last 100 leaders of an election: an observer that falls further
 /// behind (not reading while more than 100 leaders come and go) misses the oldest of them,
 /// and logs a warning saying how many.
+///
+/// A Redis that lost the election's data (a restart without persistence, a failover to a
+/// replica that missed writes) hands out epochs again from where its copy was, and its
+/// record of leaders lost them too. An observer tells a leader by its epoch and name: when
+/// it finds the counter below the last epoch it reported, or a leader at an epoch it has
+/// reported that is not the one it reported, it logs a warning that the epochs went
+/// backwards and from then on reports every leader since the loss, in order. A loss goes
+/// unnoticed when, before the observer reads again, the counter is back at or past the
+/// last epoch it reported and the leader at that epoch has the same name as before (or it
+/// has reported no leader yet).
+///
+/// Errors that another read may cure (Redis unreachable, a broken connection, no reply in
+/// time, Redis loading its data, a cluster slot moving) are logged, a warning at the first
+/// of a row and then at debug level, and the observer reads again after a jittered pause
+/// (the client's retry delays); [`recv`](Self::recv) and the iterator go on until a read
+/// gets through. Other errors (a key of another kind, a Redlock client, missing rights)
+/// are returned.
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -63,7 +82,8 @@ pub enum Change {
 /// ```
 ///
 /// It is also an [`Iterator`] of `Result<Change>` that waits without bound, and ends when
-/// the election's [`Cancel`] token is cancelled or the client closed.
+/// the election's [`Cancel`] token is cancelled or the client closed; its items are errors
+/// only when no retry can help.
 pub struct Observer {
     target: Target,
     cancel: Option<Cancel>,
@@ -73,6 +93,8 @@ pub struct Observer {
     notifications: bool,
     /// The last epoch reported, or known to be over when the observer started.
     epoch: u64,
+    /// The last leader reported, by epoch and name.
+    last: Option<(u64, String)>,
     /// What was reported last: `None` before the first report, `Some(true)` for a leader,
     /// `Some(false)` for vacant.
     leading: Option<bool>,
@@ -80,12 +102,13 @@ pub struct Observer {
     /// The leader's lease left at the last read, and when that read was.
     lease_left: Option<(Duration, Instant)>,
     backoff: Backoff,
+    /// The pauses between reads that fail; `None` while reads get through.
+    failing: Option<Backoff>,
 }
 
 impl Observer {
     pub(crate) fn new(target: Target, cancel: Option<Cancel>) -> Self {
-        let config = target.shared.config();
-        let backoff = Backoff::new(config.retry_base, config.retry_cap);
+        let backoff = fresh_backoff(target.shared.config());
         Observer {
             target,
             cancel,
@@ -93,16 +116,19 @@ impl Observer {
             subscriptions: Vec::new(),
             notifications: true,
             epoch: 0,
+            last: None,
             leading: None,
             pending: VecDeque::new(),
             lease_left: None,
             backoff,
+            failing: None,
         }
     }
 
-    /// The next change, waiting for it without bound. Ends with
-    /// [`Error::Cancelled`](crate::Error::Cancelled) once the election's token is cancelled
-    /// or the client closed.
+    /// The next change, waiting for it without bound. Errors that another read may cure
+    /// are logged and the read tried again after a pause, for as long as they last; others
+    /// are returned. Ends with [`Error::Cancelled`](crate::Error::Cancelled) once the
+    /// election's token is cancelled or the client closed.
     pub fn recv(&mut self) -> Result<Change> {
         loop {
             if let Some(change) = self.wait(None)? {
@@ -113,6 +139,10 @@ impl Observer {
 
     /// The next change, waiting at most `timeout`; `None` when nothing changed meanwhile.
     /// A call with a zero timeout reads once and does not wait.
+    ///
+    /// Errors that another read may cure are retried as by [`recv`](Self::recv) until the
+    /// timeout; when no read of this call got through, the last of them is returned, so
+    /// that a caller learns that Redis cannot be reached.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Change>> {
         self.wait(Instant::now().checked_add(timeout))
     }
@@ -125,6 +155,8 @@ impl Observer {
         // A cancel, or closing the client, raises the signal this observer sleeps on.
         let _closing = self.target.shared.closing().register(&self.signal);
         let _cancel = self.cancel.as_ref().map(|c| c.register(&self.signal));
+        // Whether a read of this call got through.
+        let mut read = false;
         loop {
             // Lowered before the read: a message after it raises it again, and a cancel
             // before it is seen by the check.
@@ -133,23 +165,101 @@ impl Observer {
             if self.notifications && !self.subscriptions.iter().any(Subscription::is_live) {
                 self.subscribe(deadline);
             }
-            let end = Instant::now() + self.target.shared.config().response_timeout;
-            let after = if self.leading.is_none() {
-                u64::MAX
-            } else {
-                self.epoch
+            // The pause before the next read after an error, and the error, for the caller
+            // when this call ends with no read through.
+            let (retry, unread) = match self.read() {
+                Ok(()) => {
+                    read = true;
+                    if let Some(change) = self.pending.pop_front() {
+                        return Ok(Some(change));
+                    }
+                    (None, None)
+                }
+                Err(err) => {
+                    // A cancel or a close may be what ended the read.
+                    self.check_cancelled()?;
+                    if !passing(&err) {
+                        return Err(err);
+                    }
+                    let pause = self.failed(&err, deadline);
+                    (Some(pause), (!read).then_some(err))
+                }
             };
-            self.update(election::read(&self.target, after, end)?);
-            if let Some(change) = self.pending.pop_front() {
-                return Ok(Some(change));
-            }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {
-                return Ok(None);
+                return unread.map_or(Ok(None), Err);
             }
-            let bound = self.bound();
+            let bound = retry.unwrap_or_else(|| self.bound());
             self.signal.wait(left.map_or(bound, |left| left.min(bound)));
         }
+    }
+
+    /// Reads the election and queues what it shows that was not reported yet.
+    fn read(&mut self) -> Result<()> {
+        let after = match (&self.last, self.leading) {
+            (_, None) => u64::MAX,
+            // The last leader reported is read again, to tell whether it is still there.
+            (Some((epoch, _)), _) if *epoch == self.epoch => epoch - 1,
+            _ => self.epoch,
+        };
+        let mut snapshot = self.read_after(after)?;
+        if self.went_back(&snapshot) {
+            log::warn!(
+                "the epochs of {} went backwards (epoch {} seen before, the counter now at \
+                 {}): Redis lost data, by a restart without persistence or a failover to a \
+                 replica that missed writes; reporting the leaders since",
+                self.target.subject(),
+                self.epoch,
+                snapshot.counter,
+            );
+            // The record was lost with the counter: every leader it holds came since.
+            self.epoch = 0;
+            self.last = None;
+            snapshot = self.read_after(0)?;
+        }
+        self.failing = None;
+        self.update(snapshot);
+        Ok(())
+    }
+
+    fn read_after(&self, after: u64) -> Result<Snapshot> {
+        let end = Instant::now() + self.target.shared.config().response_timeout;
+        election::read(&self.target, after, end)
+    }
+
+    /// Whether `snapshot` shows the election's epochs gone backwards since the last read:
+    /// the counter below an epoch reported, or a leader at an epoch reported that is not
+    /// the one reported.
+    fn went_back(&self, snapshot: &Snapshot) -> bool {
+        if self.leading.is_none() {
+            return false;
+        }
+        let leader = (snapshot.leader.iter()).map(|(epoch, name, _)| (*epoch, name));
+        let recorded = snapshot.record.iter().map(|(epoch, name)| (*epoch, name));
+        let mut leaders = leader.chain(recorded);
+        snapshot.counter < self.epoch
+            || leaders.any(|(epoch, name)| {
+                epoch <= self.epoch
+                    && (self.last.as_ref())
+                        .is_none_or(|(last, known)| (*last, known) != (epoch, name))
+            })
+    }
+
+    /// Logs a read's error that may pass, a warning at the first of a row; the pause
+    /// before the next read, cut to `deadline`.
+    fn failed(&mut self, err: &Error, deadline: Option<Instant>) -> Duration {
+        let first = self.failing.is_none();
+        let config = self.target.shared.config();
+        let backoff = (self.failing).get_or_insert_with(|| fresh_backoff(config));
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let pause = backoff.next_delay(left);
+        let subject = self.target.subject();
+        if first {
+            log::warn!("observing {subject}: {err:#}; reading again in {pause:?}");
+        } else {
+            log::debug!("observing {subject}: {err:#}; reading again in {pause:?}");
+        }
+        pause
     }
 
     /// How long to wait before reading again when no message comes.
@@ -159,9 +269,20 @@ impl Observer {
         if !confirmed {
             return pause;
         }
+        let config = self.target.shared.config();
         match self.lease_left {
             Some((left, at)) => left.saturating_sub(at.elapsed()) + pause,
-            None => self.target.shared.config().lease,
+            // Nobody leads: a leader elected now is announced, so this read only makes up
+            // for a message lost (published while the subscriber reconnected, or never, by
+            // a writer that announces nothing). About a second keeps that short at one
+            // small read a second; a client that asked for longer pauses (its retry cap)
+            // gets them, and none is longer than a lease, which this was before.
+            None if self.leading == Some(false) => {
+                (config.retry_cap.max(Duration::from_secs(1))).min(config.lease)
+            }
+            // A leader without expiry: its lease never runs out, so its end is announced,
+            // and a read per lease makes up for a message lost.
+            None => config.lease,
         }
     }
 
@@ -177,7 +298,7 @@ impl Observer {
             // The first read: the state now, nothing before it.
             self.epoch = counter;
         }
-        if let Some((first, _)) = record.first()
+        if let Some((first, _)) = record.iter().find(|(epoch, _)| *epoch > self.epoch)
             && *first > self.epoch + 1
             && self.leading.is_some()
         {
@@ -198,7 +319,7 @@ impl Observer {
                     self.elected(epoch, name);
                 }
                 self.lease_left = left.map(|left| (left, Instant::now()));
-                self.backoff = self.fresh_backoff();
+                self.backoff = fresh_backoff(self.target.shared.config());
             }
             None => {
                 self.lease_left = None;
@@ -213,13 +334,9 @@ impl Observer {
     fn elected(&mut self, epoch: u64, name: String) {
         self.epoch = self.epoch.max(epoch);
         self.leading = Some(true);
+        self.last = Some((epoch, name.clone()));
         self.pending
             .push_back(Change::Elected(Leader::new(name, epoch)));
-    }
-
-    fn fresh_backoff(&self) -> Backoff {
-        let config = self.target.shared.config();
-        Backoff::new(config.retry_base, config.retry_cap)
     }
 
     /// Subscribes to the observers' channel, waiting for the confirmation until `deadline`
@@ -259,6 +376,18 @@ impl Observer {
         }
         Ok(())
     }
+}
+
+/// The client's retry delays, from the first.
+fn fresh_backoff(config: &Config) -> Backoff {
+    Backoff::new(config.retry_base, config.retry_cap)
+}
+
+/// Whether a read's error may pass by itself, so that the observer reads again: Redis
+/// unreachable, a connection broken or silent, Redis loading its data, a cluster slot
+/// moving or without a primary.
+fn passing(err: &Error) -> bool {
+    err.is_connection() || err.is_loading() || err.is_slot_unsettled()
 }
 
 impl Iterator for Observer {

@@ -1099,3 +1099,175 @@ fn a_forced_resignation_of_a_named_leader_spares_its_successor() {
     assert!(election.force_resign_leader(&token).unwrap());
     assert!(election.leader().unwrap().is_none());
 }
+
+/// A Redis restarted without persistence hands out epochs from 1 again, with an empty
+/// record of leaders. An observer that reported higher epochs tells that the epochs went
+/// backwards, by the counter below the last epoch it reported or by a leader at that epoch
+/// that is not the one it reported, warns, and reports the leaders since.
+#[test]
+fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
+    support::logs::capture();
+    let mut server = Server::start();
+    let election = "lost-data";
+    let mut observer = server.client().election(election).observe();
+    assert_eq!(
+        observer.recv_timeout(NO_HANG).unwrap(),
+        Some(Change::Vacant)
+    );
+    for name in ["a", "b", "c"] {
+        named(&server, name)
+            .election(election)
+            .campaign()
+            .unwrap()
+            .resign()
+            .unwrap();
+    }
+    let seen = changes_until(&mut observer, |change| *change == Change::Vacant);
+    let before = [("a", 1), ("b", 2), ("c", 3)].map(|(name, epoch)| (name.to_owned(), epoch));
+    assert_eq!(elected(&seen), before, "{seen:?}");
+
+    // Restarted empty: the counter is below the epochs reported.
+    server.restart();
+    let first = named(&server, "first")
+        .election(election)
+        .campaign()
+        .unwrap();
+    assert_eq!(first.epoch(), 1);
+    let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+    assert_eq!(elected(&seen), [("first".to_owned(), 1)], "{seen:?}");
+
+    // Restarted empty again, and a leader at the epoch reported last that is another.
+    server.restart();
+    let again = named(&server, "again")
+        .election(election)
+        .campaign()
+        .unwrap();
+    assert_eq!(again.epoch(), 1);
+    let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+    assert_eq!(elected(&seen), [("again".to_owned(), 1)], "{seen:?}");
+    let warnings = support::logs::messages(log::Level::Warn, "went backwards");
+    let warnings = warnings
+        .iter()
+        .filter(|m| m.contains("\"lost-data\""))
+        .count();
+    assert_eq!(warnings, 2, "one warning for each loss");
+
+    // From then on, every leader as usual.
+    again.resign().unwrap();
+    let next = named(&server, "next")
+        .election(election)
+        .campaign()
+        .unwrap();
+    let seen = changes_until(
+        &mut observer,
+        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 2),
+    );
+    assert_eq!(elected(&seen), [("next".to_owned(), 2)], "{seen:?}");
+    drop((first, next));
+}
+
+/// Redis out of reach for a while (every connection through the proxy closed, new ones
+/// refused) does not end the README's loop over an observer: it reads again until Redis
+/// answers, then reports the leader elected meanwhile, whose message it could not hear. A
+/// `recv_timeout` that gets no read through returns the error.
+#[test]
+fn an_observer_rides_out_redis_out_of_reach_and_reports_what_changed_meanwhile() {
+    support::logs::capture();
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let election = "outage";
+    let stop = Cancel::new();
+    let observer = client.election(election).with_cancel(&stop).observe();
+    let (sender, changes) = mpsc::channel();
+    let looping = std::thread::spawn(move || -> redmutex::Result<()> {
+        for change in observer {
+            sender.send(change?).unwrap();
+        }
+        Ok(())
+    });
+    assert_eq!(changes.recv_timeout(NO_HANG), Ok(Change::Vacant));
+
+    proxy.cut_all_and_refuse();
+    // While nobody leads it reads again within a second or so, and finds Redis out of reach.
+    let warnings = || support::logs::messages(log::Level::Warn, "observing election \"outage\"");
+    assert!(eventually(NO_HANG, || {
+        !warnings().is_empty() || looping.is_finished()
+    }));
+    let err = (client.election(election).observe())
+        .recv_timeout(Duration::from_secs(2))
+        .unwrap_err();
+    assert!(err.is_connection(), "{err:#}");
+    let leadership = named(&server, "meanwhile")
+        .election(election)
+        .campaign()
+        .unwrap();
+    if looping.is_finished() {
+        panic!("the loop ended: {:?}", looping.join());
+    }
+    proxy.resume();
+    let seen = changes
+        .recv_timeout(NO_HANG)
+        .expect("the change made meanwhile");
+    assert_eq!(elected(&[seen]), [("meanwhile".to_owned(), 1)]);
+    assert_eq!(
+        warnings().len(),
+        2,
+        "one warning for each observer's outage"
+    );
+
+    stop.cancel();
+    looping.join().unwrap().unwrap();
+    drop(leadership);
+}
+
+/// While nobody leads, an observer reads again within about a second, far below the
+/// client's lease: a leader whose message was lost (here, written by commands that announce
+/// nothing, as `election_acquire.lua` writes its key and counter) is reported soon, before
+/// its lease of 10 s runs out and before the observer's wait of 15 s ends.
+#[test]
+fn a_vacant_observer_soon_finds_a_leader_that_announced_nothing() {
+    let server = Server::start();
+    let client = (server.builder())
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut observer = client.election(NAME).observe();
+    assert_eq!(
+        observer.recv_timeout(NO_HANG).unwrap(),
+        Some(Change::Vacant)
+    );
+    await_subscribers(&server, &format!("{}:leader", channel(NAME)), 1);
+    let base = server.calls("evalsha");
+    let (heard, hearing) = mpsc::channel();
+    std::thread::spawn(move || heard.send(observer.recv_timeout(Duration::from_secs(15))));
+    // Its read before it waits.
+    await_calls(&server, base + 1);
+    let () = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg(COUNTER)
+        .ignore()
+        .cmd("HSET")
+        .arg(NAME)
+        .arg("token")
+        .arg("0123456789abcdef0123456789abcdef")
+        .arg("epoch")
+        .arg(1)
+        .arg("name")
+        .arg("silent")
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(NAME)
+        .arg(10_000)
+        .ignore()
+        .query(&mut server.conn())
+        .unwrap();
+    let heard = hearing.recv_timeout(NO_HANG).unwrap().unwrap();
+    let heard = heard.expect("the leader, while it led");
+    assert_eq!(elected(&[heard]), [("silent".to_owned(), 1)]);
+}
