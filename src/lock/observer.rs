@@ -23,6 +23,9 @@ use crate::notify::notifier::Subscription;
 pub enum Change {
     /// This leader was elected (or, first, leads as the observer starts).
     Elected(Leader),
+    /// The leader reported last published a new value
+    /// ([`Leadership::proclaim`](crate::Leadership::proclaim)): the same leader, with it.
+    Proclaimed(Leader),
     /// Nobody leads: the last leader resigned or its lease ran out (or, first, nobody leads
     /// as the observer starts).
     Vacant,
@@ -34,7 +37,11 @@ pub enum Change {
 /// The first change reported is the state found at the first wait: the leader, or
 /// [`Change::Vacant`]. After it, every leader elected since is reported, each once, in the
 /// order of their epochs (a leader that came and went between two reads included), and
-/// [`Change::Vacant`] when a read finds nobody leading after a leader was reported.
+/// [`Change::Vacant`] when a read finds nobody leading after a leader was reported. A
+/// leader is reported with the value it published as the read found it (a leader known
+/// only from the record of past leaders, with none); a value the reported leader
+/// proclaims later is [`Change::Proclaimed`] (of several proclaimed between two reads, the
+/// last).
 ///
 /// Elections and resignations are announced on the election's channel, which the observer
 /// subscribes to on the client's subscriber connection: it waits for them rather than
@@ -95,6 +102,8 @@ pub struct Observer {
     epoch: u64,
     /// The last leader reported, by epoch and name.
     last: Option<(u64, String)>,
+    /// The value of the leader reported last, as reported.
+    value: Option<String>,
     /// What was reported last: `None` before the first report, `Some(true)` for a leader,
     /// `Some(false)` for vacant.
     leading: Option<bool>,
@@ -117,6 +126,7 @@ impl Observer {
             notifications: true,
             epoch: 0,
             last: None,
+            value: None,
             leading: None,
             pending: VecDeque::new(),
             lease_left: None,
@@ -292,8 +302,14 @@ impl Observer {
             leader,
             counter,
             record,
+            value,
+            candidate,
             ..
         } = snapshot;
+        // The leader now, as reported with its value and candidate id.
+        let now = (leader.as_ref()).map(|(epoch, name, _)| {
+            Leader::new(name.clone(), *epoch).with(value.clone(), candidate.clone())
+        });
         if self.leading.is_none() {
             // The first read: the state now, nothing before it.
             self.epoch = counter;
@@ -310,18 +326,28 @@ impl Observer {
         }
         for (epoch, name) in record {
             if epoch > self.epoch {
-                self.elected(epoch, name);
+                let leader = match &now {
+                    Some(now) if now.epoch() == epoch && now.name() == name => now.clone(),
+                    _ => Leader::new(name, epoch),
+                };
+                self.elected(leader);
             }
         }
-        match leader {
-            Some((epoch, name, left)) => {
+        match (leader, now) {
+            (Some((epoch, _, left)), Some(now)) => {
                 if epoch > self.epoch || self.leading.is_none() {
-                    self.elected(epoch, name);
+                    self.elected(now);
+                } else if self.leading == Some(true)
+                    && (self.last.as_ref()).is_some_and(|(last, _)| *last == epoch)
+                    && self.value.as_deref() != now.value()
+                {
+                    self.value = now.value().map(str::to_owned);
+                    self.pending.push_back(Change::Proclaimed(now));
                 }
                 self.lease_left = left.map(|left| (left, Instant::now()));
                 self.backoff = fresh_backoff(self.target.shared.config());
             }
-            None => {
+            _ => {
                 self.lease_left = None;
                 if self.leading != Some(false) {
                     self.pending.push_back(Change::Vacant);
@@ -331,12 +357,12 @@ impl Observer {
         }
     }
 
-    fn elected(&mut self, epoch: u64, name: String) {
-        self.epoch = self.epoch.max(epoch);
+    fn elected(&mut self, leader: Leader) {
+        self.epoch = self.epoch.max(leader.epoch());
         self.leading = Some(true);
-        self.last = Some((epoch, name.clone()));
-        self.pending
-            .push_back(Change::Elected(Leader::new(name, epoch)));
+        self.last = Some((leader.epoch(), leader.name().to_owned()));
+        self.value = leader.value().map(str::to_owned);
+        self.pending.push_back(Change::Elected(leader));
     }
 
     /// Subscribes to the observers' channel, waiting for the confirmation until `deadline`

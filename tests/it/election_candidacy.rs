@@ -235,3 +235,36 @@ fn bad_ids_and_values_are_refused_and_change_nothing() {
     );
     leadership.resign().unwrap();
 }
+
+/// An observer is told a leader's value with its election, and each value it proclaims.
+#[test]
+fn an_observer_hears_the_leaders_value_and_each_proclamation() {
+    let server = Server::start();
+    let url = server.url();
+    let mut observer = patient(&url, "watcher").election(NAME).observe();
+    assert_eq!(next(&mut observer), redmutex::Change::Vacant);
+    let leadership = patient(&url, "leader")
+        .election(NAME)
+        .campaign_with("10.0.0.1:80")
+        .unwrap();
+    let redmutex::Change::Elected(leader) = next(&mut observer) else {
+        panic!("an election first")
+    };
+    assert_eq!(
+        (leader.name(), leader.epoch(), leader.value()),
+        ("leader", 1, Some("10.0.0.1:80"))
+    );
+    for value in ["10.0.0.2:80", "10.0.0.3:80"] {
+        leadership.proclaim(value).unwrap();
+        let redmutex::Change::Proclaimed(leader) = next(&mut observer) else {
+            panic!("a proclamation")
+        };
+        assert_eq!((leader.epoch(), leader.value()), (1, Some(value)));
+    }
+    leadership.resign().unwrap();
+    assert_eq!(next(&mut observer), redmutex::Change::Vacant);
+}
+
+fn next(observer: &mut redmutex::Observer) -> redmutex::Change {
+    (observer.recv_timeout(NO_HANG).unwrap()).expect("a change within a minute")
+}
