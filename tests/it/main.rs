@@ -14,6 +14,7 @@ mod data_safety;
 mod defaults;
 mod doctor;
 mod election;
+mod election_leader;
 mod errors;
 mod exclusion;
 mod explain;
