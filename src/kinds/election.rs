@@ -23,7 +23,7 @@ use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lease::watchdog::{self, Renewal};
-use crate::lease::workers::Ticket;
+use crate::lease::workers::{Nudge, Ticket};
 use crate::topology::quorum::validity_end;
 use crate::transport::node::Node;
 use crate::transport::scripts::{self, Released};
@@ -55,6 +55,12 @@ impl LeadingHeld {
 
     pub(crate) fn token(&self) -> &str {
         &self.token
+    }
+
+    /// What makes the watchdog renew this leadership now; none without a watchdog (an
+    /// explicit lease) or once resigned.
+    pub(crate) fn renew_now(&self) -> Option<Nudge> {
+        self.watchdog.lock().as_ref().map(Ticket::nudge)
     }
 }
 

@@ -9,9 +9,11 @@ use parking_lot::{Condvar, Mutex};
 use crate::base::health::Health;
 use crate::topology::quorum::validity_end;
 
+/// What is run once when a holding is reported lost (see [`Holding::on_lost`]).
+pub(crate) type LostHook = Box<dyn FnOnce() + Send>;
+
 /// One uninterrupted holding of a lock: from the first hold to the last release, or until it
 /// is found lost. Guards keep it to tell whether they still belong.
-#[derive(Debug)]
 pub(crate) struct Holding {
     lost: AtomicBool,
     /// The last renewal did not get through.
@@ -23,6 +25,8 @@ pub(crate) struct Holding {
     /// Notified, under `lost_wait`, when the holding is marked lost.
     lost_cond: Condvar,
     lost_wait: Mutex<()>,
+    /// Taken by the first report of the loss.
+    lost_hook: Mutex<Option<LostHook>>,
 }
 
 impl Holding {
@@ -34,6 +38,7 @@ impl Holding {
             round: Mutex::new(()),
             lost_cond: Condvar::new(),
             lost_wait: Mutex::new(()),
+            lost_hook: Mutex::new(None),
         }
     }
 
@@ -91,6 +96,24 @@ impl Holding {
         self.lost.store(true, Ordering::Release);
         self.lost_cond.notify_all();
         true
+    }
+
+    /// Has `hook` run once by whoever reports the holding lost, on that thread, after the
+    /// client's callbacks; gives it back when the holding is marked lost already.
+    pub fn on_lost(&self, hook: LostHook) -> Result<(), LostHook> {
+        let mut kept = self.lost_hook.lock();
+        // Marked before the lock is taken to take the hook: seen here, or the hook is kept
+        // before it is looked for.
+        if self.lost.load(Ordering::Acquire) {
+            return Err(hook);
+        }
+        *kept = Some(hook);
+        Ok(())
+    }
+
+    /// The hook of [`on_lost`](Self::on_lost), taken: for the one that marked the loss.
+    pub fn take_lost_hook(&self) -> Option<LostHook> {
+        self.lost_hook.lock().take()
     }
 
     /// Waits until the holding is lost (marked so, or its validity ran out) or `done`

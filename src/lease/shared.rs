@@ -159,6 +159,9 @@ impl Shared {
                 log::error!("the on_lock_lost callback panicked for {lock}");
             }
         }
+        if let Some(hook) = holding.take_lost_hook() {
+            hook();
+        }
     }
 }
 

@@ -95,10 +95,22 @@ pub(crate) struct Ticket {
     slot: Arc<Slot>,
     key: (Instant, u64),
     schedule: Weak<Schedule>,
-    parked: Weak<Parked>,
+    threads: Weak<Threads>,
     /// The process it was made in. In a fork of it, a watchdog thread of the parent may
     /// have held the slot's or the schedule's lock at the fork: the ticket is then leaked.
     pid: u32,
+}
+
+/// Makes one ticket's work take its next step now, as [`Workers::all_now`] does for all;
+/// once the ticket is dropped, nothing. It takes the locks `all_now` takes, in the same
+/// order (the schedule's alone, then the slot's, and under it the parked threads' and the
+/// schedule's), and no other: the subscriber thread may use it with the hub's lock held.
+#[derive(Clone)]
+pub(crate) struct Nudge {
+    slot: Weak<Slot>,
+    key: (Instant, u64),
+    schedule: Weak<Schedule>,
+    threads: Weak<Threads>,
 }
 
 /// What running work sees of its ticket.
@@ -150,9 +162,9 @@ impl Drop for Ticket {
             State::Waiting(work) => drop(work),
             State::Running { worker, tx } => {
                 if tx.send(Command::Stop).is_ok()
-                    && let Some(parked) = self.parked.upgrade()
+                    && let Some(threads) = self.threads.upgrade()
                 {
-                    parked.lock().push((worker, tx));
+                    threads.parked.lock().push((worker, tx));
                 }
             }
             State::Stopped => {}
@@ -207,7 +219,7 @@ impl Workers {
             slot,
             key,
             schedule: Arc::downgrade(schedule),
-            parked: Arc::downgrade(&self.threads.parked),
+            threads: Arc::downgrade(&self.threads),
             pid: self.pid,
         })
     }
@@ -245,12 +257,44 @@ impl Workers {
             slots.map(|(&id, slot)| (id, slot.clone())).collect()
         };
         for (id, slot) in slots {
-            let mut state = slot.lock();
-            hand_over(&self.schedule, &self.threads, id, &mut state);
-            if let State::Running { tx, .. } = &*state {
-                let _ = tx.send(Command::Now);
-            }
+            step_now(&self.schedule, &self.threads, id, &slot);
         }
+    }
+}
+
+impl Ticket {
+    /// What makes this ticket's work take its next step now, from any thread.
+    pub fn nudge(&self) -> Nudge {
+        Nudge {
+            slot: Arc::downgrade(&self.slot),
+            key: self.key,
+            schedule: self.schedule.clone(),
+            threads: self.threads.clone(),
+        }
+    }
+}
+
+impl Nudge {
+    /// Has the work take its next step now, handing it over at once if it still waits.
+    pub fn now(&self) {
+        let (Some(slot), Some(schedule), Some(threads)) = (
+            self.slot.upgrade(),
+            self.schedule.upgrade(),
+            self.threads.upgrade(),
+        ) else {
+            return;
+        };
+        schedule.entries.lock().waiting.remove(&self.key);
+        step_now(&schedule, &threads, self.key.1, &slot);
+    }
+}
+
+/// Hands the work of `slot` over if it waits, and has it take its next step now.
+fn step_now(schedule: &Schedule, threads: &Threads, id: u64, slot: &Slot) {
+    let mut state = slot.lock();
+    hand_over(schedule, threads, id, &mut state);
+    if let State::Running { tx, .. } = &*state {
+        let _ = tx.send(Command::Now);
     }
 }
 
@@ -413,6 +457,31 @@ mod tests {
                 "running work takes its next step and goes on"
             );
         }
+        drop(ticket);
+        assert_eq!(next(), "stopped");
+    }
+
+    #[test]
+    fn a_nudge_hands_waiting_work_over_at_once_and_makes_it_step() {
+        let far = Duration::from_secs(3600);
+        // Handed over half an hour before it is due, so only the nudge starts it in time.
+        let workers = Workers::new(128 * 1024, far);
+        let (tx, rx) = unbounded();
+        let work: Work = Box::new(move |stop| {
+            tx.send("started").unwrap();
+            while stop.sleep_until(Instant::now() + far) {
+                tx.send("step").unwrap();
+            }
+            tx.send("stopped").unwrap();
+        });
+        let ticket = workers.start(Instant::now() + far * 2, work).unwrap();
+        let nudge = ticket.nudge();
+        let next = || rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        nudge.now();
+        assert_eq!(next(), "started");
+        assert_eq!(next(), "step");
+        nudge.now();
+        assert_eq!(next(), "step");
         drop(ticket);
         assert_eq!(next(), "stopped");
     }

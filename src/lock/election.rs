@@ -15,9 +15,12 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
 use crate::lock::leader::Leader;
+use crate::lock::listener::{LeadershipEvent, Listener, Telling};
 use crate::lock::observer::Observer;
+use crate::lock::removal;
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
+use crate::notify::notifier::Subscription;
 
 /// A leader election among the clients that name it: at most one of them leads at a time.
 /// Made by [`LockClient::election`](crate::LockClient::election); `Clone + Send + Sync`.
@@ -31,7 +34,8 @@ use crate::notify::hub::Signal;
 ///
 /// Anyone, candidate or not, can ask [who leads](Self::leader), or
 /// [observe](Self::observe) every change of leader. [`lead`](Self::lead) runs a closure
-/// each time this client leads, the way a selector does.
+/// each time this client leads, the way a selector does; a
+/// [listener](Self::with_listener) hears this client's own leaderships begin and end.
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::builder("redis://127.0.0.1:6379/")
@@ -50,19 +54,30 @@ use crate::notify::hub::Signal;
 #[derive(Clone)]
 pub struct Election {
     lock: Lock<Leading>,
+    listener: Option<Listener>,
 }
 
 /// This client's leadership of an [`Election`]: `Send`, so it may move to the thread that
 /// does the leader's work. Renewed by the watchdog while held; dropping it resigns.
+///
+/// While it leads, the client listens for the election's announcements: when another
+/// client [forces it out](Election::force_resign), or is elected after its key was deleted,
+/// the watchdog renews at once, finds another leader's token or none, and reports the
+/// leadership lost, within a round trip of that message.
 #[must_use = "leadership is given up as soon as it is dropped"]
 pub struct Leadership {
+    /// Hears the election's messages while leading; dropped before the resignation.
+    removal: Option<Subscription>,
     guard: LockGuard<Leading>,
+    /// Tells the election's listener of the end; dropped after the resignation.
+    telling: Option<Telling>,
 }
 
 impl Election {
     pub(crate) fn new(target: Target) -> Self {
         Election {
             lock: Lock::new(target),
+            listener: None,
         }
     }
 
@@ -85,6 +100,53 @@ impl Election {
     pub fn with_cancel(&self, cancel: &Cancel) -> Self {
         Election {
             lock: self.lock.with_cancel(cancel),
+            listener: self.listener.clone(),
+        }
+    }
+
+    /// This election, whose campaigns ([`campaign`](Self::campaign),
+    /// [`try_campaign`](Self::try_campaign), [`try_campaign_for`](Self::try_campaign_for),
+    /// [`try_campaign_until`](Self::try_campaign_until) and [`lead`](Self::lead)) tell
+    /// `listener` of each leadership they win: [`LeadershipEvent::Leading`] when it begins,
+    /// then [`LeadershipEvent::NotLeading`] exactly once when it ends (see there on which
+    /// thread each is told). It replaces any listener of this handle; its clones, and the
+    /// handles made from it by [`with_cancel`](Self::with_cancel), share it.
+    ///
+    /// The listener runs on the library's threads (the watchdog's for a loss), so it must
+    /// not block for long: hand the event to the application's own thread instead. A
+    /// listener that panics is logged, and nothing else is disturbed.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let (events, received) = std::sync::mpsc::channel();
+    /// let election = client.election("cron").with_listener(move |event| {
+    ///     let _ = events.send(*event);
+    /// });
+    /// let leadership = election.campaign()?;
+    /// // received: Leading { epoch }, later NotLeading { epoch, lost }
+    /// # drop((leadership, received));
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn with_listener(
+        &self,
+        listener: impl Fn(&LeadershipEvent) + Send + Sync + 'static,
+    ) -> Self {
+        Election {
+            lock: self.lock.clone(),
+            listener: Some(Arc::new(listener)),
+        }
+    }
+
+    /// The leadership of `guard`, won by a campaign of this handle.
+    fn leadership(&self, guard: LockGuard<Leading>) -> Leadership {
+        let (target, held) = (&guard.lock().target, &guard.hold);
+        let telling = (self.listener.as_ref()).map(|listener| {
+            Telling::start(listener, target.subject(), held.held.epoch(), &held.holding)
+        });
+        Leadership {
+            removal: removal::listen(target, &held.held),
+            guard,
+            telling,
         }
     }
 
@@ -95,24 +157,24 @@ impl Election {
     /// [`max_wait`](crate::LockClientBuilder::max_wait), past which it returns
     /// [`Error::Timeout`](crate::Error::Timeout).
     pub fn campaign(&self) -> Result<Leadership> {
-        self.lock.lock().map(Leadership::new)
+        self.lock.lock().map(|guard| self.leadership(guard))
     }
 
     /// Takes the lead if nobody leads; `None` when someone does.
     pub fn try_campaign(&self) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock()?.map(Leadership::new))
+        Ok(self.lock.try_lock()?.map(|guard| self.leadership(guard)))
     }
 
     /// Campaigns for at most `timeout`; `None` when someone else led all along. A timeout
     /// whose end the clock cannot hold (such as `Duration::MAX`) sets no deadline, as in
     /// [`Lock::try_lock_for`].
     pub fn try_campaign_for(&self, timeout: Duration) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock_for(timeout)?.map(Leadership::new))
+        Ok((self.lock.try_lock_for(timeout)?).map(|guard| self.leadership(guard)))
     }
 
     /// Campaigns until `deadline` at most; `None` when someone else led all along.
     pub fn try_campaign_until(&self, deadline: Instant) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock_until(deadline)?.map(Leadership::new))
+        Ok((self.lock.try_lock_until(deadline)?).map(|guard| self.leadership(guard)))
     }
 
     /// Campaigns as [`campaign`](Self::campaign) does, and leads publishing `value` (its
@@ -172,7 +234,10 @@ impl Election {
     fn with_candidacy(&self, candidacy: Candidacy) -> Self {
         let mut lock = self.lock.clone();
         lock.target = self.target().with_candidacy(candidacy);
-        Election { lock }
+        Election {
+            lock,
+            listener: self.listener.clone(),
+        }
     }
 
     /// Who leads now, read from Redis: `None` when nobody does (no leader was ever
@@ -209,9 +274,11 @@ impl Election {
     }
 
     /// Ends the current leadership, whoever holds it, as its resignation would: the next
-    /// candidate and every observer are woken, and the leader finds it `Lost` at its next
-    /// renewal. For an operator ending a stuck leadership; `true` when one was ended,
-    /// `false` when nobody led (or another leader came in meanwhile, and was left alone).
+    /// candidate and every observer are woken, and the leader, told by the same message,
+    /// finds it `Lost` within a round trip (at its next renewal if its subscriber
+    /// connection missed the message). For an operator ending a stuck leadership; `true`
+    /// when one was ended, `false` when nobody led (or another leader came in meanwhile,
+    /// and was left alone).
     ///
     /// ```no_run
     /// # fn main() -> redmutex::Result<()> {
@@ -342,10 +409,6 @@ impl fmt::Debug for Election {
 }
 
 impl Leadership {
-    fn new(guard: LockGuard<Leading>) -> Self {
-        Leadership { guard }
-    }
-
     /// This leadership's epoch: greater than every earlier leader's of the election, so
     /// usable as a fencing token. Hand it to the resource with each write; the resource
     /// refuses an epoch lower than one it has seen.
@@ -404,7 +467,15 @@ impl Leadership {
     /// the result: [`Error::Lost`](crate::Error::Lost) when it was lost already (another
     /// leader may lead by now; nothing is changed).
     pub fn resign(self) -> Result<()> {
-        self.guard.unlock()
+        let Leadership {
+            removal,
+            guard,
+            telling,
+        } = self;
+        drop(removal);
+        let resigned = guard.unlock();
+        drop(telling);
+        resigned
     }
 }
 

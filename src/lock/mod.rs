@@ -9,6 +9,8 @@ pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod hold_watch;
 pub(crate) mod leader;
+pub(crate) mod listener;
 pub(crate) mod observer;
 pub(crate) mod read_write_lock;
+pub(crate) mod removal;
 pub(crate) mod semaphore;

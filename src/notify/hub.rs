@@ -136,10 +136,14 @@ impl Channel {
 /// the order it published them. A grant delivered before that may be a late one from an
 /// earlier wait of the same owner, which took the lock by its own attempt and may have
 /// released it since: it only wakes the waiter, whose next attempt finds what it holds.
+///
+/// A signal nobody waits on may carry a hook instead, run on every raise (see
+/// [`with_hook`](Self::with_hook)).
 #[derive(Default)]
 pub(crate) struct Signal {
     state: Mutex<Flags>,
     cond: Condvar,
+    hook: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 #[derive(Default)]
@@ -151,8 +155,24 @@ struct Flags {
 }
 
 impl Signal {
-    /// Raises the signal; false if it was raised already.
+    /// A signal that runs `hook` each time it is raised, and is never left raised: for a
+    /// registration that acts on a message rather than waiting for it. Raises come from
+    /// the subscriber thread with the hub's lock held: the hook must be quick, and take no
+    /// lock that anyone holds while taking the hub's.
+    pub fn with_hook(hook: impl Fn() + Send + Sync + 'static) -> Self {
+        Signal {
+            hook: Some(Box::new(hook)),
+            ..Signal::default()
+        }
+    }
+
+    /// Raises the signal (a signal with a hook runs it instead); false if it was raised
+    /// already.
     pub fn raise(&self) -> bool {
+        if let Some(hook) = &self.hook {
+            hook();
+            return true;
+        }
         let mut state = self.state.lock();
         let newly = !state.raised;
         state.raised = true;

@@ -977,7 +977,7 @@ fn a_forced_resignation_wakes_the_candidates_and_the_observers() {
         |change| matches!(change, Change::Elected(leader) if leader.epoch() == 2),
     );
     assert_eq!(elected(&seen), [("next".to_owned(), 2)], "{seen:?}");
-    // The removed leader learns it at its next renewal; its resignation ends nobody else's.
+    // The removed leader finds it lost; its resignation ends nobody else's.
     assert!(stuck.resign().unwrap_err().is_lost());
 }
 

@@ -184,6 +184,8 @@ fn a_leadership_taken_over_by_its_id_is_lost_to_the_old_holder() {
         .unwrap()
         .expect("taken over");
     assert_eq!(new.epoch(), old.epoch());
+    // Told by the take-over's message, long before its next renewal.
+    assert!(old.watch().wait_lost(Duration::from_secs(10)), "{old:?}");
     assert!(old.proclaim("stale").unwrap_err().is_lost());
     assert!(old.resign().unwrap_err().is_lost());
     let leader = server.client().election(NAME).leader().unwrap().unwrap();
