@@ -1,14 +1,15 @@
-//! Leader election: three candidates in one process, each with a client of its own. The
-//! leader's client is dropped (its leadership with it), the next candidate takes over with
-//! a higher epoch, and an observer prints every hand-over; a store that checks epochs
-//! refuses a write from a leader that has been replaced.
+//! Leader election for a service: three nodes campaign, each publishing the address it
+//! serves on, and the one that leads does the work. Followers learn the leader's address
+//! from the election itself. An operator forces the leader out: it hears so at once, steps
+//! down, and a node leads again with a higher epoch. A store that checks epochs refuses a
+//! late write from the leader that was replaced.
 //!
 //! Uses the Redis at `REDIS_URL` when set; otherwise starts a throwaway `redis-server`.
 
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redmutex::{Change, LockClient};
+use redmutex::{Cancel, Change, Health, LeadershipEvent, LockClient};
 
 const ELECTION: &str = "leader-demo";
 
@@ -24,88 +25,103 @@ impl Store {
         if epoch < self.highest {
             return Err(format!("epoch {epoch} is older than {}", self.highest));
         }
+        if epoch > self.highest {
+            println!("  store: first write at epoch {epoch}: {what}");
+        }
         self.highest = epoch;
-        println!("  store: wrote {what:?} at epoch {epoch}");
         Ok(())
     }
 }
 
 fn main() -> redmutex::Result<()> {
     let (url, _throwaway) = redis_url();
-    let watcher = LockClient::builder(&url).client_name("watcher").build()?;
-    let mut observer = watcher.election(ELECTION).observe();
+    let follower = LockClient::builder(&url).client_name("follower").build()?;
+    let mut observer = follower.election(ELECTION).observe();
     print_change(observer.recv()?);
 
-    // Each candidate campaigns on a thread of its own, says when it leads, and drops its
-    // client (and with it its leadership) when told to step down.
-    let (leads, led) = mpsc::channel();
-    let mut step_down = Vec::new();
-    let mut candidates = Vec::new();
+    // Each node leads whenever it can: `lead` campaigns, runs the work while this node
+    // leads, and campaigns again after, until `stop` is cancelled.
+    let stop = Cancel::new();
+    let store = Arc::new(Mutex::new(Store::default()));
+    let mut nodes = Vec::new();
     for n in 1..=3 {
         let client = LockClient::builder(&url)
             .client_name(&format!("node-{n}"))
             .build()?;
-        let (tell, told) = mpsc::channel::<()>();
-        step_down.push(tell);
-        let leads = leads.clone();
-        candidates.push(std::thread::spawn(move || -> redmutex::Result<()> {
-            let leadership = client.election(ELECTION).campaign()?;
-            let _ = leads.send((n, leadership.epoch()));
-            let _ = told.recv();
-            println!("dropping node-{n}'s client");
-            drop(leadership);
-            drop(client);
-            Ok(())
+        let election = (client.election(ELECTION))
+            .with_value(format!("10.0.0.{n}:8080"))
+            .with_cancel(&stop)
+            .with_listener(move |event| match event {
+                LeadershipEvent::Leading { epoch } => println!("node-{n}: I lead (epoch {epoch})"),
+                LeadershipEvent::NotLeading { epoch, lost } => {
+                    println!("node-{n}: I no longer lead (epoch {epoch}, lost: {lost})")
+                }
+                _ => {}
+            });
+        let store = store.clone();
+        nodes.push(std::thread::spawn(move || {
+            election.lead(|leadership| {
+                // The work: write, fenced by the epoch, while the leadership is sure.
+                while leadership.health() == Health::Held {
+                    let report = format!("node-{n}'s report");
+                    let _ = store.lock().unwrap().write(leadership.epoch(), &report);
+                    leadership.watch().wait_lost(Duration::from_millis(100));
+                }
+                println!("node-{n}: stepping down");
+            })
         }));
     }
 
-    let mut store = Store::default();
-    let mut first = None;
-    for _ in 0..3 {
-        let (n, epoch) = led.recv().expect("a candidate leads");
-        println!("node-{n} leads with epoch {epoch}");
-        let _ = store.write(epoch, &format!("node-{n}'s report"));
-        first.get_or_insert(epoch);
-        // The observer hears the election (and, before it, the previous resignation).
-        loop {
-            let change = observer.recv()?;
-            let elected = matches!(&change, Change::Elected(l) if l.epoch() == epoch);
-            print_change(change);
-            if elected {
-                break;
-            }
-        }
-        let _ = step_down[n - 1].send(());
-    }
-    for candidate in candidates {
-        candidate.join().expect("no panic")?;
-    }
-    while let Some(change) = observer.recv_timeout(Duration::from_secs(5))? {
-        let vacant = change == Change::Vacant;
-        print_change(change);
-        if vacant {
-            break;
-        }
+    // A follower sends its requests to the address the leader published.
+    let first = next_leader(&mut observer)?;
+    let operator = LockClient::builder(&url).client_name("operator").build()?;
+    for _ in 0..2 {
+        println!("operator: forcing the leader out");
+        operator.election(ELECTION).force_resign()?;
+        next_leader(&mut observer)?;
     }
 
-    // The first leader, paused all along, comes back and writes with its old epoch.
-    let stale = first.unwrap_or_default();
-    match store.write(stale, "a replaced leader's report") {
+    // The first leader, had it been paused all along, would come back with its old epoch.
+    match store
+        .lock()
+        .unwrap()
+        .write(first, "a replaced leader's report")
+    {
         Ok(()) => println!("a replaced leader overwrote newer work: this must not happen"),
         Err(why) => println!("store refused the replaced leader: {why}"),
     }
+    stop.cancel();
+    for node in nodes {
+        node.join().expect("no panic")?;
+    }
     Ok(())
+}
+
+/// Waits for the observer to report the next leader, and returns its epoch.
+fn next_leader(observer: &mut redmutex::Observer) -> redmutex::Result<u64> {
+    loop {
+        let change = observer.recv()?;
+        let epoch = match &change {
+            Change::Elected(leader) => Some(leader.epoch()),
+            _ => None,
+        };
+        print_change(change);
+        if let Some(epoch) = epoch {
+            return Ok(epoch);
+        }
+    }
 }
 
 fn print_change(change: Change) {
     match change {
         Change::Elected(leader) => println!(
-            "  observer: {} elected, epoch {}",
+            "  follower: {} leads (epoch {}); requests go to {}",
             leader.name(),
-            leader.epoch()
+            leader.epoch(),
+            leader.value().unwrap_or("(no address)")
         ),
-        Change::Vacant => println!("  observer: nobody leads"),
-        other => println!("  observer: {other:?}"),
+        Change::Vacant => println!("  follower: nobody leads"),
+        other => println!("  follower: {other:?}"),
     }
 }
 
