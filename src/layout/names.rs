@@ -169,6 +169,14 @@ pub(crate) fn election_candidates(key: &[u8]) -> Vec<u8> {
     [&fence_counter(key)[..], b":redmutex_candidates"].concat()
 }
 
+/// The fair lock on which the candidates of a first-come-first-served election queue
+/// before they campaign: `{<key>}:redmutex_queue` (`<key>:redmutex_queue` when the key
+/// already holds a hash tag), in the election's cluster slot. Its queue, places and
+/// channels are named after it as every fair lock's are.
+pub(crate) fn election_queue(key: &[u8]) -> Vec<u8> {
+    suffixed(key, b"redmutex_queue")
+}
+
 /// What a key of the Redis type `redis_type` holds, as a lock, for errors: a hash is
 /// Redisson's reentrant (or fenced) lock; a string is a SET-NX lock, which no kind refuses.
 pub(crate) fn kind_of(redis_type: &str) -> &'static str {
@@ -221,6 +229,9 @@ pub(crate) fn one_slot(key: &[u8]) -> bool {
         election_channel(key),
         election_record(key),
         election_candidates(key),
+        election_queue(key),
+        fair_queue(&election_queue(key)),
+        waiter_channel(&election_queue(key), field),
         unlock_latch(key, request),
     ]
     .iter()
@@ -339,6 +350,11 @@ mod tests {
             b"redisson_lock_token:{user1}:lock"
         );
         assert_eq!(fence_counter(b"orders"), b"redisson_lock_token:{orders}");
+        assert_eq!(election_queue(b"cron"), b"{cron}:redmutex_queue");
+        assert_eq!(
+            election_queue(b"{jobs}:cron"),
+            b"{jobs}:cron:redmutex_queue"
+        );
         assert_eq!(
             unlock_latch(b"{user1}:lock", "ab"),
             b"redisson_unlock_latch:{user1}:lock:ab"

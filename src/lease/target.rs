@@ -69,18 +69,35 @@ impl Target {
             None
         };
         let key: Arc<[u8]> = [&shared.config().key_prefix[..], name].concat().into();
+        let subject = Subject::new(noun, String::from_utf8_lossy(name).into_owned());
+        Self::at(shared, key, subject, invalid)
+    }
+
+    /// The lock at `key`, a name made of this one's key (in its cluster slot), of the same
+    /// client: named by its key in errors, logs and callbacks, and refused wherever this
+    /// one's name is.
+    pub(crate) fn beside(&self, key: Vec<u8>) -> Self {
+        let subject = Subject::new(Noun::Lock, String::from_utf8_lossy(&key).into_owned());
+        Self::at(self.shared.clone(), key.into(), subject, self.name.invalid)
+    }
+
+    fn at(
+        shared: Arc<Shared>,
+        key: Arc<[u8]>,
+        subject: Subject,
+        invalid: Option<&'static str>,
+    ) -> Self {
         let invalid = invalid.or_else(|| {
             let split = shared.nodes().routes_by_slot() && !names::one_slot(&key);
             split.then_some(
                 "its braces make no hash tag, so its keys would fall in different cluster slots",
             )
         });
-        let display = String::from_utf8_lossy(name).into_owned();
         let channel = names::channel(&key);
         Target {
             shared,
             name: Arc::new(Name {
-                subject: Subject::new(noun, display),
+                subject,
                 key,
                 channel,
                 invalid,

@@ -96,7 +96,7 @@ impl<K: Kind> Lock<K> {
     /// attempt) the wait is the backoff alone, at most the retry cap. Every round with Redis
     /// ends within a response timeout of `deadline`. A kind may bound each wait further and
     /// undo its attempt when the loop gives up (a fair lock's queue).
-    fn acquire(
+    pub(crate) fn acquire(
         &self,
         lease: Option<Duration>,
         deadline: Option<Instant>,

@@ -11,6 +11,7 @@ use crate::base::retry::Backoff;
 use crate::kinds::election::{self, Leading};
 use crate::lease::target::{Candidacy, Target};
 use crate::lock::candidate::Candidate;
+use crate::lock::election_queue::Queue;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
@@ -36,6 +37,8 @@ use crate::notify::notifier::Subscription;
 /// [observe](Self::observe) every change of leader. [`lead`](Self::lead) runs a closure
 /// each time this client leads, the way a selector does; a
 /// [listener](Self::with_listener) hears this client's own leaderships begin and end.
+/// Candidates lead in no order unless they campaign
+/// [first come, first served](Self::first_come_first_served).
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::builder("redis://127.0.0.1:6379/")
@@ -55,6 +58,8 @@ use crate::notify::notifier::Subscription;
 pub struct Election {
     lock: Lock<Leading>,
     listener: Option<Listener>,
+    /// Where candidates queue before they campaign, when first come, first served.
+    queue: Option<Queue>,
 }
 
 /// This client's leadership of an [`Election`]: `Send`, so it may move to the thread that
@@ -78,6 +83,7 @@ impl Election {
         Election {
             lock: Lock::new(target),
             listener: None,
+            queue: None,
         }
     }
 
@@ -101,6 +107,7 @@ impl Election {
         Election {
             lock: self.lock.with_cancel(cancel),
             listener: self.listener.clone(),
+            queue: self.queue.clone(),
         }
     }
 
@@ -132,8 +139,8 @@ impl Election {
         listener: impl Fn(&LeadershipEvent) + Send + Sync + 'static,
     ) -> Self {
         Election {
-            lock: self.lock.clone(),
             listener: Some(Arc::new(listener)),
+            ..self.clone()
         }
     }
 
@@ -150,6 +157,59 @@ impl Election {
         }
     }
 
+    /// This election, with its candidates served first come, first served: a campaign
+    /// through the returned handle first queues on a [fair lock](crate::Fair) beside the
+    /// election, and only the candidate at the head of that queue campaigns. Once it leads,
+    /// or its call ends without leading, it leaves the queue, and the next one campaigns. A
+    /// candidate that has waited long is thus never overtaken by one that retries fast, as
+    /// in Curator's recipes, which order candidates by their sequential znodes.
+    ///
+    /// Every call keeps its meaning, across both steps: [`try_campaign`](Self::try_campaign)
+    /// leads only if nobody leads and nobody is queued; [`campaign`](Self::campaign)'s
+    /// [`max_wait`](crate::LockClientBuilder::max_wait),
+    /// [`try_campaign_for`](Self::try_campaign_for)'s timeout and
+    /// [`try_campaign_until`](Self::try_campaign_until)'s deadline bound the wait in the
+    /// queue and the campaign together; a [cancel](Self::with_cancel) or closing the client
+    /// ends either. A call that ends without leading, however it ends, leaves the queue at
+    /// once. [`lead`](Self::lead) campaigns this way each time, so a selector that
+    /// resigns joins the back of the queue.
+    ///
+    /// A candidate with an id ([`as_candidate`](Self::as_candidate)) that finds the
+    /// election led under that id takes its leadership back at once, without queuing.
+    ///
+    /// [`candidates`](Self::candidates) lists the head of the queue, which campaigns, and
+    /// none of those queued behind it.
+    ///
+    /// Only the candidates of handles made by this call queue. A plain candidate of the
+    /// same election campaigns at once and competes with the head of the queue only, so it
+    /// may overtake everyone queued behind it.
+    ///
+    /// A candidate whose process crashes while queued keeps its place until the
+    /// [`fair_queue_wait`](crate::LockClientBuilder::fair_queue_wait) of its client (5 s by
+    /// default) after its last attempt; one that crashes at the head of the queue, where it
+    /// holds the fair lock while it campaigns, keeps the head until the lock's lease (the
+    /// client's [`lease`](crate::LockClientBuilder::lease)) runs out. Either holds up the
+    /// candidates behind it meanwhile, never the leader.
+    ///
+    /// The queue is the fair lock `{<key>}:redmutex_queue` (`<key>:redmutex_queue` when the
+    /// key holds a hash tag), in the election's cluster slot, with its own queue keys beside
+    /// it. Taking and giving back its turn costs each campaign two round trips more; the
+    /// client's stats, metrics and callbacks count that lock's holds as a fair lock's,
+    /// under its key.
+    ///
+    /// ```no_run
+    /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
+    /// let election = client.election("cron").first_come_first_served();
+    /// let leadership = election.campaign()?; // after every candidate queued before it
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn first_come_first_served(&self) -> Election {
+        Election {
+            queue: Some(Queue::beside(self.target())),
+            ..self.clone()
+        }
+    }
+
     /// Waits until this client leads, and returns its leadership. Woken by a resignation
     /// at once, and at the latest when the leader's lease runs out.
     ///
@@ -157,24 +217,38 @@ impl Election {
     /// [`max_wait`](crate::LockClientBuilder::max_wait), past which it returns
     /// [`Error::Timeout`](crate::Error::Timeout).
     pub fn campaign(&self) -> Result<Leadership> {
-        self.lock.lock().map(|guard| self.leadership(guard))
+        match &self.queue {
+            Some(queue) => queue.campaign(&self.lock),
+            None => self.lock.lock(),
+        }
+        .map(|guard| self.leadership(guard))
     }
 
     /// Takes the lead if nobody leads; `None` when someone does.
     pub fn try_campaign(&self) -> Result<Option<Leadership>> {
-        Ok(self.lock.try_lock()?.map(|guard| self.leadership(guard)))
+        self.campaign_until(Some(Instant::now()))
     }
 
     /// Campaigns for at most `timeout`; `None` when someone else led all along. A timeout
     /// whose end the clock cannot hold (such as `Duration::MAX`) sets no deadline, as in
     /// [`Lock::try_lock_for`].
     pub fn try_campaign_for(&self, timeout: Duration) -> Result<Option<Leadership>> {
-        Ok((self.lock.try_lock_for(timeout)?).map(|guard| self.leadership(guard)))
+        self.campaign_until(Instant::now().checked_add(timeout))
     }
 
     /// Campaigns until `deadline` at most; `None` when someone else led all along.
     pub fn try_campaign_until(&self, deadline: Instant) -> Result<Option<Leadership>> {
-        Ok((self.lock.try_lock_until(deadline)?).map(|guard| self.leadership(guard)))
+        self.campaign_until(Some(deadline))
+    }
+
+    /// Campaigns until `deadline` at most (`None`: without one), in the queue first if
+    /// there is one.
+    fn campaign_until(&self, deadline: Option<Instant>) -> Result<Option<Leadership>> {
+        let led = match &self.queue {
+            Some(queue) => queue.campaign_until(&self.lock, deadline)?,
+            None => self.lock.acquire(None, deadline)?,
+        };
+        Ok(led.map(|guard| self.leadership(guard)))
     }
 
     /// Campaigns as [`campaign`](Self::campaign) does, and leads publishing `value` (its
@@ -237,6 +311,7 @@ impl Election {
         Election {
             lock,
             listener: self.listener.clone(),
+            queue: self.queue.clone(),
         }
     }
 
@@ -404,6 +479,7 @@ impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
             .field("name", &self.name())
+            .field("first_come_first_served", &self.queue.is_some())
             .finish()
     }
 }

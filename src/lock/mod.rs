@@ -5,6 +5,7 @@
 pub(crate) mod acquire;
 pub(crate) mod candidate;
 pub(crate) mod election;
+pub(crate) mod election_queue;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod hold_watch;

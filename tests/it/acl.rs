@@ -197,6 +197,43 @@ fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
 }
 
 #[test]
+fn a_first_come_first_served_election_campaigns_queues_and_wakes_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let election = |retry_cap| {
+        client(&url, retry_cap)
+            .election("cron")
+            .first_come_first_served()
+    };
+    let leader = election(Duration::from_millis(200)).campaign().unwrap();
+    let candidates: Vec<_> = (0..2)
+        .map(|queued| {
+            // Only a resignation's message wakes these candidates in time.
+            let candidate = election(Duration::from_secs(600));
+            let thread = std::thread::spawn(move || {
+                let leadership = candidate.campaign().unwrap();
+                let epoch = leadership.epoch();
+                leadership.resign().unwrap();
+                epoch
+            });
+            assert!(eventually(Duration::from_secs(30), || {
+                let behind: usize = redis::cmd("LLEN")
+                    .arg("redisson_lock_queue:{myapp:cron}:redmutex_queue")
+                    .query(&mut server.conn())
+                    .unwrap();
+                server.exists("{myapp:cron}:redmutex_queue") && behind == queued
+            }));
+            thread
+        })
+        .collect();
+    leader.resign().unwrap();
+    let epochs: Vec<u64> = candidates.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(epochs, [2, 3]);
+    assert!(!server.exists("myapp:cron"));
+    assert!(!server.exists("{myapp:cron}:redmutex_queue"));
+}
+
+#[test]
 fn the_readme_user_may_touch_nothing_outside_its_prefix() {
     let server = Server::start();
     let url = readme_user(&server);

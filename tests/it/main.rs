@@ -15,6 +15,7 @@ mod defaults;
 mod doctor;
 mod election;
 mod election_candidacy;
+mod election_fcfs;
 mod election_leader;
 mod errors;
 mod exclusion;
