@@ -42,8 +42,8 @@ impl Cause {
         Cause(Repr::NoScripts(err), None)
     }
 
-    /// This cause, with what its failure leaves unknown about the call (see
-    /// [`Error::unsettled`](crate::Error)), which the error's message says after it.
+    /// This cause, with what its failure leaves unknown about the call: the error's
+    /// message says it after what failed.
     pub(crate) fn noted(self, note: &'static str) -> Cause {
         Cause(self.0, Some(note))
     }

@@ -245,7 +245,7 @@ pub(crate) fn force_resign(target: &Target, leader: Option<&str>) -> Result<bool
 
 /// What a resignation that was never answered leaves unknown.
 const RESIGNED_UNKNOWN: &str = "the resignation may or may not have taken effect; \
-     if it did not, the leadership ends with its lease, at its valid_until";
+     if it did not, the leadership ends when its lease runs out, by its valid_until";
 
 /// What a forced resignation that was never answered leaves unknown.
 const FORCED_UNKNOWN: &str = "the forced resignation may or may not have taken effect";
