@@ -18,7 +18,7 @@ use crate::base::tls;
 /// ([`is_connection`](crate::Error::is_connection), [`is_auth`](crate::Error::is_auth),
 /// [`server_code`](crate::Error::server_code), ...); the library's own message is the
 /// error's [`source()`](std::error::Error::source).
-pub struct Cause(Repr);
+pub struct Cause(Repr, Option<&'static str>);
 
 enum Repr {
     /// What the Redis client reported.
@@ -33,13 +33,24 @@ enum Repr {
 
 impl Cause {
     pub(crate) fn redis(err: RedisError) -> Cause {
-        Cause(Repr::Redis(err))
+        Cause(Repr::Redis(err), None)
     }
 
     /// `err`, a server's refusal of a script call, from a server that turned out to run no
     /// scripts at all.
     pub(crate) fn no_scripts(err: RedisError) -> Cause {
-        Cause(Repr::NoScripts(err))
+        Cause(Repr::NoScripts(err), None)
+    }
+
+    /// This cause, with what its failure leaves unknown about the call: the error's
+    /// message says it after what failed.
+    pub(crate) fn noted(self, note: &'static str) -> Cause {
+        Cause(self.0, Some(note))
+    }
+
+    /// What the failure leaves unknown about the call, if the call said.
+    pub(crate) fn note(&self) -> Option<&'static str> {
+        self.1
     }
 
     /// Whether the server runs no scripts (see [`no_scripts`](Self::no_scripts)).
@@ -50,7 +61,7 @@ impl Cause {
     /// A pool's failure to give a connection: `last` is why its last connect failed, if it
     /// did.
     pub(crate) fn pool(last: Option<Arc<dyn StdError + Send + Sync>>) -> Cause {
-        Cause(last.map_or(Repr::Busy, Repr::Connect))
+        Cause(last.map_or(Repr::Busy, Repr::Connect), None)
     }
 
     /// What the Redis client reported, if it was that.
@@ -73,10 +84,14 @@ impl Cause {
 impl fmt::Debug for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Repr::Redis(err) => f.debug_tuple("Redis").field(err).finish(),
-            Repr::NoScripts(err) => f.debug_tuple("NoScripts").field(err).finish(),
-            Repr::Connect(err) => f.debug_tuple("Connect").field(err).finish(),
-            Repr::Busy => f.write_str("Busy"),
+            Repr::Redis(err) => f.debug_tuple("Redis").field(err).finish()?,
+            Repr::NoScripts(err) => f.debug_tuple("NoScripts").field(err).finish()?,
+            Repr::Connect(err) => f.debug_tuple("Connect").field(err).finish()?,
+            Repr::Busy => f.write_str("Busy")?,
+        }
+        match self.1 {
+            Some(note) => write!(f, " ({note})"),
+            None => Ok(()),
         }
     }
 }

@@ -289,6 +289,46 @@ impl Error {
         matches!(self, Error::Lost { .. })
     }
 
+    /// The command may or may not have taken effect: it was sent, or may have been, and no
+    /// answer came (no reply within the response timeout, a connection that broke under
+    /// it, a reply that could not be read); on several nodes, on any of them. False when
+    /// Redis answered, even with a refusal (which changes nothing), and when nothing was
+    /// sent (no connection could be had).
+    ///
+    /// A [resignation](crate::Leadership::resign) is sent again (its latch makes a resend
+    /// answer as an earlier send that resigned would) until it answers or the leadership's
+    /// validity ends; its error is this only when none of them was answered: it may have
+    /// resigned, and if it did not, the lease ends the leadership by its
+    /// [`valid_until`](crate::Leadership::valid_until) (the watchdog renews it no more). A
+    /// [forced resignation](crate::Election::force_resign) is sent again in the same way,
+    /// for as long as one call may take to connect and be answered: it may have ended the
+    /// leadership, or not. For an acquisition, whatever the attempt may have taken was
+    /// given back before the call returned (or is, in the background). The message says
+    /// what the call leaves unknown where the call knows it.
+    pub fn is_outcome_unknown(&self) -> bool {
+        match self {
+            Error::Redis { cause, .. } => unanswered(cause),
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_outcome_unknown()),
+            _ => false,
+        }
+    }
+
+    /// This error, when its outcome is unknown ([`is_outcome_unknown`]), with `note` saying
+    /// what that leaves unknown about the call, after what failed; any other error as it
+    /// is.
+    ///
+    /// [`is_outcome_unknown`]: Self::is_outcome_unknown
+    pub(crate) fn unsettled(self, note: &'static str) -> Error {
+        match self {
+            Error::Redis { lock, node, cause } if unanswered(&cause) => Error::Redis {
+                lock,
+                node,
+                cause: cause.noted(note),
+            },
+            other => other,
+        }
+    }
+
     /// Too few replicas acknowledged an acquisition (see
     /// [`min_replica_acks`](crate::LockClientBuilder::min_replica_acks)).
     pub fn is_not_replicated(&self) -> bool {
@@ -484,7 +524,8 @@ impl Error {
     /// Whether an attempt that ended in this error may have taken something on the server
     /// that no guard holds: its command may have run and its reply was lost, late or an
     /// error (on one node or on enough of several to leave no quorum), or replicas did not
-    /// acknowledge what it took.
+    /// acknowledge what it took. Wider than [`is_outcome_unknown`](Self::is_outcome_unknown),
+    /// to be safe: it counts a refusal too.
     pub(crate) fn outcome_unknown(&self) -> bool {
         match self {
             Error::Redis { .. } => self.may_have_run(),
@@ -573,12 +614,20 @@ impl Error {
     /// otherwise. The foreign message stays out: it is [`source`](Self::source_of).
     fn what(&self) -> String {
         match self {
-            Error::Redis { cause, .. } => match cause.as_redis() {
-                Some(_) if cause.is_no_scripts() => NO_SCRIPTS.to_owned(),
-                Some(err) if cause::is_auth(err) => format!("{}{CREDENTIALS}", cause::what(err)),
-                Some(err) => cause::what(err).to_owned(),
-                None => "failed".to_owned(),
-            },
+            Error::Redis { cause, .. } => {
+                let what = match cause.as_redis() {
+                    Some(_) if cause.is_no_scripts() => NO_SCRIPTS.to_owned(),
+                    Some(err) if cause::is_auth(err) => {
+                        format!("{}{CREDENTIALS}", cause::what(err))
+                    }
+                    Some(err) => cause::what(err).to_owned(),
+                    None => "failed".to_owned(),
+                };
+                match cause.note() {
+                    Some(note) => format!("{what}; {note}"),
+                    None => what,
+                }
+            }
             Error::Pool { .. } => match self.last_connect() {
                 Some(last) => format!("no connection within the connect timeout: {}", last.what()),
                 None => "no pooled connection became free within the connect timeout".to_owned(),
@@ -748,6 +797,12 @@ impl Error {
     }
 }
 
+/// Whether the failure `cause` leaves the outcome of the command unknown: no answer came,
+/// where a refusal or a server that runs no scripts changed nothing.
+fn unanswered(cause: &Cause) -> bool {
+    !cause.is_no_scripts() && cause.as_redis().is_some_and(|err| err.code().is_none())
+}
+
 /// How a hold or a permit was lost.
 const GONE: &str = "it expired or was deleted from outside";
 
@@ -847,6 +902,36 @@ mod tests {
         let busy = Error::pool_at("h:1", None);
         assert!(busy.source().is_none() && busy.is_connection());
         chain(&busy);
+    }
+
+    #[test]
+    fn an_unanswered_command_has_an_unknown_outcome_which_its_message_may_explain() {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by the test");
+        let unanswered = Error::redis_at("h:1", RedisError::from(reset)).with_lock(&"l".into());
+        assert!(unanswered.is_outcome_unknown());
+        let plain = unanswered.to_string();
+        let noted = unanswered.unsettled("the call may or may not have taken effect");
+        assert!(noted.is_outcome_unknown());
+        let report = chain(&noted);
+        assert_eq!(
+            noted.to_string(),
+            format!("{plain}; the call may or may not have taken effect")
+        );
+        assert_eq!(report.matches("reset by the test").count(), 1, "{report}");
+
+        use redis::{ErrorKind::Server, ServerErrorKind::ReadOnly};
+        let refused = Error::redis_at("h:1", RedisError::from((Server(ReadOnly), "refused")));
+        assert!(!refused.is_outcome_unknown(), "{refused}");
+        let refused = refused.unsettled("the call may or may not have taken effect");
+        assert!(!refused.to_string().contains("may or may not"), "{refused}");
+        assert!(!Error::pool_at("h:1", None).is_outcome_unknown());
+        let quorum = Error::NoQuorum {
+            lock: None,
+            needed: 2,
+            of: 3,
+            failed: failed(&["a:1"]),
+        };
+        assert!(quorum.is_outcome_unknown());
     }
 
     #[test]

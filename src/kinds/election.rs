@@ -16,6 +16,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
+use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
 use crate::layout::{names, owner};
 use crate::lease::give_back::Undo;
@@ -295,12 +296,16 @@ impl Machinery for Leading {
         // Stops the renewals; a renewal already on its way finishes first.
         drop(hold.held.watchdog.lock().take());
         let node = node(target)?;
-        let cmd = resign_cmd(target, &hold.held.token, true);
-        let end = Instant::now() + target.shared.config().response_timeout;
-        let settle = hold.holding.valid_until();
-        let released =
-            (hold.holding).exclusively(|| node.run_settling::<Released>(&cmd, end, settle));
-        match released.map_err(|err| err.with_lock(target.subject()))? {
+        let holding = &hold.holding;
+        let released = holding.exclusively(|| {
+            // Sent again until it answers or the validity ends; its latch outlasts that.
+            let until = holding.valid_until();
+            let left = until.saturating_duration_since(Instant::now());
+            let latch_ttl = target.shared.config().latch_ttl() + left;
+            let cmd = resign_lasting(target, &hold.held.token, true, latch_ttl);
+            resend(target, node, &cmd, until, RESIGNED_UNKNOWN)
+        });
+        match released? {
             Released::NotOurs => Err(target.found_lost(&hold.holding)),
             _ if expired => Err(target.found_lost(&hold.holding)),
             _ => Ok(()),
@@ -363,21 +368,75 @@ pub(crate) fn force_resign(target: &Target, leader: Option<&str>) -> Result<bool
             token
         }
     };
-    let end = Instant::now() + target.shared.config().response_timeout;
-    let resigned = node.run::<Released>(&resign_cmd(target, &token, true), end);
-    match resigned.map_err(|err| err.with_lock(target.subject()))? {
+    // Sent again for as long as one call may take; its latch lasts twice that.
+    let config = target.shared.config();
+    let until = Instant::now() + config.connect_timeout + config.response_timeout;
+    let cmd = resign_cmd(target, &token, true);
+    match resend(target, node, &cmd, until, FORCED_UNKNOWN)? {
         Released::NotOurs => Ok(false),
         _ => Ok(true),
+    }
+}
+
+/// What a resignation that was never answered leaves unknown.
+const RESIGNED_UNKNOWN: &str = "the resignation may or may not have taken effect; \
+     if it did not, the leadership ends when its lease runs out, by its valid_until";
+
+/// What a forced resignation that was never answered leaves unknown.
+const FORCED_UNKNOWN: &str = "the forced resignation may or may not have taken effect";
+
+/// Runs `resign`, a resignation with a latch of its own, and sends it again, with backoff,
+/// after each error after which it may have run, until it answers or `until` has passed:
+/// a resend after an earlier send resigned finds the latch and answers 1 as that send
+/// did. An error after which it surely did not run, before any that it may have, is
+/// returned at once. When no send was answered, the error says `unknown`.
+fn resend(
+    target: &Target,
+    node: &Node,
+    resign: &Cmd,
+    until: Instant,
+    unknown: &'static str,
+) -> Result<Released> {
+    let config = target.shared.config();
+    let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+    let mut unanswered = None;
+    loop {
+        let end = Instant::now() + config.response_timeout;
+        let err = match node.run_settling::<Released>(resign, end, until) {
+            Ok(released) => return Ok(released),
+            Err(err) => err.with_lock(target.subject()),
+        };
+        // The last error after which it may have run stands for them all.
+        let unsure = match unanswered.take() {
+            _ if err.is_outcome_unknown() => err,
+            Some(unsure) => unsure,
+            None => return Err(err),
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || target.shared.closing().is_cancelled() {
+            return Err(unsure.unsettled(unknown));
+        }
+        log::debug!(
+            "resending a resignation of {}: {unsure:#}",
+            target.subject()
+        );
+        unanswered = Some(unsure);
+        std::thread::sleep(backoff.next_delay(Some(left)));
     }
 }
 
 /// The resignation of the leadership `token`, with a latch of its own, waking a candidate
 /// if it is to `wake` one; observers are always told.
 fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
+    let latch_ttl = target.shared.config().latch_ttl();
+    resign_lasting(target, token, wake, latch_ttl)
+}
+
+/// [`resign_cmd`], with a latch that lasts `latch_ttl`.
+fn resign_lasting(target: &Target, token: &str, wake: bool, latch_ttl: Duration) -> Cmd {
     let key = target.shared_key();
     let latch = names::unlock_latch(&key, &names::random_id());
     let observers = names::election_channel(&key);
-    let latch_ttl = target.shared.config().latch_ttl();
     scripts::election_resign(
         (&key, target.channel(), &observers, &latch),
         token,

@@ -63,7 +63,9 @@ pub struct Election {
 }
 
 /// This client's leadership of an [`Election`]: `Send`, so it may move to the thread that
-/// does the leader's work. Renewed by the watchdog while held; dropping it resigns.
+/// does the leader's work. Renewed by the watchdog while held; dropping it resigns, as
+/// [`resign`](Self::resign) does (when Redis does not answer, the drop too waits until an
+/// answer comes or the leadership's validity ends).
 ///
 /// While it leads, the client listens for the election's announcements: when another
 /// client [forces it out](Election::force_resign), or is elected after its key was deleted,
@@ -354,6 +356,9 @@ impl Election {
     /// connection missed the message). For an operator ending a stuck leadership; `true`
     /// when one was ended, `false` when nobody led (or another leader came in meanwhile,
     /// and was left alone).
+    /// A resignation whose reply is lost or late is sent again, for as long as one call
+    /// may take to connect and be answered; when none is answered, the error's
+    /// [`is_outcome_unknown`](crate::Error::is_outcome_unknown) is true.
     ///
     /// ```no_run
     /// # fn main() -> redmutex::Result<()> {
@@ -542,6 +547,13 @@ impl Leadership {
     /// Gives the leadership up, waking the next candidate and every observer, and reports
     /// the result: [`Error::Lost`](crate::Error::Lost) when it was lost already (another
     /// leader may lead by now; nothing is changed).
+    ///
+    /// A resignation whose reply is lost or late is sent again, with backoff, until one is
+    /// answered or the leadership's validity ends; a send after one that resigned answers
+    /// that it did, so the call returns `Ok(())`. When none is answered, the error's
+    /// [`is_outcome_unknown`](crate::Error::is_outcome_unknown) is true: it may have
+    /// resigned, and if it did not, the lease ends the leadership by
+    /// [`valid_until`](Self::valid_until). Dropping the leadership resigns in the same way.
     pub fn resign(self) -> Result<()> {
         let Leadership {
             removal,

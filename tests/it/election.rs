@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 use redmutex::{Cancel, Change, Health, LockClient};
-use support::{SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually};
+use support::{Proxy, SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually};
 
 const NAME: &str = "e";
 const COUNTER: &str = "redisson_lock_token:{e}";
@@ -1270,4 +1270,107 @@ fn a_vacant_observer_soon_finds_a_leader_that_announced_nothing() {
     let heard = hearing.recv_timeout(NO_HANG).unwrap().unwrap();
     let heard = heard.expect("the leader, while it led");
     assert_eq!(elected(&[heard]), [("silent".to_owned(), 1)]);
+}
+
+/// What the proxy finds a resignation by (a forced one's too): its script's SHA1.
+fn resign_sha() -> Vec<u8> {
+    let script = include_str!("../../src/transport/scripts/election_resign.lua");
+    Script::new(script).get_hash().as_bytes().to_vec()
+}
+
+/// A client named `name` through `proxy`, with a response timeout far below how late a
+/// late reply comes.
+fn through(proxy: &Proxy, name: &str) -> LockClient {
+    LockClient::builder(&proxy.url())
+        .client_name(name)
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+/// Far past the response timeout of `through`'s clients.
+const LATE: Duration = Duration::from_secs(2);
+
+/// A resignation whose reply does not come in time had resigned: sent again, its latch
+/// answers that it did, and the call says so. The next candidate leads.
+#[test]
+fn a_resignation_whose_reply_was_lost_is_sent_again_and_reports_it_resigned() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = through(&proxy, "leader");
+    let leadership = client.election(NAME).campaign().unwrap();
+    proxy.delay_reply_to(&resign_sha(), LATE);
+    let resigned = leadership.resign();
+    assert!(proxy.trap_sprung(), "the resignation's reply was held back");
+    resigned.unwrap();
+    assert!(!server.exists(NAME));
+    let next = named(&server, "next")
+        .election(NAME)
+        .try_campaign()
+        .unwrap();
+    assert_eq!(
+        next.map(|next| next.epoch()),
+        Some(2),
+        "the next candidate leads"
+    );
+    assert_eq!(client.stats().locks_lost, 0);
+}
+
+/// A resignation never answered, however often it is sent, until the leadership's
+/// validity has ended: the error says that its outcome is unknown, and the lease ends the
+/// leadership by then if the resignation did not. Here its first send had resigned.
+#[test]
+fn a_resignation_never_answered_reports_an_unknown_outcome_once_its_validity_ends() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .client_name("leader")
+        .lease(SHORT_LEASE)
+        .response_timeout(support::response_timeout_for(SHORT_LEASE))
+        .build()
+        .unwrap();
+    let leadership = client.election(NAME).campaign().unwrap();
+    proxy.silence_after(&resign_sha());
+    // A renewal on its way may move it later still.
+    let valid_until = leadership.valid_until();
+    let err = leadership.resign().unwrap_err();
+    assert!(
+        Instant::now() >= valid_until,
+        "gave up {:?} before the validity ended: {err}",
+        valid_until - Instant::now()
+    );
+    assert!(err.is_outcome_unknown() && !err.is_lost(), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("the resignation may or may not have taken effect"),
+        "{message}"
+    );
+    assert!(!server.exists(NAME), "the first send resigned");
+}
+
+/// A forced resignation whose reply does not come in time is sent again, and says that it
+/// ended the leadership; one never answered says that its outcome is unknown.
+#[test]
+fn a_forced_resignation_whose_reply_was_lost_is_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let admin = through(&proxy, "admin").election(NAME);
+    let stuck = patient(&server, "stuck").election(NAME).campaign().unwrap();
+    proxy.delay_reply_to(&resign_sha(), LATE);
+    let forced = admin.force_resign();
+    assert!(proxy.trap_sprung(), "the resignation's reply was held back");
+    assert!(forced.unwrap(), "it ended a leadership");
+    assert!(!server.exists(NAME));
+    drop(stuck);
+
+    let _next = patient(&server, "next").election(NAME).campaign().unwrap();
+    proxy.silence_after(&resign_sha());
+    let err = admin.force_resign().unwrap_err();
+    assert!(err.is_outcome_unknown(), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("the forced resignation may or may not have taken effect"),
+        "{message}"
+    );
+    assert!(!server.exists(NAME), "its first send ended the leadership");
 }

@@ -16,12 +16,13 @@
 //! own client (another UUID), which retries only after half a minute, so its waiters get a
 //! lock in time only when a message wakes them.
 //!
-//! `MODEL_CASES=n` runs n cases per property instead of 40; `MODEL_LOG=1` prints the steps
-//! of every case of the exclusive kinds.
+//! `MODEL_CASES=n` runs n cases per property instead of 40 (12 for the election);
+//! `MODEL_LOG=1` prints the steps of every case of the exclusive kinds and the election.
 
 use crate::support;
 use crate::support::redisson::epoch_ms;
 
+mod election;
 mod exclusive;
 mod read_write;
 mod semaphore;
@@ -46,10 +47,15 @@ const WATCHDOG_LEASE: Duration = Duration::from_millis(300);
 
 /// How many cases each kind's property runs, unless `MODEL_CASES` says otherwise.
 fn cases() -> u32 {
+    cases_or(40)
+}
+
+/// How many cases a property runs, unless `MODEL_CASES` says otherwise.
+fn cases_or(default: u32) -> u32 {
     std::env::var("MODEL_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(40)
+        .unwrap_or(default)
 }
 
 fn config() -> ProptestConfig {
@@ -216,6 +222,15 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
             include_str!("../../src/transport/scripts/semaphore_renew.lua")
         }
         ("fair", Call::GiveUp) => include_str!("../../src/transport/scripts/fair_give_up.lua"),
+        ("election", Call::Acquire) => concat!(
+            include_str!("../../src/transport/scripts/shape.lua"),
+            include_str!("../../src/transport/scripts/election_acquire.lua")
+        ),
+        // A forced resignation sends the leader's own.
+        ("election", Call::Release | Call::Force) => {
+            include_str!("../../src/transport/scripts/election_resign.lua")
+        }
+        ("election", Call::Renew) => include_str!("../../src/transport/scripts/election_renew.lua"),
         // The scripts that judge a key's shape run after shape.lua.
         ("fair", Call::Force) => concat!(
             include_str!("../../src/transport/scripts/shape.lua"),
@@ -705,6 +720,23 @@ fn semaphore_follows_its_model() {
     }
 }
 
+/// The election's cases are fewer: each runs longer, with its leases running out.
+#[test]
+fn election_follows_its_model() {
+    let harness = std::cell::RefCell::new(election::Harness::new());
+    let config = ProptestConfig {
+        cases: cases_or(12),
+        ..config()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&election::ops(), |ops| {
+        election::check(&mut harness.borrow_mut(), &ops)
+    });
+    if let Err(err) = result {
+        panic!("election: {err}");
+    }
+}
+
 // Sequences found by the properties above (or, where a timing edge kept proptest from
 // shrinking, the same steps with times that make the edge certain), replayed as plain tests.
 
@@ -717,6 +749,12 @@ fn replay<K: exclusive::Subject>(ops: &[exclusive::Op]) {
 fn replay_read_write(ops: &[read_write::Op]) {
     if let Err(err) = read_write::Harness::new().run(ops) {
         panic!("read-write: {err}");
+    }
+}
+
+fn replay_election(ops: &[election::Op]) {
+    if let Err(err) = election::Harness::new().run(ops) {
+        panic!("election: {err}");
     }
 }
 
@@ -1658,5 +1696,43 @@ fn a_read_release_retried_after_a_lost_reply_beside_another_reader_follows_its_m
             lease: Ms(10_000),
         },
         Release { owner: 1, which: 0 },
+    ]);
+}
+
+/// Found by the election property before a resignation was sent again after a lost or
+/// late reply: the resignation had run, and the call reported an error, not knowing it,
+/// long before the leadership's validity ended.
+#[test]
+fn election_resignation_with_a_late_reply_follows_its_model() {
+    use election::Op::*;
+    replay_election(&[
+        Campaign {
+            owner: 2,
+            wait: None,
+        },
+        Fault {
+            client: 1,
+            call: Call::Release,
+            reply: Reply::Late,
+        },
+        Resign { owner: 2, which: 0 },
+    ]);
+}
+
+/// Found by the election property on a busy machine: a renewal sent while a forced
+/// resignation ran, before its script did, got through, and the leadership stayed valid
+/// for a lease from then, past a lease after the call began. The model now counts from the
+/// call's return. Slow replies to the operator's client make the edge certain: its three
+/// round trips outlast a renew interval.
+#[test]
+fn election_renewed_during_a_forced_resignation_follows_its_model() {
+    use election::Op::*;
+    replay_election(&[
+        Campaign {
+            owner: 0,
+            wait: None,
+        },
+        Slow { client: 1, ms: 55 },
+        Force { client: 1 },
     ]);
 }
