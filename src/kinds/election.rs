@@ -78,8 +78,10 @@ pub(crate) struct Snapshot {
     pub counter: u64,
     /// The recorded leaders after the epoch asked about, oldest first.
     pub record: Vec<(u64, String)>,
-    /// The candidates waiting, when asked for: id, since when (server milliseconds), name.
+    /// The candidates waiting, when asked for: id, since when (server milliseconds), name;
+    /// and those queued in a first-come-first-served election, in their order.
     pub waiting: Vec<(String, u64, String)>,
+    pub queued: Vec<(String, u64, String)>,
 }
 
 /// The longest candidate id an election takes, in bytes.
@@ -115,12 +117,21 @@ fn read_some(target: &Target, after: u64, waiting: bool, end: Instant) -> Result
     let node = node(target)?;
     let key = target.open()?;
     let (counter, record, candidates) = names_of(key);
-    let cmd = scripts::election_read((key, &counter, &record, &candidates), after, waiting);
+    let queue = names::election_queue(key);
+    let (queued, places) = (names::fair_queue(&queue), names::fair_alive(&queue));
+    let keys = [key, &counter, &record, &candidates, &queued, &places];
+    let cmd = scripts::election_read(&keys, after, waiting);
     type Reply = (
         (i64, String, i64, i64, Vec<(i64, String)>),
-        (Option<String>, String, i64, Vec<(String, i64, String)>),
+        (
+            Option<String>,
+            String,
+            i64,
+            Vec<(String, i64, String)>,
+            Vec<(String, i64, String)>,
+        ),
     );
-    let ((epoch, name, pttl, counter, record), (value, candidate, since, waiting)): Reply =
+    let ((epoch, name, pttl, counter, record), (value, candidate, since, waiting, queued)): Reply =
         node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
     let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
     let millis = |n: i64| u64::try_from(n).unwrap_or_default();
@@ -139,7 +150,51 @@ fn read_some(target: &Target, after: u64, waiting: bool, end: Instant) -> Result
         waiting: (waiting.into_iter())
             .map(|(id, since, name)| (id, millis(since), name))
             .collect(),
+        queued: (queued.into_iter())
+            .map(|(id, since, name)| (id, millis(since), name))
+            .collect(),
     })
+}
+
+/// How long a queued candidate's listing is kept at most: its place in the queue says how
+/// long it is shown.
+const QUEUED_LISTING: Duration = Duration::from_secs(24 * 3600);
+
+/// Lists this thread's candidate of `target` while it queues for its turn to campaign,
+/// under its owner field `owner` in the queue. A failure is logged: the candidate then
+/// queues unlisted.
+pub(crate) fn enlist(target: &Target, owner: &str) {
+    let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
+        return;
+    };
+    let id = candidate_id(target);
+    let name = &target.shared.config().client_name;
+    let candidates = names::election_candidates(key);
+    let cmd = scripts::election_enlist(&candidates, owner, (&id, name), QUEUED_LISTING);
+    let end = Instant::now() + target.shared.config().response_timeout;
+    if let Err(err) = node.run::<i64>(&cmd, end) {
+        log::debug!(
+            "listing a queued candidate of {}: {err:#}",
+            target.subject()
+        );
+    }
+}
+
+/// Removes the listing of `owner`, queued in `target`, once its campaign ends.
+pub(crate) fn delist(target: &Target, owner: &str) {
+    let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
+        return;
+    };
+    let mut cmd = redis::cmd("HDEL");
+    cmd.arg(names::election_candidates(key))
+        .arg(format!("queued:{owner}"));
+    let end = Instant::now() + target.shared.config().response_timeout;
+    if let Err(err) = node.run::<i64>(&cmd, end) {
+        log::debug!(
+            "removing a queued candidate of {}: {err:#}",
+            target.subject()
+        );
+    }
 }
 
 /// The names beside an election's key: its counter, record of leaders and candidates.
@@ -254,8 +309,9 @@ impl Machinery for Leading {
             value: candidacy.and_then(|c| c.value.as_deref()),
             listed: shared.config().lease,
         };
+        let places = names::fair_alive(&names::election_queue(key));
         let cmd = scripts::election_acquire(
-            (key, &counter, &record, &candidates, &observers),
+            (key, &counter, &record, &candidates, &places, &observers),
             token,
             script_lease,
             &who,

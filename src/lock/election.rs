@@ -332,6 +332,9 @@ impl Election {
     /// `getParticipants` lists them). A waiting campaign is listed from its first attempt
     /// until it leads or ends (a timeout, a cancel, an error); one whose process died stays
     /// listed until the leader's lease it last saw has run out and one client lease more.
+    /// In a [first-come-first-served](Self::first_come_first_served) election, those
+    /// queued behind the one whose turn it is follow, in their order (the first 64), each
+    /// for as long as it keeps its place in the queue.
     pub fn candidates(&self) -> Result<Vec<Candidate>> {
         let end = Instant::now() + self.target().shared.config().response_timeout;
         let snapshot = election::read_candidates(self.target(), end)?;
@@ -344,7 +347,7 @@ impl Election {
         let mut waiting = snapshot.waiting;
         waiting.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
         candidates.extend(
-            (waiting.into_iter())
+            (waiting.into_iter().chain(snapshot.queued))
                 .map(|(id, since, name)| Candidate::new(id, name, at(since), false)),
         );
         Ok(candidates)

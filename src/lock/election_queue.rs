@@ -8,7 +8,7 @@ use crate::base::error::{Error, Result};
 use crate::kinds::election::{self, Leading};
 use crate::kinds::fair::Fair;
 use crate::kinds::kind::sealed::Machinery;
-use crate::layout::names;
+use crate::layout::{names, owner};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
@@ -64,7 +64,12 @@ impl Queue {
         }
         let mut queue = Lock::<Fair>::new(self.target.clone());
         queue.cancel.clone_from(&election.cancel);
-        let Some(turn) = queue.acquire(None, deadline)? else {
+        // Listed while it queues, under its place in the queue.
+        let owner = owner::field(self.target.shared.id(), owner::current_thread());
+        election::enlist(&election.target, &owner);
+        let turn = queue.acquire(None, deadline);
+        election::delist(&election.target, &owner);
+        let Some(turn) = turn? else {
             return Ok(None);
         };
         let led = election.acquire(None, deadline);

@@ -87,6 +87,7 @@ scripts! {
     ELECTION_RENEW => "election_renew.lua",
     ELECTION_RESIGN => "election_resign.lua",
     ELECTION_PROCLAIM => "election_proclaim.lua",
+    ELECTION_ENLIST => "election_enlist.lua",
     ELECTION_READ => "shape.lua" & "election_read.lua",
 }
 
@@ -618,8 +619,8 @@ pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 3]) -> Cmd {
 }
 
 /// The names of an election: its key, its epoch counter, its record of leaders, its waiting
-/// candidates (keys) and its observers' channel.
-pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+/// candidates, the places of its queued candidates (keys) and its observers' channel.
+pub(crate) type Election<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8]);
 
 /// Who campaigns in an election: its name and candidate id, whether it takes over a
 /// leadership of its own id, the value it publishes if it leads, and how long after the
@@ -636,13 +637,16 @@ pub(crate) struct Campaigner<'a> {
 /// for `lease`, keeping the last `record` leaders. Replies `{1, epoch}` (leads), `{0, pttl}`
 /// (someone else leads), or `WRONGKIND <type>`.
 pub(crate) fn election_acquire(
-    (key, counter, record_key, candidates, observers): Election<'_>,
+    (key, counter, record_key, candidates, places, observers): Election<'_>,
     token: &str,
     lease: Duration,
     who: &Campaigner<'_>,
     record: usize,
 ) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_ACQUIRE, &[key, counter, record_key, candidates]);
+    let mut cmd = evalsha(
+        &ELECTION_ACQUIRE,
+        &[key, counter, record_key, candidates, places],
+    );
     cmd.arg(token)
         .arg(millis(lease))
         .arg(who.name)
@@ -689,16 +693,29 @@ pub(crate) fn election_resign(
     cmd
 }
 
-/// Who leads the election at `key` (its counter, record of leaders and waiting candidates
-/// beside), the recorded leaders after epoch `after`, and the waiting candidates if
-/// `waiting`. Replies as `scripts/election_read.lua` says.
-pub(crate) fn election_read(
-    (key, counter, record, candidates): (&[u8], &[u8], &[u8], &[u8]),
-    after: u64,
-    waiting: bool,
-) -> Cmd {
-    let mut cmd = evalsha(&ELECTION_READ, &[key, counter, record, candidates]);
+/// The names an election is read from: its key, counter, record of leaders and waiting
+/// candidates, and the queue and places of its first-come-first-served candidates.
+pub(crate) type ElectionRead<'a> = [&'a [u8]; 6];
+
+/// Who leads the election `keys[0]` (its counter, record of leaders and candidates beside),
+/// the recorded leaders after epoch `after`, and the waiting candidates if `waiting`.
+/// Replies as `scripts/election_read.lua` says.
+pub(crate) fn election_read(keys: &ElectionRead<'_>, after: u64, waiting: bool) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_READ, keys);
     cmd.arg(after).arg(u8::from(waiting));
+    cmd
+}
+
+/// List the queued candidate `owner` (candidate id `id`, client `name`) of an election in
+/// its `candidates`, for `keep` at most. Replies 1.
+pub(crate) fn election_enlist(
+    candidates: &[u8],
+    owner: &str,
+    (id, name): (&str, &str),
+    keep: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&ELECTION_ENLIST, &[candidates]);
+    cmd.arg(owner).arg(id).arg(name).arg(millis(keep));
     cmd
 }
 

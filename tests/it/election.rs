@@ -322,6 +322,7 @@ fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
     .key(COUNTER)
     .key(RECORD)
     .key("redisson_lock_token:{e}:redmutex_candidates")
+    .key("redisson_lock_timeout:{e}:redmutex_queue:redmutex_alive")
     .arg(token)
     .arg(30_000)
     .arg("candidate")

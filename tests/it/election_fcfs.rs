@@ -19,6 +19,8 @@ const TURN: &str = "{fcfs}:redmutex_queue";
 const QUEUE: &str = "redisson_lock_queue:{fcfs}:redmutex_queue";
 const TIMEOUTS: &str = "redisson_lock_timeout:{fcfs}:redmutex_queue";
 const ALIVE: &str = "redisson_lock_timeout:{fcfs}:redmutex_queue:redmutex_alive";
+/// The candidates listed while they wait.
+const LISTED: &str = "redisson_lock_token:{fcfs}:redmutex_candidates";
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const NAME_VAR: &str = "REDMUTEX_TEST_NAME";
 const WAIT_VAR: &str = "REDMUTEX_TEST_QUEUE_WAIT";
@@ -68,7 +70,7 @@ fn await_head(server: &Server) {
 
 fn assert_queue_empty(server: &Server) {
     assert_eq!(queued(server), 0, "candidates left in the queue");
-    for key in [TURN, TIMEOUTS, ALIVE] {
+    for key in [TURN, TIMEOUTS, ALIVE, LISTED] {
         assert!(!server.exists(key), "{key} left behind");
     }
 }
@@ -117,9 +119,24 @@ fn candidates_lead_in_the_order_they_came() {
     await_queued(&server, 1);
     let c = Candidate::start(&server, "c", &led_by);
     await_queued(&server, 2);
+    // Listed: the leader, the head (it campaigns), then those queued, in their order.
+    let election = server.client().election(NAME);
+    let listed = || -> Vec<(String, bool)> {
+        (election.candidates().unwrap().iter())
+            .map(|c| (c.name().to_owned(), c.is_leader()))
+            .collect()
+    };
+    let all = ["leader", "a", "b", "c"].map(|name| (name.to_owned(), name == "leader"));
+    assert!(eventually(NO_HANG, || listed() == all), "{:?}", listed());
 
     leader.resign().unwrap();
     assert_eq!(next(&led), ("a".into(), 2));
+    let rest = [("a".to_owned(), true), ("b".to_owned(), false)];
+    assert!(
+        eventually(NO_HANG, || listed()[..2] == rest),
+        "{:?}",
+        listed()
+    );
     a.resign();
     assert_eq!(next(&led), ("b".into(), 3));
     b.resign();
@@ -328,8 +345,14 @@ fn a_crashed_queued_candidate_holds_the_queue_up_until_its_place_runs_out() {
     await_queued(&server, 1);
     let behind = Candidate::start(&server, "behind", &led_by);
     await_queued(&server, 2);
+    // Listed while its place lasts, and no longer once it has run out.
+    let election = server.client().election(NAME);
+    let listed = |name: &str| (election.candidates().unwrap().iter()).any(|c| c.name() == name);
+    assert!(listed("crashed"));
     crashed.kill().unwrap();
     crashed.wait().unwrap();
+    assert!(eventually(NO_HANG, || !listed("crashed")));
+    assert!(listed("behind"));
 
     leader.resign().unwrap();
     assert_eq!(next(&led), ("head".into(), 2));
@@ -337,6 +360,30 @@ fn a_crashed_queued_candidate_holds_the_queue_up_until_its_place_runs_out() {
     // The dead candidate is granted the turn, never takes it, and loses it with its place.
     assert_eq!(next(&led), ("behind".into(), 3));
     behind.resign();
+    // Its listing, left behind, goes with the first campaign a minute after it was made.
+    let listed: Vec<String> = redis::cmd("HKEYS")
+        .arg(LISTED)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        matches!(&listed[..], [one] if one.starts_with("queued:")),
+        "{listed:?}"
+    );
+    assert!(
+        server
+            .client()
+            .election(NAME)
+            .candidates()
+            .unwrap()
+            .is_empty()
+    );
+    let () = redis::cmd("HSET")
+        .arg(LISTED)
+        .arg(&listed[0])
+        .arg("99999999999999 1 1 xcrashed")
+        .query(&mut server.conn())
+        .unwrap();
+    drop(fcfs(&named(&server, "last")).campaign().unwrap());
     assert_queue_empty(&server);
 }
 

@@ -8,7 +8,13 @@
 --          list of "<epoch> <name>", oldest first
 -- KEYS[4]  the waiting candidates "redisson_lock_token:{<key>}:redmutex_candidates": a hash
 --          of candidate id to "<listed until> <since> <name>" (server times, milliseconds),
---          which expires with its last entry
+--          which expires with its last entry (and queued candidates' listings, fields
+--          "queued:<owner>", which election_enlist.lua writes)
+-- KEYS[5]  the times until which this crate's candidates queued in a first-come-first-
+--          served election keep their places:
+--          "redisson_lock_timeout:{<key>}:redmutex_queue:redmutex_alive"; a queued
+--          candidate's listing ("queued:<owner>") is dropped a minute after it was made
+--          once its owner has no place there
 -- ARGV[1]  the attempt's token: 32 hex digits, new for every attempt
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the candidate's name
@@ -74,6 +80,7 @@ if check then
         {'hdel', KEYS[4], ARGV[6]},
         {'hgetall', KEYS[4]},
         {'pexpire', KEYS[4], ARGV[10]},
+        {'pttl', KEYS[4]},
         {'publish', ARGV[5], '1'},
     }
     for _, command in ipairs(needed) do
@@ -93,7 +100,18 @@ local entries = redis.call('hgetall', KEYS[4])
 for i = 1, #entries, 2 do
     local id, entry = entries[i], entries[i + 1]
     local until_ms = tonumber(string.match(entry, '^(%d+) ')) or 0
-    if id == ARGV[6] then
+    local queued = string.sub(id, 1, 7) == 'queued:'
+    if queued then
+        -- Listed while it keeps its place in the queue; before it joined, for a minute.
+        -- (A user without rights there keeps such listings for their day.)
+        local readable, score = pcall(redis.call, 'zscore', KEYS[5], string.sub(id, 8))
+        local place = readable and tonumber(score)
+        local made = tonumber(string.match(entry, '^%d+ (%d+) ')) or 0
+        if readable and (not place or place < now) and made < now - 60000 then
+            until_ms = 0
+        end
+    end
+    if id == ARGV[6] and not queued then
         own = entry
     elseif until_ms < now then
         redis.call('hdel', KEYS[4], id)
@@ -119,7 +137,10 @@ if kind ~= 'none' then
     local listed_until = now + math.max(pttl, 0) + tonumber(ARGV[10])
     redis.call('hset', KEYS[4], ARGV[6], listed_until .. ' ' .. since .. ' ' .. ARGV[3])
     -- The list goes when its last entry would: nobody is left to clear it.
-    redis.call('pexpire', KEYS[4], math.max(latest, listed_until) - now)
+    local keep = math.max(latest, listed_until) - now
+    if redis.call('pttl', KEYS[4]) < keep then
+        redis.call('pexpire', KEYS[4], keep)
+    end
     return {0, pttl}
 end
 local epoch = redis.call('incr', KEYS[2])

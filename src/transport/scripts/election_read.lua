@@ -3,10 +3,14 @@
 -- KEYS[2]  the epoch counter "redisson_lock_token:{<key>}"
 -- KEYS[3]  the record of recent leaders "redisson_lock_token:{<key>}:redmutex_leaders"
 -- KEYS[4]  the waiting candidates "redisson_lock_token:{<key>}:redmutex_candidates"
+-- KEYS[5]  the queue of a first-come-first-served election's candidates: the fair queue of
+--          its queue lock, "redisson_lock_queue:{<key>}:redmutex_queue"
+-- KEYS[6]  the times until which this crate's queued candidates keep their places:
+--          "redisson_lock_timeout:{<key>}:redmutex_queue:redmutex_alive"
 -- ARGV[1]  the last epoch the reader knows of (0: none): the record's entries after it are
 --          returned
 -- ARGV[2]  "1" to have the waiting candidates returned, "0" not to
--- Reply    {{epoch, name, pttl, counter, record}, {value, candidate, since, waiting}}:
+-- Reply    {{epoch, name, pttl, counter, record}, {value, candidate, since, waiting, queued}}:
 --            epoch     the leader's epoch, 0 when nobody leads (no key, or a token: a
 --                      SET-NX lock of another library; see shape.lua, which comes before
 --                      this text);
@@ -18,6 +22,8 @@
 --            candidate the leader's candidate id, "" when nobody leads or it has none;
 --            since     when the leader was elected (server time, milliseconds), 0 unknown;
 --            waiting   with ARGV[2], the candidates still listed, flat: id, since, name;
+--            queued    with ARGV[2], the queued candidates (of the first 64 in the queue)
+--                      that keep their places, in their order, flat as `waiting`;
 --          the error "WRONGKIND <type>" when the key holds another kind of data (a string
 --          that is no token among them).
 local kind = redis.call('type', KEYS[1]).ok
@@ -56,19 +62,51 @@ if redis.call('type', KEYS[3]).ok == 'list' then
         end
     end
 end
-local waiting = {}
-if ARGV[2] == '1' and redis.call('type', KEYS[4]).ok == 'hash' then
+local waiting, queued = {}, {}
+if ARGV[2] == '1' then
     local clock = redis.call('time')
     local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-    local entries = redis.call('hgetall', KEYS[4])
-    for i = 1, #entries, 2 do
-        local until_ms, began, who = string.match(entries[i + 1], '^(%d+) (%d+) (.*)$')
-        if until_ms and tonumber(until_ms) >= now and entries[i] ~= candidate then
-            waiting[#waiting + 1] = entries[i]
-            waiting[#waiting + 1] = tonumber(began)
-            waiting[#waiting + 1] = who
+    local listed = redis.call('type', KEYS[4]).ok == 'hash'
+    if listed then
+        local entries = redis.call('hgetall', KEYS[4])
+        for i = 1, #entries, 2 do
+            local until_ms, began, who = string.match(entries[i + 1], '^(%d+) (%d+) (.*)$')
+            if until_ms and tonumber(until_ms) >= now and entries[i] ~= candidate
+                and string.sub(entries[i], 1, 7) ~= 'queued:' then
+                waiting[#waiting + 1] = entries[i]
+                waiting[#waiting + 1] = tonumber(began)
+                waiting[#waiting + 1] = who
+            end
+        end
+    end
+    -- Queued candidates are as alive as their places in the queue: a listing of one
+    -- whose place is gone (its process died) is not shown.
+    -- Read only where the user may (a user of plain elections may have no rights there).
+    local function type_of(key)
+        local readable, kind = pcall(redis.call, 'type', key)
+        return readable and kind.ok or 'none'
+    end
+    if type_of(KEYS[5]) == 'list' and type_of(KEYS[6]) == 'zset' then
+        for _, owner in ipairs(redis.call('lrange', KEYS[5], 0, 63)) do
+            local place = tonumber(redis.call('zscore', KEYS[6], owner))
+            if place and place >= now then
+                local entry = listed and redis.call('hget', KEYS[4], 'queued:' .. owner)
+                local began, size, rest
+                if entry then
+                    began, size, rest = string.match(entry, '^%d+ (%d+) (%d+) (.*)$')
+                end
+                if rest then
+                    queued[#queued + 1] = string.sub(rest, 1, tonumber(size))
+                    queued[#queued + 1] = tonumber(began)
+                    queued[#queued + 1] = string.sub(rest, tonumber(size) + 1)
+                else
+                    queued[#queued + 1] = owner
+                    queued[#queued + 1] = 0
+                    queued[#queued + 1] = ''
+                end
+            end
         end
     end
 end
 return {{epoch, name, redis.call('pttl', KEYS[1]), counter, record},
-    {value, candidate, since, waiting}}
+    {value, candidate, since, waiting, queued}}
