@@ -89,13 +89,37 @@ fn a_leader_whose_key_was_deleted_learns_it_when_its_successor_is_elected() {
 fn on_a_cluster_a_leader_forced_out_learns_it_within_a_round_trip() {
     let cluster = support::Cluster::start();
     let client = |name: &str| cluster.builder().client_name(name).build().unwrap();
-    let ousted = client("ousted").election(NAME).campaign().unwrap();
+    let (election, heard) = listened(&client("ousted"));
+    let ousted = election.campaign().unwrap();
+    assert_eq!(heard.try_recv().unwrap().0, leading(ousted.epoch()));
     let watch = ousted.watch();
     assert!(cluster.client().election(NAME).force_resign().unwrap());
     let next = client("next").election(NAME).campaign().unwrap();
     assert!(watch.wait_lost(PROMPTLY), "still leading: {:?}", ousted);
     assert_eq!(ousted.health(), Health::Lost);
     assert!(ousted.epoch() < next.epoch());
+    let (event, _, _) = heard.recv_timeout(PROMPTLY).expect("told of the loss");
+    assert_eq!(event, not_leading(ousted.epoch(), true));
+}
+
+/// An operator's `redmutex unlock` of an election, from a process of its own, removes the
+/// leader it showed; the leader's listener is told within a round trip.
+#[cfg(feature = "cli")]
+#[test]
+fn the_listener_of_a_leader_removed_by_the_tool_is_told_at_once() {
+    let server = Server::start();
+    let (election, heard) = listened(&named(&server, "listened"));
+    let ousted = election.campaign().unwrap();
+    assert_eq!(heard.try_recv().unwrap().0, leading(ousted.epoch()));
+    let output = support::tool()
+        .args(["--url", &server.url(), "unlock", NAME, "--force", "--yes"])
+        .timeout(NO_HANG)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let (event, _, _) = heard.recv_timeout(PROMPTLY).expect("told of the loss");
+    assert_eq!(event, not_leading(ousted.epoch(), true));
+    assert!(ousted.is_lost());
 }
 
 /// The listener hears each leadership its handle's campaigns win begin, on the thread that
