@@ -70,8 +70,9 @@
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //! - [`client.election(name)`](LockClient::election): an [`Election`]; one leader at a
-//!   time, whose [`Leadership`] carries an epoch that only grows, and [`Observer`]s of who
-//!   leads.
+//!   time, whose [`Leadership`] carries an epoch that only grows and a value it publishes,
+//!   its [`Candidate`]s listed, a listener of its own leaderships, a first-come-first-served
+//!   option, and [`Observer`]s of who leads.
 //!
 //! ```no_run
 //! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
