@@ -1,12 +1,14 @@
 //! The token lock and the real SET-NX libraries on the same key, each driven as a
-//! subprocess: redis-py's `Lock` and node-redlock on a single node. Each excludes the other,
-//! neither can release the other's hold, and each side's waiter gets in once the other side
-//! releases (theirs publish nothing: our waiter notices on its retry loop).
+//! subprocess: redis-py's `Lock`, node-redlock and redsync's `Mutex` on a single node. Each
+//! excludes the other, neither can release the other's hold, each side sees the other's
+//! extend, and each side's waiter gets in once the other side releases (theirs publish
+//! nothing: our waiter notices on its retry loop).
 
 use crate::support;
 
 use std::time::Duration;
 
+use redmutex::LockKind;
 use support::{Peer, Server, eventually};
 
 /// Far longer than any wait below: nobody gets in by an expiry.
@@ -14,12 +16,21 @@ const LONG_MS: u64 = 60_000;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Each peer, its name, and the server command each of its acquire attempts runs
-/// (redis-py sends `SET NX PX`, node-redlock runs its acquire script by EVALSHA).
-fn peers(server: &Server) -> [(&'static str, Peer, &'static str); 2] {
+/// (redis-py and redsync send `SET NX PX`, node-redlock runs its acquire script by
+/// EVALSHA).
+fn peers(server: &Server) -> [(&'static str, Peer, &'static str); 3] {
     [
         ("redis-py", Peer::python(&server.url()), "set"),
         ("node-redlock", Peer::node(&server.url()), "evalsha"),
+        ("redsync", Peer::go(&server.url()), "set"),
     ]
+}
+
+fn get(server: &Server, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap()
 }
 
 #[test]
@@ -116,5 +127,89 @@ fn a_stale_guard_never_releases_their_hold() {
         assert_eq!(value, token, "{peer_name}: their hold is intact");
         assert_eq!(peer.call("owned expiring"), "true", "{peer_name}");
         assert_eq!(peer.call("release expiring"), "released", "{peer_name}");
+    }
+}
+
+#[test]
+fn their_extend_shows_in_our_inspection() {
+    let server = Server::start();
+    let client = server.client();
+    for (peer_name, mut peer, _) in peers(&server) {
+        let token = peer.acquire("extended", 10_000, 0);
+        let info = client.inspect("extended").unwrap();
+        assert_eq!(info.kind, LockKind::Token, "{peer_name}");
+        assert_eq!(info.holders.len(), 1, "{peer_name}");
+        assert_eq!(info.holders[0].id, token, "{peer_name}");
+        let before = info.lease_left.expect("their key expires");
+        assert!(before <= Duration::from_secs(10), "{peer_name}: {before:?}");
+
+        // redis-py adds to what is left, the others set the time to live: either way
+        // beyond the 10 s it was acquired with.
+        assert_eq!(
+            peer.call("extend extended 60000"),
+            "extended",
+            "{peer_name}"
+        );
+        let info = client.inspect("extended").unwrap();
+        assert_eq!(info.holders[0].id, token, "{peer_name}: still theirs");
+        let after = info.lease_left.expect("their key expires");
+        assert!(after > Duration::from_secs(10), "{peer_name}: {after:?}");
+        assert_eq!(peer.call("release extended"), "released", "{peer_name}");
+    }
+}
+
+#[test]
+fn our_extend_keeps_their_waiter_out_past_our_first_lease() {
+    let server = Server::start();
+    let client = server.client();
+    for (peer_name, mut peer, _) in peers(&server) {
+        let lock = client.token_lock("extended");
+        let guard = lock.lock_with_lease(Duration::from_secs(2)).unwrap();
+        guard.extend(Duration::from_millis(LONG_MS)).unwrap();
+        // Without the extend they would get in after 2 s.
+        assert_eq!(
+            peer.call(&format!("acquire extended {LONG_MS} 4000")),
+            "busy",
+            "{peer_name}"
+        );
+        assert_eq!(get(&server, "extended").as_deref(), Some(guard.token()));
+        guard.unlock().unwrap();
+        peer.acquire("extended", LONG_MS, 0);
+        assert_eq!(peer.call("release extended"), "released", "{peer_name}");
+    }
+}
+
+#[test]
+fn a_release_with_the_wrong_token_leaves_the_other_sides_hold() {
+    let server = Server::start();
+    let client = server.client();
+    for (peer_name, mut peer, _) in peers(&server) {
+        // A token of their own making, for another key: the right shape, not the holder.
+        let stranger = peer.acquire("other", LONG_MS, 0);
+
+        // Ours, by their wrong token.
+        let lock = client.token_lock("held");
+        let guard = lock.lock().unwrap();
+        let reply = peer.call(&format!("release-token held {stranger}"));
+        assert_eq!(reply, "not-owned", "{peer_name}");
+        let info = client.inspect("held").unwrap();
+        assert_eq!(info.holders.len(), 1, "{peer_name}");
+        assert_eq!(info.holders[0].id, guard.token(), "{peer_name}: still ours");
+        guard.unlock().unwrap();
+
+        // Theirs, by our wrong token.
+        let token = peer.acquire("held", LONG_MS, 0);
+        assert!(
+            !lock.force_unlock_held_by(&stranger).unwrap(),
+            "{peer_name}: nothing released"
+        );
+        assert_eq!(
+            get(&server, "held"),
+            Some(token),
+            "{peer_name}: still theirs"
+        );
+        assert_eq!(peer.call("owned held"), "true", "{peer_name}");
+        assert_eq!(peer.call("release held"), "released", "{peer_name}");
+        assert_eq!(peer.call("release other"), "released", "{peer_name}");
     }
 }

@@ -1,7 +1,8 @@
 //! Other lock libraries on the same server, driven as subprocesses: redis-py's `Lock`
-//! (`tests/peers/redis_py_lock.py`) and node-redlock (`tests/peers/redlock_driver.mjs`).
+//! (`tests/peers/redis_py_lock.py`), node-redlock (`tests/peers/redlock_driver.mjs`) and
+//! redsync's `Mutex` (`tests/peers/go/main.go`).
 //!
-//! Both drivers read one command per line and answer one line:
+//! The drivers read one command per line and answer one line:
 //!
 //! | command                                        | answers                      |
 //! |------------------------------------------------|------------------------------|
@@ -12,12 +13,14 @@
 //! | `release-token NAME TOKEN`                     | `released`, `not-owned`      |
 //!
 //! and `error MESSAGE` for anything else. `BLOCKING_TIMEOUT_MS` 0 is one try. redis-py's
-//! `extend` adds to the time left; node-redlock's sets the time to live to `ADDITIONAL_MS`.
+//! `extend` adds to the time left; node-redlock's and redsync's set the time to live to
+//! `ADDITIONAL_MS`.
 //!
 //! The drivers exit when their stdin closes, so they die with the test process even when it
-//! is killed. They need `tests/peers/.venv` and `tests/peers/node_modules`, which the first
-//! peer of each kind installs (`tests/peers/install`), under a file lock so that test
-//! binaries running at once install once.
+//! is killed. They need `tests/peers/.venv`, `tests/peers/node_modules` and the built
+//! `tests/peers/go/redsync_driver`, which the first peer of each kind installs
+//! (`tests/peers/install`), under a file lock so that test binaries running at once install
+//! once.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -36,7 +39,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Peer {
-    /// "redis-py" or "node-redlock", for messages.
+    /// "redis-py", "node-redlock" or "redsync", for messages.
     kind: &'static str,
     child: Child,
     /// `None` once closed.
@@ -77,6 +80,14 @@ impl Peer {
         let mut command = Command::new("node");
         command.arg(dir.join("redlock_driver.mjs")).arg(url);
         Peer::spawn("node-redlock", command)
+    }
+
+    /// redsync's `Mutex` over go-redis, with one pool connected to `url`.
+    pub fn go(url: &str) -> Peer {
+        install("go", &[("go", "Go 1.26 or newer")]);
+        let mut command = Command::new(peers_dir().join("go/redsync_driver"));
+        command.arg(url);
+        Peer::spawn("redsync", command)
     }
 
     /// Sends one command line and returns the answer line, without its newline. Panics if
@@ -206,10 +217,11 @@ pub(super) fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
 }
 
-/// Installs the `part` ("python", "node" or "valkey") of what `tests/peers/install` installs unless it is there
-/// already, once per test process, under an exclusive lock on `tests/peers/.install.lock`
-/// (test processes may run at once). Panics with one line naming what to install when a
-/// command of `tools` is missing, and with the end of the install's log when it fails.
+/// Installs the `part` ("python", "node", "go" or "valkey") of what `tests/peers/install`
+/// installs unless it is there already, once per test process, under an exclusive lock on
+/// `tests/peers/.install.lock` (test processes may run at once). Panics with one line naming
+/// what to install when a command of `tools` is missing, and with the end of the install's
+/// log when it fails.
 pub(super) fn install(part: &'static str, tools: &[(&str, &str)]) {
     static DONE: Mutex<Vec<&str>> = Mutex::new(Vec::new());
     let mut done = DONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -217,7 +229,12 @@ pub(super) fn install(part: &'static str, tools: &[(&str, &str)]) {
         return;
     }
     for (tool, what) in tools {
-        let found = Command::new(tool).arg("--version").output();
+        // Go has no `--version`.
+        let flag = match *tool {
+            "go" => "version",
+            _ => "--version",
+        };
+        let found = Command::new(tool).arg(flag).output();
         if !found.is_ok_and(|out| out.status.success()) {
             panic!("`{tool}` not found: the interoperability tests need {what} on the PATH");
         }
