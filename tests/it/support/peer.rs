@@ -84,7 +84,7 @@ impl Peer {
 
     /// redsync's `Mutex` over go-redis, with one pool connected to `url`.
     pub fn go(url: &str) -> Peer {
-        install("go", &[("go", "Go 1.26 or newer")]);
+        install("go", &[("go", "Go 1.21 or newer")]);
         let mut command = Command::new(peers_dir().join("go/redsync_driver"));
         command.arg(url);
         Peer::spawn("redsync", command)
