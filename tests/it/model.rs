@@ -903,6 +903,38 @@ fn read_release_keeps_the_other_read_guard_within_the_key() {
     ]);
 }
 
+/// Found on a busy machine: of two read holds of one owner, the one with the longer lease
+/// is released and its reply comes late. The release ran, so the other hold's shorter lease
+/// is all that remains, and its guard must not count on the longer one.
+#[test]
+fn a_late_read_release_leaves_the_other_guard_no_longer_than_its_own_lease() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::Read};
+    replay_read_write(&[
+        JavaTake {
+            side: Read,
+            lease: 11,
+        },
+        Fault {
+            client: 1,
+            side: Read,
+            call: Call::Release,
+            reply: Reply::Late,
+        },
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(20),
+        },
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(10_000),
+        },
+        Release { owner: 2, which: 2 },
+    ]);
+}
+
 /// Found next, with watched holds: a release of one of two watched read holds.
 #[test]
 fn read_release_of_watched_holds_keeps_the_other_guard_within_the_key() {
