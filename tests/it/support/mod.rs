@@ -13,6 +13,7 @@
 
 mod binary;
 pub mod history;
+pub mod java;
 pub mod logs;
 pub mod redisson;
 
