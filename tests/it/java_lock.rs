@@ -58,9 +58,11 @@ fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
             "Redisson {version:?} {kind}: our waiter was not woken: {woken:?}"
         );
 
-        let guard = make(&ours, "shared").lock().unwrap();
-        let pending = a.send("tryLock", kind, "shared", json!({"wait": 20_000}));
-        await_subscribers(&server, &channel("shared"), 1);
+        // Our subscription to the first name lingers: the second half takes another, so
+        // that the subscriber awaited is Java's.
+        let guard = make(&ours, "shared-again").lock().unwrap();
+        let pending = a.send("tryLock", kind, "shared-again", json!({"wait": 20_000}));
+        await_subscribers(&server, &channel("shared-again"), 1);
         guard.unlock().unwrap();
         // Our lease is 30 s: Redisson, not woken, would wait for it.
         let taken = pending.wait_for(Duration::from_secs(10));
@@ -69,8 +71,11 @@ fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
             Some(Ok(json!(true))),
             "Redisson {version:?} {kind} was not woken by our release"
         );
-        assert_eq!(a.ok("holdCount", kind, "shared", Value::Null), json!(1));
-        a.ok("unlock", kind, "shared", Value::Null);
+        assert_eq!(
+            a.ok("holdCount", kind, "shared-again", Value::Null),
+            json!(1)
+        );
+        a.ok("unlock", kind, "shared-again", Value::Null);
     }
     each_version_and_kind!(case);
 }
@@ -357,12 +362,13 @@ fn a_forced_unlock_from_either_side_wakes_the_other_s_waiter() {
             "Redisson {version:?} {kind}: our waiter was not woken: {woken:?}"
         );
 
-        // Our hold has a 30 s lease, renewed; Java waits for up to 20 s.
-        let lock = make(&ours, "forced");
+        // Our hold has a 30 s lease, renewed; Java waits for up to 20 s. Another name, as
+        // our subscription to the first lingers.
+        let lock = make(&ours, "forced-again");
         let guard = lock.lock().unwrap();
-        let waiting = a.send("tryLock", kind, "forced", json!({"wait": 20_000}));
-        await_subscribers(&server, &channel("forced"), 1);
-        assert_eq!(ours.inspect("forced").unwrap().waiters, Some(1));
+        let waiting = a.send("tryLock", kind, "forced-again", json!({"wait": 20_000}));
+        await_subscribers(&server, &channel("forced-again"), 1);
+        assert_eq!(ours.inspect("forced-again").unwrap().waiters, Some(1));
         assert!(lock.force_unlock().unwrap());
         assert_eq!(
             waiting.wait_for(Duration::from_secs(10)),
@@ -370,8 +376,8 @@ fn a_forced_unlock_from_either_side_wakes_the_other_s_waiter() {
             "Redisson {version:?} {kind} was not woken by our forced unlock"
         );
         assert!(guard.unlock().unwrap_err().is_lost());
-        assert_eq!(holder(&ours, "forced"), (a.owner(), 1));
-        a.ok("unlock", kind, "forced", Value::Null);
+        assert_eq!(holder(&ours, "forced-again"), (a.owner(), 1));
+        a.ok("unlock", kind, "forced-again", Value::Null);
     }
     each_version_and_kind!(case);
 }
