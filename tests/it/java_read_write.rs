@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redmutex::{LockClient, LockKind};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
-use support::{Server, await_subscribers, eventually};
+use support::{Server, await_calls, await_subscribers, eventually};
 
 const NAME: &str = "rw";
 const CHANNEL: &str = "redisson_rwlock:{rw}";
@@ -245,12 +245,21 @@ fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_th
         assert!(eventually(WOKEN, || server.subscribers(CHANNEL) == 0));
         let ours = sleepy(&server);
 
-        // Our writer: their readers wait, and our release wakes them all at once.
-        let write = ours.read_write_lock(NAME).write().lock().unwrap();
+        // Our writer (not renewed: no script of ours runs meanwhile): their readers wait,
+        // and our release wakes them all at once. Redisson's wake-all ("1") frees only the
+        // threads already waiting when it comes, so the release goes once each reader has
+        // made its attempt after subscribing, the last before it waits.
+        let write = ours
+            .read_write_lock(NAME)
+            .write()
+            .lock_with_lease(LONG)
+            .unwrap();
         let (one, two) = (java.thread("one"), java.thread("two"));
         assert_eq!(one.ok("tryLock", "read", NAME, long()), json!(false));
-        let pending_one = subscribed(&server, || one.send("tryLock", "read", NAME, waiting()));
+        let calls = server.calls("evalsha");
+        let pending_one = one.send("tryLock", "read", NAME, waiting());
         let pending_two = two.send("tryLock", "read", NAME, waiting());
+        await_calls(&server, calls + 4);
         write.unlock().unwrap();
         for (pending, which) in [(pending_one, "first"), (pending_two, "second")] {
             assert_eq!(
