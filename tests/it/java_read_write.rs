@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redmutex::{LockClient, LockKind};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
-use support::{Server, await_calls, await_subscribers, eventually};
+use support::{Server, await_subscribers, eventually};
 
 const NAME: &str = "rw";
 const CHANNEL: &str = "redisson_rwlock:{rw}";
@@ -245,21 +245,24 @@ fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_th
         assert!(eventually(WOKEN, || server.subscribers(CHANNEL) == 0));
         let ours = sleepy(&server);
 
-        // Our writer (not renewed: no script of ours runs meanwhile): their readers wait,
-        // and our release wakes them all at once. Redisson's wake-all ("1") frees only the
-        // threads already waiting when it comes, so the release goes once each reader has
-        // made its attempt after subscribing, the last before it waits.
+        // Our writer: their readers wait, and our release wakes them all at once.
+        // Redisson's wake-all ("1") frees only the threads waiting when it comes (a thread
+        // between its last attempt and its wait sleeps on until the lease ends, among Java
+        // clients too), so the release goes once both wait.
         let write = ours
             .read_write_lock(NAME)
             .write()
             .lock_with_lease(LONG)
             .unwrap();
-        let (one, two) = (java.thread("one"), java.thread("two"));
+        let names = ["woken-by-our-write-1", "woken-by-our-write-2"];
+        let (one, two) = (java.thread(names[0]), java.thread(names[1]));
         assert_eq!(one.ok("tryLock", "read", NAME, long()), json!(false));
-        let calls = server.calls("evalsha");
         let pending_one = one.send("tryLock", "read", NAME, waiting());
         let pending_two = two.send("tryLock", "read", NAME, waiting());
-        await_calls(&server, calls + 4);
+        assert!(
+            eventually(WOKEN, || waiting_on_a_lock(java.jvm(), &names)),
+            "{version:?}: their readers do not wait"
+        );
         write.unlock().unwrap();
         for (pending, which) in [(pending_one, "first"), (pending_two, "second")] {
             assert_eq!(
@@ -280,6 +283,25 @@ fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_th
         two.ok("unlock", "read", NAME, Value::Null);
         assert!(!server.exists(NAME));
     }
+}
+
+/// Whether the Java threads named `names` (unique in their JVM) all wait in a lock's
+/// `tryLock` for a message, as a thread dump shows them.
+fn waiting_on_a_lock(jvm: &Jvm, names: &[&str]) -> bool {
+    let dump = std::process::Command::new("jcmd")
+        .arg(jvm.pid().to_string())
+        .arg("Thread.print")
+        .output()
+        .expect("jcmd, of the JDK");
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    names.iter().all(|name| {
+        dump.split("\n\n").any(|thread| {
+            thread.starts_with(&format!("\"c"))
+                && thread.contains(&format!("/{name}\""))
+                && thread.contains("java.util.concurrent.Semaphore.tryAcquire")
+                && thread.contains("org.redisson.RedissonLock.tryLock")
+        })
+    })
 }
 
 /// Checks, every 50 ms for three of their leases, that the lease keys `keys` stay and that
