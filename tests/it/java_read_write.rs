@@ -296,8 +296,7 @@ fn waiting_on_a_lock(jvm: &Jvm, names: &[&str]) -> bool {
     let dump = String::from_utf8_lossy(&dump.stdout);
     names.iter().all(|name| {
         dump.split("\n\n").any(|thread| {
-            thread.starts_with(&format!("\"c"))
-                && thread.contains(&format!("/{name}\""))
+            thread.contains(&format!("/{name}\""))
                 && thread.contains("java.util.concurrent.Semaphore.tryAcquire")
                 && thread.contains("org.redisson.RedissonLock.tryLock")
         })
