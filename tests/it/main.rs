@@ -30,6 +30,8 @@ mod health;
 mod inspect;
 mod interop;
 mod java_lock;
+mod java_read_write;
+mod java_semaphore;
 mod kinds;
 mod layers;
 mod lost;

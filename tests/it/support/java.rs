@@ -152,6 +152,11 @@ impl Jvm {
         self.version
     }
 
+    /// The JVM's process id, for a thread dump (`jcmd <pid> Thread.print`).
+    pub fn pid(&self) -> u32 {
+        self.child.lock().unwrap().id()
+    }
+
     /// A Redisson client of its own connected to `url`, with Redisson's watchdog timeout
     /// when `watchdog` is `None` (30 s).
     pub fn connect(&self, url: &str, watchdog: Option<Duration>) -> Client<'_> {
