@@ -1502,7 +1502,8 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 /// it) on the same server, each measure taken in turns, Redisson's then ours (then ours
 /// first in the next turn), and the median of each turn's ratio: uncontended lock+unlock
 /// pairs, 4 threads of GET + SET sections, the hand-off to another thread, 8 readers. Then,
-/// untimed, the commands each side sends per unit of work, from `MONITOR`.
+/// untimed, the commands each side sends per unit of work (from `MONITOR`), and the CPU
+/// time and context switches of each process per uncontended pair and per hand-off.
 fn vs_redisson(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
     let client = LockClient::open(url)?;
     let mut java = JavaBench::start(url, plan.pairs * 10);
@@ -1722,6 +1723,19 @@ fn vs_redisson(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
         format!(
             "commands per hand-off (both holders' lock+unlock): ours {ours}; Redisson {theirs}"
         ),
+    ));
+    let n = 100;
+    let ours = process_cost(std::process::id(), n, || {
+        for _ in 0..n {
+            sampler().expect("hand-off");
+        }
+    });
+    let theirs = process_cost(java.child.id(), n, || {
+        java.call(&format!("handoff {n}"));
+    });
+    rows.push((
+        "vs Redisson",
+        format!("per hand-off (both holders' lock+unlock), the client process: ours {ours}; Redisson's JVM {theirs}"),
     ));
     let ours = monitored(url, || fairness_counts(rw.read(), 8, span).iter().sum());
     let theirs = monitored(url, || {
