@@ -7,7 +7,9 @@
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
 //! Cluster rows; `bench handoff` only the fair lock's direct hand-off rows, on against off
-//! (with `quick` too, shorter).
+//! (with `quick` too, shorter); `bench redisson` only the rows beside Redisson 4.7.0, run in
+//! a JVM (`tests/peers/java/Bench.java`; a JDK 17+, and Maven to install Redisson on first
+//! use).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -63,6 +65,9 @@ fn main() -> Result<()> {
     let (url, _throwaway) = redis_url();
     if args.iter().any(|arg| arg == "handoff") {
         return print(direct_handoff(&plan, &url)?);
+    }
+    if args.iter().any(|arg| arg == "redisson") {
+        return print(vs_redisson(&plan, &url)?);
     }
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
@@ -201,6 +206,7 @@ fn main() -> Result<()> {
     ));
     rows.extend(family(&plan, &url, &client)?);
     rows.extend(direct_handoff(&plan, &url)?);
+    rows.extend(vs_redisson(&plan, &url)?);
     for &n in plan.held {
         rows.push(("many held", many_held(&url, n)?));
     }
@@ -1489,5 +1495,446 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(Instant::now() < deadline, "gave up waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Beside Redisson 4.7.0 (`tests/peers/java/Bench.java`, in a JVM of its own, timed inside
+/// it) on the same server, each measure taken in turns, Redisson's then ours (then ours
+/// first in the next turn), and the median of each turn's ratio: uncontended lock+unlock
+/// pairs, 4 threads of GET + SET sections, the hand-off to another thread, 8 readers. Then,
+/// untimed, the commands each side sends per unit of work (from `MONITOR`), and the CPU
+/// time and context switches of each process per uncontended pair and per hand-off.
+fn vs_redisson(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
+    let client = LockClient::open(url)?;
+    let mut java = JavaBench::start(url, plan.pairs * 10);
+    let mut rows = Vec::new();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let range = |v: &[f64]| {
+        let (min, max) = (
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        );
+        format!("{min:.2}–{max:.2}")
+    };
+    // Each turn's pair of rates, Redisson's measured first in even turns, ours in odd ones.
+    let turns = |n: usize,
+                 java_rate: &mut dyn FnMut(usize) -> f64,
+                 ours_rate: &mut dyn FnMut(usize) -> f64| {
+        let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+        for turn in 0..n {
+            if turn % 2 == 0 {
+                theirs.push(java_rate(turn));
+                ours.push(ours_rate(turn));
+            } else {
+                ours.push(ours_rate(turn));
+                theirs.push(java_rate(turn));
+            }
+        }
+        (ours, theirs)
+    };
+
+    let lock = client.lock("bench:vs-uncontended");
+    let (ours, theirs) = turns(
+        plan.rounds,
+        &mut |_| {
+            let nanos: u64 = java
+                .call(&format!("uncontended {}", plan.pairs))
+                .parse()
+                .unwrap();
+            f64::from(plan.pairs) * 1e9 / nanos as f64
+        },
+        &mut |_| {
+            per_sec(mean_of(plan.pairs, || {
+                lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+            }))
+        },
+    );
+    let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
+    rows.push((
+        "vs Redisson",
+        format!(
+            "uncontended: ours {:.0} pairs/s, Redisson {:.0} pairs/s, ratio {:.2} (median of {} turns; range {})",
+            median(ours.clone()),
+            median(theirs.clone()),
+            median(ratios.clone()),
+            ratios.len(),
+            range(&ratios)
+        ),
+    ));
+
+    let (sections_turns, span) = (6, plan.contention / 2);
+    let lock = client.lock("bench:vs-gs");
+    let (ours, theirs) = turns(
+        sections_turns,
+        &mut |turn| {
+            let line = format!(
+                "sections 4 {} bench:vs-gs-counter:java:{turn}",
+                span.as_millis()
+            );
+            let total: u64 = java.call(&line).parse().unwrap();
+            total as f64 / span.as_secs_f64()
+        },
+        &mut |turn| get_set_sections(url, &lock, 4, span, turn),
+    );
+    let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
+    rows.push((
+        "vs Redisson",
+        format!(
+            "4 threads of GET + SET under one lock: ours {:.0} sections/s, Redisson {:.0} sections/s, ratio {:.2} (median of {} turns; range {})",
+            median(ours),
+            median(theirs),
+            median(ratios.clone()),
+            ratios.len(),
+            range(&ratios)
+        ),
+    ));
+
+    // Hand-offs in batches, a batch of each side in turn; ours after ten of warm-up.
+    let batches = 10;
+    let batch = (plan.handoffs / batches).max(1);
+    let mut sampler = handoff_thread(client.lock("bench:vs-handoff"));
+    for _ in 0..10 {
+        sampler()?;
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for turn in 0..batches {
+        let mut java_batch = |theirs: &mut Vec<Duration>| {
+            let line = java.call(&format!("handoff {batch}"));
+            theirs.extend(
+                line.split(' ')
+                    .map(|n| Duration::from_nanos(n.parse().unwrap())),
+            );
+        };
+        if turn % 2 == 0 {
+            java_batch(&mut theirs);
+        }
+        for _ in 0..batch {
+            ours.push(sampler()?);
+        }
+        if turn % 2 == 1 {
+            java_batch(&mut theirs);
+        }
+    }
+    let (ours_p50, theirs_p50) = (percentile(&mut ours, 50), percentile(&mut theirs, 50));
+    rows.push((
+        "vs Redisson",
+        format!(
+            "hand-off to another thread of the same client (release sent → lock() returned): ours p50 {} µs, Redisson p50 {} µs, ratio {:.2} (Redisson's time / ours; p99 ours {} µs, Redisson {} µs; {} samples each)",
+            micros(ours_p50),
+            micros(theirs_p50),
+            theirs_p50.as_secs_f64() / ours_p50.as_secs_f64(),
+            micros(percentile(&mut ours, 99)),
+            micros(percentile(&mut theirs, 99)),
+            ours.len()
+        ),
+    ));
+
+    let rw = client.read_write_lock("bench:vs-rw");
+    let (ours, theirs) = turns(
+        sections_turns,
+        &mut |_| {
+            let total: u64 = java
+                .call(&format!("readers 8 {}", span.as_millis()))
+                .parse()
+                .unwrap();
+            total as f64 / span.as_secs_f64()
+        },
+        &mut |_| {
+            let total: u64 = fairness_counts(rw.read(), 8, span).iter().sum();
+            total as f64 / span.as_secs_f64()
+        },
+    );
+    let ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
+    rows.push((
+        "vs Redisson",
+        format!(
+            "8 readers: ours {:.0} read pairs/s, Redisson {:.0} read pairs/s, ratio {:.2} (median of {} turns; range {})",
+            median(ours),
+            median(theirs),
+            median(ratios.clone()),
+            ratios.len(),
+            range(&ratios)
+        ),
+    ));
+
+    // Untimed: what each side sends to the server per unit of work.
+    let n = 200;
+    let lock = client.lock("bench:vs-uncontended");
+    let ours = monitored(url, || {
+        for _ in 0..n {
+            lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+        }
+        n
+    });
+    let theirs = monitored(url, || {
+        java.call(&format!("uncontended {n}"));
+        n
+    });
+    rows.push((
+        "vs Redisson",
+        format!("commands per uncontended pair: ours {ours}; Redisson {theirs}"),
+    ));
+    // Untimed too: CPU time and thread switches of each process per uncontended pair.
+    let n = 10 * plan.pairs;
+    let ours = process_cost(std::process::id(), n, || {
+        for _ in 0..n {
+            lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+        }
+    });
+    let theirs = process_cost(java.child.id(), n, || {
+        java.call(&format!("uncontended {n}"));
+    });
+    rows.push((
+        "vs Redisson",
+        format!("per uncontended pair, the client process: ours {ours}; Redisson's JVM {theirs}"),
+    ));
+    let span = Duration::from_millis(300);
+    let lock = client.lock("bench:vs-gs");
+    let ours = monitored(url, || {
+        (get_set_sections(url, &lock, 4, span, 100) * span.as_secs_f64()).round() as u64
+    });
+    let theirs = monitored(url, || {
+        java.call(&format!(
+            "sections 4 {} bench:vs-gs-counter:java:100",
+            span.as_millis()
+        ))
+        .parse()
+        .unwrap()
+    });
+    rows.push((
+        "vs Redisson",
+        format!("commands per GET + SET section (4 threads): ours {ours}; Redisson {theirs}"),
+    ));
+    let ours = monitored(url, || {
+        for _ in 0..20 {
+            sampler().expect("hand-off");
+        }
+        20
+    });
+    let theirs = monitored(url, || {
+        java.call("handoff 20");
+        20
+    });
+    rows.push((
+        "vs Redisson",
+        format!(
+            "commands per hand-off (both holders' lock+unlock): ours {ours}; Redisson {theirs}"
+        ),
+    ));
+    let n = 100;
+    let ours = process_cost(std::process::id(), n, || {
+        for _ in 0..n {
+            sampler().expect("hand-off");
+        }
+    });
+    let theirs = process_cost(java.child.id(), n, || {
+        java.call(&format!("handoff {n}"));
+    });
+    rows.push((
+        "vs Redisson",
+        format!("per hand-off (both holders' lock+unlock), the client process: ours {ours}; Redisson's JVM {theirs}"),
+    ));
+    let ours = monitored(url, || fairness_counts(rw.read(), 8, span).iter().sum());
+    let theirs = monitored(url, || {
+        java.call(&format!("readers 8 {}", span.as_millis()))
+            .parse()
+            .unwrap()
+    });
+    rows.push((
+        "vs Redisson",
+        format!("commands per read pair (8 threads): ours {ours}; Redisson {theirs}"),
+    ));
+    Ok(rows)
+}
+
+/// Runs `work`, which returns how many units it did, with `MONITOR` on; returns the
+/// commands clients sent per unit, by name (those scripts ran inside them apart), and
+/// how many connections sent them.
+fn monitored(url: &str, work: impl FnOnce() -> u64) -> String {
+    let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).expect("a monitor connection");
+    stream.write_all(b"MONITOR\r\n").unwrap();
+    let mut lines = BufReader::new(stream.try_clone().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "+OK");
+    let marker = format!("bench-monitor-end-{}", wall_nanos());
+    let reader = std::thread::spawn({
+        let marker = marker.clone();
+        move || {
+            let mut counts = std::collections::BTreeMap::<String, u64>::new();
+            let mut clients = std::collections::BTreeSet::new();
+            for line in lines {
+                let line = line.unwrap();
+                if line.contains(&marker) {
+                    break;
+                }
+                // +1700000000.123456 [0 127.0.0.1:50000] "evalsha" "..." ...
+                let Some((source, command)) = line
+                    .split_once('[')
+                    .and_then(|(_, rest)| rest.split_once("] \""))
+                else {
+                    continue;
+                };
+                let name = command.split('"').next().unwrap_or("").to_lowercase();
+                if source.contains("lua") {
+                    *counts.entry(format!("in scripts: {name}")).or_default() += 1;
+                } else {
+                    clients.insert(source.to_owned());
+                    *counts.entry(name).or_default() += 1;
+                }
+            }
+            (counts, clients.len())
+        }
+    });
+    let units = work();
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let _: String = redis::cmd("ECHO").arg(&marker).query(&mut conn).unwrap();
+    let (counts, clients) = reader.join().unwrap();
+    drop(stream);
+    let units = units.max(1) as f64;
+    let sent: u64 = (counts
+        .iter()
+        .filter(|(name, _)| !name.starts_with("in scripts")))
+    .map(|(_, n)| n)
+    .sum();
+    let by_name: Vec<String> = counts
+        .iter()
+        .filter(|(name, _)| !name.starts_with("in scripts"))
+        .map(|(name, n)| format!("{} {:.2}", name.to_uppercase(), *n as f64 / units))
+        .collect();
+    let scripted: u64 = (counts
+        .iter()
+        .filter(|(name, _)| name.starts_with("in scripts")))
+    .map(|(_, n)| n)
+    .sum();
+    format!(
+        "{:.2} sent ({}) on {clients} connection{}, {:.2} run inside scripts",
+        sent as f64 / units,
+        by_name.join(", "),
+        if clients == 1 { "" } else { "s" },
+        scripted as f64 / units
+    )
+}
+
+/// The CPU time (user and system) and context switches of process `pid`, every thread of
+/// it, per unit while `work` does `units`.
+fn process_cost(pid: u32, units: u32, work: impl FnOnce()) -> String {
+    let sample = || {
+        let (mut ticks, mut switches) = (0u64, 0u64);
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
+        for task in tasks.flatten() {
+            let path = task.path();
+            let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+            // After the command's closing parenthesis: fields 3 on; utime and stime are 14, 15.
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or("", |(_, f)| f)
+                .split_whitespace()
+                .collect();
+            ticks += (fields
+                .get(11)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0))
+                + fields
+                    .get(12)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .unwrap_or(0);
+            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+            switches += (status.lines())
+                .filter(|line| line.contains("ctxt_switches"))
+                .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        (ticks, switches)
+    };
+    let before = sample();
+    work();
+    let after = sample();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let units = f64::from(units);
+    format!(
+        "{:.0} µs CPU, {:.1} context switches",
+        (after.0 - before.0) as f64 / hz * 1e6 / units,
+        (after.1 - before.1) as f64 / units
+    )
+}
+
+/// Redisson's side of [`vs_redisson`]: `tests/peers/java/Bench.java` in a JVM with its
+/// default collector and full JIT, warmed up; it ends when this is dropped.
+struct JavaBench {
+    child: Child,
+    to_child: Option<std::process::ChildStdin>,
+    from_child: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl JavaBench {
+    fn start(url: &str, warmup: u32) -> JavaBench {
+        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
+        // Installs Redisson and compiles the program unless they are there already.
+        let log = peers.join(".install-java.log");
+        let status = Command::new(peers.join("install"))
+            .arg("java")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .status()
+            .expect("run tests/peers/install (needs a JDK 17+ and Maven)");
+        assert!(
+            status.success(),
+            "tests/peers/install java failed; see {}",
+            log.display()
+        );
+        let java = peers.join("java");
+        let mut child = Command::new("java")
+            .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+            .arg("-cp")
+            .arg(format!(
+                "{}:{}/*",
+                java.join("classes").display(),
+                java.join("lib/4.7.0").display()
+            ))
+            .arg("Bench")
+            .arg(url)
+            .arg(warmup.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("java on the PATH");
+        let to_child = child.stdin.take();
+        let from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut bench = JavaBench {
+            child,
+            to_child,
+            from_child,
+        };
+        assert_eq!(bench.answer(), "ready");
+        bench
+    }
+
+    fn call(&mut self, line: &str) -> String {
+        writeln!(self.to_child.as_ref().unwrap(), "{line}").unwrap();
+        self.answer()
+    }
+
+    fn answer(&mut self) -> String {
+        let line = self
+            .from_child
+            .next()
+            .expect("an answer from Bench.java")
+            .unwrap();
+        assert!(!line.starts_with("error"), "Bench.java: {line}");
+        line
+    }
+}
+
+impl Drop for JavaBench {
+    fn drop(&mut self) {
+        drop(self.to_child.take());
+        let _ = self.child.wait();
     }
 }
