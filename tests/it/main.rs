@@ -29,6 +29,7 @@ mod give_back;
 mod health;
 mod inspect;
 mod interop;
+mod java_differential;
 mod java_lock;
 mod java_read_write;
 mod java_semaphore;

@@ -2,7 +2,8 @@
 //! scripts as `../shared/LAYOUTS.md` lists them (§1, §4, §5, §6, §10), written here as Lua
 //! of our own. The unlock latch (§2) is left out: these calls are never retried. The
 //! model-based tests (`model::*`) and the cross-client tests (`redisson_family`) both run
-//! these, so each Redisson step is written once.
+//! these, so each Redisson step is written once; `java_differential` checks them step by
+//! step against real Redisson.
 
 /// The Java owner's id: `<client uuid>:<thread id>`.
 pub const JAVA: &str = "0b6f2c1e-7a44-4d2b-9c3e-5f1a2b3c4d5e:77";
