@@ -446,7 +446,16 @@ fn owner_field<S: 'static>(owner: &Owner<S>, client: &LockClient, server: &Serve
     let lock = client.lock(&name);
     let mut conn = server.conn();
     owner.run(move |_| {
-        let guard = lock.try_lock().unwrap().unwrap();
+        // The clients' response timeouts are short: on a busy machine a call may run out
+        // of one, which is not what the tests that set up here are about.
+        let mut attempts = 0;
+        let guard = loop {
+            match lock.try_lock_for(Duration::from_secs(5)) {
+                Ok(guard) => break guard.expect("a fresh name is free"),
+                Err(_) if attempts < 20 => attempts += 1,
+                Err(err) => panic!("setting up: {err}"),
+            }
+        };
         let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut conn).unwrap();
         guard.unlock().unwrap();
         fields.into_iter().next().unwrap()

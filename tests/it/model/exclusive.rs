@@ -408,6 +408,8 @@ struct JavaParty {
     bound: Option<Bound>,
     /// In the fair queue, with the rank it was queued at.
     queued: Option<u64>,
+    /// The wait of its last fair attempt, which its give-up passes as Redisson's does.
+    wait: u64,
 }
 
 /// A fresh acquisition, for the fair order: who, and between when and when it happened.
@@ -1106,6 +1108,7 @@ impl<K: Subject> Case<'_, K> {
     }
 
     fn java_take(&mut self, lease: u64, wait: u64) -> Result<(), String> {
+        self.java.wait = wait;
         let name = self.name.clone();
         let (queue, timeouts) = (self.queue(), self.timeouts());
         let conn = &mut self.h.conn;
@@ -1225,7 +1228,7 @@ impl<K: Subject> Case<'_, K> {
             &mut self.h.conn,
             redisson::FAIR_GIVE_UP,
             &[&queue, &timeouts],
-            &[arg(JAVA), arg(300_000)],
+            &[arg(JAVA), arg(self.java.wait)],
         );
         self.java.queued = None;
         Ok(())

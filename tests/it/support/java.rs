@@ -148,10 +148,6 @@ impl Jvm {
         }
     }
 
-    pub fn version(&self) -> Redisson {
-        self.version
-    }
-
     /// The JVM's process id, for a thread dump (`jcmd <pid> Thread.print`).
     pub fn pid(&self) -> u32 {
         self.child.lock().unwrap().id()
