@@ -29,6 +29,7 @@ mod give_back;
 mod health;
 mod inspect;
 mod interop;
+mod java_fair;
 mod java_lock;
 mod kinds;
 mod layers;
