@@ -4,6 +4,7 @@
 
 use crate::support;
 
+use std::mem::ManuallyDrop;
 use std::thread::Scope;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ const ORDER: &str = "order";
 const NO_HANG: Duration = Duration::from_secs(60);
 /// A Java waiter's `tryLock` wait, in milliseconds: the place Redisson gives it in the queue.
 const JAVA_WAIT: u64 = 30_000;
+/// The watchdog lease of a Java holder that is killed.
+const JAVA_LEASE: Duration = Duration::from_secs(5);
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const LEASE_VAR: &str = "REDMUTEX_TEST_LEASE_MS";
@@ -130,13 +133,15 @@ fn ours_waiting(lock: Lock<Fair>, wait: Duration) -> std::sync::mpsc::Receiver<b
 }
 
 /// A client of ours whose waiters come back on their own almost never: one of them that
-/// returns in time was woken by a message.
-fn sleepy(server: &Server) -> LockClient {
+/// returns in time was woken by a message. With `handoff`, its releases grant the lock
+/// to a waiter of ours at the head.
+fn sleepy(server: &Server, handoff: bool) -> LockClient {
     server
         .builder()
         .retry_base(Duration::from_secs(300))
         .retry_cap(Duration::from_secs(600))
         .fair_queue_wait(Duration::from_secs(3600))
+        .direct_handoff(handoff)
         .build()
         .unwrap()
 }
@@ -179,7 +184,9 @@ fn a_mixed_queue_is_served_in_the_order_it_joined_with_and_without_direct_handof
             let server = Server::start();
             let java = Jvm::shared(version).connect(&server.url(), None);
             let (j1, j2) = (java.thread("j1"), java.thread("j2"));
-            let ours = server.builder().direct_handoff(handoff).build().unwrap();
+            // Each waiter of ours comes back only when woken: the grant message o3 gets
+            // cannot cross an attempt of its own.
+            let ours = sleepy(&server, handoff);
             let holder = ours.fair_lock(NAME).lock().unwrap();
             std::thread::scope(|scope| {
                 // Java, ours, Java, ours, and one more of ours, so that one release of ours
@@ -217,7 +224,8 @@ fn a_killed_java_waiter_in_the_middle_holds_the_queue_up_until_its_place_runs_ou
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
-        let doomed = doomed_jvm.connect(&server.url(), None);
+        // Never dropped: its shutdown could not reach the killed JVM.
+        let doomed = ManuallyDrop::new(doomed_jvm.connect(&server.url(), None));
         let d = doomed.thread("d");
         let doomed_owner = d.owner();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -242,8 +250,6 @@ fn a_killed_java_waiter_in_the_middle_holds_the_queue_up_until_its_place_runs_ou
         });
         assert_eq!(order(&server), ["j1", "o1", "j2"], "Redisson {version:?}");
         assert_all_gone(&server);
-        // Its JVM is gone: a shutdown request could not be sent.
-        std::mem::forget(doomed);
     }
 }
 
@@ -287,26 +293,27 @@ fn a_killed_java_holder_lets_our_head_waiter_in_when_its_lease_runs_out() {
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
-        let doomed = doomed_jvm.connect(&server.url(), Some(SHORT_LEASE));
+        // Never dropped: its shutdown could not reach the killed JVM. Its watchdog lease
+        // is short for the test, and long enough to be renewed on a busy machine.
+        let doomed = ManuallyDrop::new(doomed_jvm.connect(&server.url(), Some(JAVA_LEASE)));
         let h = doomed.thread("h");
         h.ok("lock", "fair", NAME, Value::Null);
         let java_owner = h.owner();
         let ours = server.client();
         let got = ours_waiting(ours.fair_lock(NAME), NO_HANG);
         await_queued(&server, 1, true);
-        doomed_jvm.kill();
         assert_eq!(
             support::hash(&mut server.conn(), NAME),
             [(java_owner, 1)],
             "Redisson {version:?}"
         );
+        doomed_jvm.kill();
         assert_eq!(
             got.recv_timeout(NO_HANG * 2),
             Ok(true),
             "Redisson {version:?}"
         );
         assert_all_gone(&server);
-        std::mem::forget(doomed);
     }
 }
 
@@ -346,7 +353,7 @@ fn a_forced_unlock_of_either_side_wakes_the_other_side_s_head_waiter() {
             NAME,
             json!({"lease": lease.as_millis() as u64}),
         );
-        let ours = sleepy(&server);
+        let ours = sleepy(&server, true);
         let got = ours_waiting(ours.fair_lock(NAME), NO_HANG * 3);
         await_queued(&server, 1, true);
         assert_eq!(f.ok("forceUnlock", "fair", NAME, Value::Null), json!(true));
