@@ -31,7 +31,8 @@
 -- KEYS[3] has. When that leaves another waiter at the head of a free lock, it is woken
 -- with "0" on its channel, as a release wakes it: nobody else would tell it, and a
 -- Redisson waiter sleeps until the place of the waiter before it when it queued, which
--- the reserve below can put minutes later than this. A waiter of ours is found in KEYS[4] for as long as its place in KEYS[3]
+-- the reserve below can put minutes later than this, or for the lock's lease at its last
+-- attempt. A waiter of ours is found in KEYS[4] for as long as its place in KEYS[3]
 -- lasts, whatever reserve that place keeps for Java waiters ahead: each attempt makes
 -- KEYS[4] last until the place it set in KEYS[3] has passed, and only a Java waiter's
 -- acquisition or give-up changes that place afterwards, always to an earlier one. So a
