@@ -220,7 +220,7 @@ fn a_mixed_queue_is_served_in_the_order_it_joined_with_and_without_direct_handof
 }
 
 #[test]
-fn a_killed_java_waiter_in_the_middle_holds_the_queue_up_until_its_place_runs_out() {
+fn a_killed_java_waiter_in_the_middle_lets_the_waiters_behind_it_in_in_order() {
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
