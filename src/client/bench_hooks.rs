@@ -76,8 +76,9 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             );
             let queue = (&queue[..], &places[..], &ours[..]);
             let wait = Duration::from_secs(5);
-            let acquire = scripts::fair_acquire(key, queue, lease, OWNER, 0, wait, wait * 60);
             let channel = names::channel(key);
+            let acquire =
+                scripts::fair_acquire(key, &channel, queue, lease, OWNER, 0, wait, wait * 60);
             let release = scripts::fair_release(
                 key,
                 &channel,

@@ -263,7 +263,16 @@ impl Hashed for Fair {
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let keys = QueueKeys::of(key);
         let place = target.shared.config().fair_queue_wait;
-        scripts::fair_acquire(key, keys.get(), lease, field, held, place, JAVA_WAIT)
+        scripts::fair_acquire(
+            key,
+            target.channel(),
+            keys.get(),
+            lease,
+            field,
+            held,
+            place,
+            JAVA_WAIT,
+        )
     }
 
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {

@@ -238,10 +238,13 @@ pub(crate) type Queue<'a> = (&'a [u8], &'a [u8], &'a [u8]);
 /// The fair lock's acquire: like [`acquire`], for the head of `queue`, queuing `field` at
 /// its end when busy, where it keeps its place for `place_ttl` after each attempt however
 /// much Redisson waiters ahead, each taken to wait at least `java_wait`, take off its place.
-/// Replies as [`acquire`], busy being the PTTL or -2.
+/// Replies as [`acquire`], busy being the PTTL or -2. A waiter it finds at the head of the
+/// free lock once dead waiters before it are dropped is woken on its own channel under
+/// `channel`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fair_acquire(
     key: &[u8],
+    channel: &[u8],
     (queue, places, ours): Queue<'_>,
     lease: Duration,
     field: &str,
@@ -254,7 +257,8 @@ pub(crate) fn fair_acquire(
         .arg(field)
         .arg(held)
         .arg(millis(place_ttl))
-        .arg(millis(java_wait));
+        .arg(millis(java_wait))
+        .arg(channel);
     cmd
 }
 

@@ -30,6 +30,7 @@ mod health;
 mod inspect;
 mod interop;
 mod java_differential;
+mod java_fair;
 mod java_lock;
 mod java_read_write;
 mod java_semaphore;

@@ -12,6 +12,7 @@
 -- ARGV[4]  how long a waiter keeps its place without coming back, in milliseconds
 -- ARGV[5]  the least wait, in milliseconds, that a Redisson waiter ahead is taken to
 --             subtract from the places behind it (Redisson's default fairLockWaitTimeout)
+-- ARGV[6]  the lock's channel: a waiter's channel is this, ":", its owner field
 -- Reply    nil when the hold was taken: the field now counts ARGV[3] + 1;
 --          -3 when it was taken although the owner believed it held some already (they
 --             expired or were deleted): the field counts ARGV[3] + 1 too;
@@ -23,10 +24,15 @@
 --             can tell a grant made after this attempt from one made before it;
 --          the error "WRONGKIND <type>" when the key holds another type ("rwlock" for a
 --             read-write lock's hash, "election" for an election's); nothing written;
---          an error, with nothing written, when the user may not write the keys.
+--          an error, with nothing written, when the user may not write the keys or
+--             publish to the waiter it would wake (below).
 -- Waiters at the head of the queue whose place has run out (crashed, gone) are dropped
 -- first: one of ours once its time in KEYS[4] has passed, any other once its place in
--- KEYS[3] has. A waiter of ours is found in KEYS[4] for as long as its place in KEYS[3]
+-- KEYS[3] has. When that leaves another waiter at the head of a free lock, it is woken
+-- with "0" on its channel, as a release wakes it: nobody else would tell it, and a
+-- Redisson waiter sleeps until the place of the waiter before it when it queued, which
+-- the reserve below can put minutes later than this, or for the lock's lease at its last
+-- attempt. A waiter of ours is found in KEYS[4] for as long as its place in KEYS[3]
 -- lasts, whatever reserve that place keeps for Java waiters ahead: each attempt makes
 -- KEYS[4] last until the place it set in KEYS[3] has passed, and only a Java waiter's
 -- acquisition or give-up changes that place afterwards, always to an earlier one. So a
@@ -82,14 +88,26 @@ local function gone(waiter)
     end
     return not until_ or until_ <= now
 end
+local dropped, first = 0, nil
 while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head or not gone(head) then
+    first = redis.call('lindex', KEYS[2], dropped)
+    if not first or not gone(first) then
         break
     end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    redis.call('zrem', KEYS[4], head)
+    dropped = dropped + 1
+end
+local wake = dropped > 0 and not exists and first and first ~= ARGV[2]
+    and (ARGV[6] .. ':' .. first)
+if wake and check and not check('publish', wake, '0') then
+    return redis.error_reply('NOPERM this user may not PUBLISH to the next waiter')
+end
+for _ = 1, dropped do
+    local waiter = redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], waiter)
+    redis.call('zrem', KEYS[4], waiter)
+end
+if wake then
+    redis.call('publish', wake, '0')
 end
 -- A Redisson client drops a head of ours from the queue and KEYS[3] only, once its place
 -- there has passed: it is forgotten here once its time in KEYS[4] has passed too.

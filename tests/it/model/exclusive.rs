@@ -1251,7 +1251,14 @@ impl<K: Subject> Case<'_, K> {
             &mut self.h.conn,
             include_str!("../../../src/transport/scripts/fair_acquire.lua"),
             &keys,
-            &[arg(wait), arg(CRASHED), arg(0), arg(wait), arg(300_000)],
+            &[
+                arg(wait),
+                arg(CRASHED),
+                arg(0),
+                arg(wait),
+                arg(300_000),
+                arg(format!("redisson_lock__channel:{{{}}}", self.name)),
+            ],
         );
         self.log.push(format!("  the crashed waiter: {reply:?}"));
         self.crashed = self
