@@ -4,7 +4,6 @@
 
 use crate::support;
 
-use std::mem::ManuallyDrop;
 use std::thread::Scope;
 use std::time::Duration;
 
@@ -224,8 +223,7 @@ fn a_killed_java_waiter_in_the_middle_lets_the_waiters_behind_it_in_in_order() {
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
-        // Never dropped: its shutdown could not reach the killed JVM.
-        let doomed = ManuallyDrop::new(doomed_jvm.connect(&server.url(), None));
+        let doomed = doomed_jvm.connect(&server.url(), None);
         let d = doomed.thread("d");
         let doomed_owner = d.owner();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -293,9 +291,9 @@ fn a_killed_java_holder_lets_our_head_waiter_in_when_its_lease_runs_out() {
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
-        // Never dropped: its shutdown could not reach the killed JVM. Its watchdog lease
-        // is short for the test, and long enough to be renewed on a busy machine.
-        let doomed = ManuallyDrop::new(doomed_jvm.connect(&server.url(), Some(JAVA_LEASE)));
+        // Its watchdog lease is short for the test, and long enough to be renewed on a busy
+        // machine.
+        let doomed = doomed_jvm.connect(&server.url(), Some(JAVA_LEASE));
         let h = doomed.thread("h");
         h.ok("lock", "fair", NAME, Value::Null);
         let java_owner = h.owner();

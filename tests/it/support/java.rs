@@ -278,8 +278,16 @@ impl<'a> Client<'a> {
 
 impl Drop for Client<'_> {
     fn drop(&mut self) {
-        // Not waited for: the JVM may be gone already.
-        let _ = self.jvm.send(json!({"op": "shutdown", "client": self.id}));
+        // Not waited for, and id 0 is nobody's: the JVM may be gone already (killed).
+        let line = format!(
+            "{}\n",
+            json!({"op": "shutdown", "client": self.id, "id": 0})
+        );
+        if let Ok(mut stdin) = self.jvm.stdin.lock() {
+            let _ = stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| stdin.flush());
+        }
     }
 }
 
