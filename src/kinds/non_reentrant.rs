@@ -1,0 +1,209 @@
+//! The non-reentrant locks, Redisson's `RNonReentrantLock` and `RNonReentrantFairLock`:
+//! the reentrant and fair locks' layouts, taken once by their holder.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+
+use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
+use crate::kinds::fair::Fair;
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant};
+use crate::layout::names::Granted;
+use crate::layout::owner::current_thread;
+use crate::lease::give_back::Undo;
+use crate::lease::target::Target;
+use crate::transport::scripts;
+
+/// The non-reentrant kind, Redisson's `RNonReentrantLock` (`NonReentrant`, the default) and
+/// `RNonReentrantFairLock` ([`NonReentrantFair`]) layouts: the [`Reentrant`] lock's hash
+/// (and, fair, the [`Fair`] lock's queue), written and renewed exactly as those are, so
+/// Java services using Redisson share it — a Redisson `RLock` of the same name, too, since
+/// the hash is the same. The owner's field counts one hold, never more.
+///
+/// A hold belongs to the thread that took it (its guard is not `Send`). A thread that
+/// holds it and asks for it again, by [`lock`](crate::Lock::lock),
+/// [`try_lock`](crate::Lock::try_lock) or any other acquisition, gets [`Error::Reentry`]
+/// at once, with nothing sent, where a [`Reentrant`] lock would count a second hold;
+/// Redisson's non-reentrant locks throw `IllegalMonitorStateException` alike. So does a
+/// thread that holds the reentrant (or fair) lock of the same name through this client.
+///
+/// ```no_run
+/// let client = redmutex::LockClient::open("redis://127.0.0.1/")?;
+/// let lock = client.non_reentrant_lock("orders:42");
+/// let guard = lock.lock()?;
+/// assert!(lock.try_lock().is_err_and(|err| err.is_reentry()));
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub struct NonReentrant<K = Reentrant>(PhantomData<fn() -> K>);
+
+/// The non-reentrant fair kind, Redisson's `RNonReentrantFairLock`: the [`Fair`] lock,
+/// taken once by its holder. See [`NonReentrant`].
+///
+/// ```no_run
+/// let client = redmutex::LockClient::open("redis://127.0.0.1/")?;
+/// let lock = client.non_reentrant_fair_lock("orders:42");
+/// let guard = lock.lock()?;
+/// assert!(lock.lock().is_err_and(|err| err.is_reentry()));
+/// drop(guard);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub type NonReentrantFair = NonReentrant<Fair>;
+
+impl<K> Clone for NonReentrant<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for NonReentrant<K> {}
+
+impl<K> Default for NonReentrant<K> {
+    fn default() -> Self {
+        NonReentrant(PhantomData)
+    }
+}
+
+impl<K: Default + std::fmt::Debug> std::fmt::Debug for NonReentrant<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NonReentrant").field(&K::default()).finish()
+    }
+}
+
+/// The kinds a non-reentrant lock is taken once of, and its name in metrics for each.
+pub trait Once {
+    /// The name in metrics.
+    const NAME: &'static str;
+}
+
+impl Once for NonReentrant<Reentrant> {
+    const NAME: &'static str = "non_reentrant";
+}
+
+impl Once for NonReentrant<Fair> {
+    const NAME: &'static str = "non_reentrant_fair";
+}
+
+/// Refuses a second hold by this thread, before anything is sent.
+fn once<K: Hashed>(target: &Target) -> Result<()> {
+    let id = (target.shared_key(), current_thread(), K::MODE);
+    match target.shared.holds().count(&id) {
+        0 => Ok(()),
+        _ => Err(Error::Reentry {
+            lock: target.subject().clone(),
+        }),
+    }
+}
+
+impl<K> Machinery for NonReentrant<K>
+where
+    K: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>,
+    Self: Once,
+{
+    const POLLS: bool = K::POLLS;
+    const LABEL: &'static str = <Self as Once>::NAME;
+    const STORED_AS: &'static str = K::STORED_AS;
+
+    type Held = ();
+    type Affinity = *const ();
+    type Claim = reentrant::Claim;
+
+    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+        K::claim(target, lease)
+    }
+
+    fn attempt(
+        target: &Target,
+        claim: &reentrant::Claim,
+        lease: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<()>> {
+        once::<K>(target)?;
+        K::attempt(target, claim, lease, limit)
+    }
+
+    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+        K::undo(target, claim)
+    }
+
+    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
+        K::release(target, hold)
+    }
+
+    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        K::wait_channel(target)
+    }
+
+    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+        K::force_unlock_cmd(target, key, forced)
+    }
+
+    fn longest_wait(target: &Target) -> Option<Duration> {
+        K::longest_wait(target)
+    }
+
+    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        K::describe(target, limit)
+    }
+
+    fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {
+        K::takes_grants(target, lease)
+    }
+
+    /// A grant is one hold, which this thread cannot have had: taken as the fair lock
+    /// takes it.
+    fn granted(
+        target: &Target,
+        lease: Option<Duration>,
+        since: Instant,
+        grant: Granted,
+    ) -> Option<Result<Attempt<()>>> {
+        K::granted(target, lease, since, grant)
+    }
+
+    fn give_up(target: &Target) {
+        K::give_up(target)
+    }
+}
+
+/// The hash of the kind it is taken once of, field for field.
+impl<K> Hashed for NonReentrant<K>
+where
+    K: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>,
+    Self: Once,
+{
+    const MODE: crate::lease::hold_table::Mode = K::MODE;
+    const RELEASE_SETS_LEASE: bool = K::RELEASE_SETS_LEASE;
+
+    fn field(target: &Target) -> String {
+        K::field(target)
+    }
+
+    fn renew_cmd(
+        key: &[u8],
+        lease: Duration,
+        field: &str,
+        held: &dyn Fn() -> u32,
+        restore: bool,
+    ) -> Cmd {
+        K::renew_cmd(key, lease, field, held, restore)
+    }
+
+    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+        K::acquire_cmd(target, key, lease, field, held)
+    }
+
+    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+        K::release_cmd(target, field, held, lease, wake)
+    }
+
+    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+        K::grant(reply)
+    }
+
+    fn held(_: Option<u64>) -> Self::Held {}
+}
