@@ -2,7 +2,6 @@
 //! the reentrant and fair locks' layouts, taken once by their holder.
 
 use std::borrow::Cow;
-use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
@@ -39,7 +38,8 @@ use crate::transport::scripts;
 /// guard.unlock()?;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-pub struct NonReentrant<K = Reentrant>(PhantomData<fn() -> K>);
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NonReentrant;
 
 /// The non-reentrant fair kind, Redisson's `RNonReentrantFairLock`: the [`Fair`] lock,
 /// taken once by its holder. See [`NonReentrant`].
@@ -52,39 +52,24 @@ pub struct NonReentrant<K = Reentrant>(PhantomData<fn() -> K>);
 /// drop(guard);
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-pub type NonReentrantFair = NonReentrant<Fair>;
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NonReentrantFair;
 
-impl<K> Clone for NonReentrant<K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for NonReentrant<K> {}
-
-impl<K> Default for NonReentrant<K> {
-    fn default() -> Self {
-        NonReentrant(PhantomData)
-    }
-}
-
-impl<K: Default + std::fmt::Debug> std::fmt::Debug for NonReentrant<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("NonReentrant").field(&K::default()).finish()
-    }
-}
-
-/// The kinds a non-reentrant lock is taken once of, and its name in metrics for each.
-pub trait Once {
+/// A kind taken once by its holder, and the kind whose layout and machinery it uses.
+pub trait Once: Send + Sync + 'static {
+    /// The kind it is taken once of.
+    type Of: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>;
     /// The name in metrics.
     const NAME: &'static str;
 }
 
-impl Once for NonReentrant<Reentrant> {
+impl Once for NonReentrant {
+    type Of = Reentrant;
     const NAME: &'static str = "non_reentrant";
 }
 
-impl Once for NonReentrant<Fair> {
+impl Once for NonReentrantFair {
+    type Of = Fair;
     const NAME: &'static str = "non_reentrant_fair";
 }
 
@@ -99,21 +84,17 @@ fn once<K: Hashed>(target: &Target) -> Result<()> {
     }
 }
 
-impl<K> Machinery for NonReentrant<K>
-where
-    K: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>,
-    Self: Once,
-{
-    const POLLS: bool = K::POLLS;
-    const LABEL: &'static str = <Self as Once>::NAME;
-    const STORED_AS: &'static str = K::STORED_AS;
+impl<T: Once> Machinery for T {
+    const POLLS: bool = <T::Of as Machinery>::POLLS;
+    const LABEL: &'static str = T::NAME;
+    const STORED_AS: &'static str = <T::Of as Machinery>::STORED_AS;
 
     type Held = ();
     type Affinity = *const ();
     type Claim = reentrant::Claim;
 
     fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
-        K::claim(target, lease)
+        <T::Of as Machinery>::claim(target, lease)
     }
 
     fn attempt(
@@ -122,36 +103,36 @@ where
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<()>> {
-        once::<K>(target)?;
-        K::attempt(target, claim, lease, limit)
+        once::<T::Of>(target)?;
+        <T::Of as Machinery>::attempt(target, claim, lease, limit)
     }
 
     fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
-        K::undo(target, claim)
+        <T::Of as Machinery>::undo(target, claim)
     }
 
     fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        K::release(target, hold)
+        <T::Of as Machinery>::release(target, hold)
     }
 
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
-        K::wait_channel(target)
+        <T::Of as Machinery>::wait_channel(target)
     }
 
     fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
-        K::force_unlock_cmd(target, key, forced)
+        <T::Of as Machinery>::force_unlock_cmd(target, key, forced)
     }
 
     fn longest_wait(target: &Target) -> Option<Duration> {
-        K::longest_wait(target)
+        <T::Of as Machinery>::longest_wait(target)
     }
 
     fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
-        K::describe(target, limit)
+        <T::Of as Machinery>::describe(target, limit)
     }
 
     fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {
-        K::takes_grants(target, lease)
+        <T::Of as Machinery>::takes_grants(target, lease)
     }
 
     /// A grant is one hold, which this thread cannot have had: taken as the fair lock
@@ -162,25 +143,21 @@ where
         since: Instant,
         grant: Granted,
     ) -> Option<Result<Attempt<()>>> {
-        K::granted(target, lease, since, grant)
+        <T::Of as Machinery>::granted(target, lease, since, grant)
     }
 
     fn give_up(target: &Target) {
-        K::give_up(target)
+        <T::Of as Machinery>::give_up(target)
     }
 }
 
 /// The hash of the kind it is taken once of, field for field.
-impl<K> Hashed for NonReentrant<K>
-where
-    K: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>,
-    Self: Once,
-{
-    const MODE: crate::lease::hold_table::Mode = K::MODE;
-    const RELEASE_SETS_LEASE: bool = K::RELEASE_SETS_LEASE;
+impl<T: Once> Hashed for T {
+    const MODE: crate::lease::hold_table::Mode = <T::Of as Hashed>::MODE;
+    const RELEASE_SETS_LEASE: bool = <T::Of as Hashed>::RELEASE_SETS_LEASE;
 
     fn field(target: &Target) -> String {
-        K::field(target)
+        <T::Of as Hashed>::field(target)
     }
 
     fn renew_cmd(
@@ -190,19 +167,19 @@ where
         held: &dyn Fn() -> u32,
         restore: bool,
     ) -> Cmd {
-        K::renew_cmd(key, lease, field, held, restore)
+        <T::Of as Hashed>::renew_cmd(key, lease, field, held, restore)
     }
 
     fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
-        K::acquire_cmd(target, key, lease, field, held)
+        <T::Of as Hashed>::acquire_cmd(target, key, lease, field, held)
     }
 
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
-        K::release_cmd(target, field, held, lease, wake)
+        <T::Of as Hashed>::release_cmd(target, field, held, lease, wake)
     }
 
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
-        K::grant(reply)
+        <T::Of as Hashed>::grant(reply)
     }
 
     fn held(_: Option<u64>) -> Self::Held {}

@@ -38,6 +38,7 @@ mod layers;
 mod lost;
 mod metrics;
 mod model;
+mod non_reentrant;
 mod notify;
 mod peers;
 mod proxy;
