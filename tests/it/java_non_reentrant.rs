@@ -246,3 +246,23 @@ fn a_mixed_queue_of_java_and_our_waiters_is_served_in_order() {
         client.non_reentrant_fair_lock(name)
     });
 }
+
+#[test]
+fn a_crashed_java_holder_s_lock_is_ours_once_its_watchdog_lease_runs_out() {
+    let server = Server::start();
+    let jvm = Jvm::private(Redisson::V4);
+    let java = jvm.connect(&server.url(), Some(Duration::from_millis(1500)));
+    java.thread("a")
+        .ok("lock", "nonreentrant", "crashed", Value::Null);
+    let lock = server.client().non_reentrant_lock("crashed");
+    assert!(lock.try_lock().unwrap().is_none());
+    jvm.kill();
+    // Nothing is published for a crash: the lease runs out, and the waiter's retries find it.
+    let left = pttl(&server, "crashed");
+    assert!(0 < left && left <= 1500, "PTTL {left}");
+    let guard = lock.try_lock_for(NO_HANG).unwrap();
+    assert!(
+        guard.is_some(),
+        "the crashed holder's lease did not run out"
+    );
+}

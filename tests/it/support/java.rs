@@ -193,6 +193,12 @@ impl Jvm {
         }
     }
 
+    /// Whether the JVM is still running (not killed).
+    fn is_running(&self) -> bool {
+        let mut child = self.child.lock().unwrap();
+        child.try_wait().is_ok_and(|status| status.is_none())
+    }
+
     /// Kills the JVM at once, as a crash would: its Redisson clients release nothing.
     pub fn kill(&self) {
         let mut child = self.child.lock().unwrap();
@@ -278,8 +284,10 @@ impl<'a> Client<'a> {
 
 impl Drop for Client<'_> {
     fn drop(&mut self) {
-        // Not waited for: the JVM may be gone already.
-        let _ = self.jvm.send(json!({"op": "shutdown", "client": self.id}));
+        // Not waited for, and not sent to a JVM the test killed.
+        if self.jvm.is_running() {
+            let _ = self.jvm.send(json!({"op": "shutdown", "client": self.id}));
+        }
     }
 }
 
