@@ -17,11 +17,11 @@ use crate::lease::give_back::Undo;
 use crate::lease::target::Target;
 use crate::transport::scripts;
 
-/// The non-reentrant kind, Redisson's `RNonReentrantLock` (`NonReentrant`, the default) and
-/// `RNonReentrantFairLock` ([`NonReentrantFair`]) layouts: the [`Reentrant`] lock's hash
-/// (and, fair, the [`Fair`] lock's queue), written and renewed exactly as those are, so
-/// Java services using Redisson share it — a Redisson `RLock` of the same name, too, since
-/// the hash is the same. The owner's field counts one hold, never more.
+/// The non-reentrant kind, Redisson's `RNonReentrantLock` layout: the [`Reentrant`] lock's
+/// hash, written, renewed and released exactly as that is, so Java services using
+/// Redisson's non-reentrant lock share it, and so do those using its `RLock` of the same
+/// name, since the hash is the same. The owner's field counts one hold, never more.
+/// [`NonReentrantFair`] is the same over the [`Fair`] lock.
 ///
 /// A hold belongs to the thread that took it (its guard is not `Send`). A thread that
 /// holds it and asks for it again, by [`lock`](crate::Lock::lock),
@@ -29,6 +29,9 @@ use crate::transport::scripts;
 /// at once, with nothing sent, where a [`Reentrant`] lock would count a second hold;
 /// Redisson's non-reentrant locks throw `IllegalMonitorStateException` alike. So does a
 /// thread that holds the reentrant (or fair) lock of the same name through this client.
+/// Redisson refuses by what it finds in Redis; this crate knows its own holds, and an
+/// attempt whose reply was lost is retried as the reentrant lock retries it: the retry
+/// finds the thread's field and keeps the one hold.
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::open("redis://127.0.0.1/")?;
