@@ -63,6 +63,10 @@
 //!   `RFencedLock`; each guard carries a fencing token that only grows.
 //! - [`client.fair_lock(name)`](LockClient::fair_lock): [`Fair`], Redisson's
 //!   `RFairLock`; waiters take it first come, first served, across processes.
+//! - [`client.non_reentrant_lock(name)`](LockClient::non_reentrant_lock) and
+//!   [`client.non_reentrant_fair_lock(name)`](LockClient::non_reentrant_fair_lock):
+//!   [`NonReentrant`] and [`NonReentrantFair`], Redisson's `RNonReentrantLock` and
+//!   `RNonReentrantFairLock`; a holder that asks again gets [`Error::Reentry`].
 //! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
 //! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's
@@ -185,6 +189,7 @@ pub use client::lock_client::LockClient;
 pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;
 pub use kinds::kind::Kind;
+pub use kinds::non_reentrant::{NonReentrant, NonReentrantFair};
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
 pub use kinds::token::Token;
@@ -206,6 +211,7 @@ const _: () = {
     send_sync::<Lock>();
     send_sync::<Lock<Token>>();
     send_sync::<Lock<Fair>>();
+    send_sync::<Lock<NonReentrantFair>>();
     send_sync::<ReadWriteLock>();
     send_sync::<Semaphore>();
     send_sync::<Election>();

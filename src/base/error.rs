@@ -114,6 +114,14 @@ pub enum Error {
         /// The read-write lock concerned.
         lock: Subject,
     },
+    /// This thread holds the non-reentrant lock (or the reentrant lock of the same name)
+    /// and asked for it again: a non-reentrant lock is taken once by its holder, as
+    /// Redisson's `RNonReentrantLock` refuses a second acquisition by its holder. Nothing
+    /// was sent.
+    Reentry {
+        /// The lock concerned.
+        lock: Subject,
+    },
     /// The lock cannot work on this client, such as a fenced lock over several independent
     /// masters (Redlock). Nothing was sent.
     Unsupported {
@@ -344,6 +352,11 @@ impl Error {
         matches!(self, Error::Upgrade { .. })
     }
 
+    /// A thread that holds a non-reentrant lock asked for it again.
+    pub fn is_reentry(&self) -> bool {
+        matches!(self, Error::Reentry { .. })
+    }
+
     /// The lock cannot work on this client (a fenced lock on Redlock).
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Error::Unsupported { .. })
@@ -489,6 +502,7 @@ impl Error {
             | Error::WrongKind { lock, .. }
             | Error::NotALock { lock, .. }
             | Error::Upgrade { lock }
+            | Error::Reentry { lock }
             | Error::Unsupported { lock, .. }
             | Error::InvalidArgument { lock, .. }
             | Error::ValidityExhausted { lock, .. }
@@ -515,7 +529,7 @@ impl Error {
     /// several nodes, the others may have run it).
     pub(crate) fn may_have_run(&self) -> bool {
         match self {
-            Error::Pool { .. } => false,
+            Error::Pool { .. } | Error::Reentry { .. } => false,
             Error::Redis { cause, .. } => !cause.is_no_scripts(),
             _ => true,
         }
@@ -705,6 +719,10 @@ impl Error {
             Error::Upgrade { lock } => write!(
                 f,
                 "{lock}: this thread holds the read lock, and the write lock would wait for it for ever"
+            ),
+            Error::Reentry { lock } => write!(
+                f,
+                "{lock} is not reentrant, and this thread holds it already"
             ),
             Error::Unsupported { lock, reason } => {
                 write!(f, "{lock} cannot work on this client: {reason}")

@@ -10,6 +10,7 @@ use crate::base::error::{Error, Noun, Result};
 use crate::base::stats::Stats;
 use crate::kinds::fair::Fair;
 use crate::kinds::fenced::Fenced;
+use crate::kinds::non_reentrant::{NonReentrant, NonReentrantFair};
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -93,6 +94,19 @@ impl LockClient {
     /// A handle on the fair lock `name`: the reentrant lock, taken first come, first
     /// served across threads and processes. See [`Fair`](crate::Fair).
     pub fn fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<Fair> {
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
+    }
+
+    /// A handle on the non-reentrant lock `name`: the reentrant lock's layout, which its
+    /// holder asks for again only to get [`Error::Reentry`](crate::Error::Reentry). See
+    /// [`NonReentrant`](crate::NonReentrant).
+    pub fn non_reentrant_lock(&self, name: impl AsRef<[u8]>) -> Lock<NonReentrant> {
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
+    }
+
+    /// A handle on the non-reentrant fair lock `name`: the fair lock, taken once by its
+    /// holder. See [`NonReentrantFair`](crate::NonReentrantFair).
+    pub fn non_reentrant_fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<NonReentrantFair> {
         Lock::new(self.target(name.as_ref(), Noun::Lock))
     }
 

@@ -23,7 +23,8 @@ use crate::topology::quorum::Outcome;
 use crate::transport::scripts;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
-/// [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) or
+/// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
+/// [`NonReentrantFair`](crate::NonReentrantFair), [`Read`](crate::Read), [`Write`](crate::Write) or
 /// [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
 /// is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use redmutex::{Fair, Fenced, Lock, Reentrant, Token, Write};
+use redmutex::{Fair, Fenced, Lock, NonReentrant, NonReentrantFair, Reentrant, Token, Write};
 use support::history::{self, History, Window};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
@@ -91,6 +91,8 @@ fn eight_threads_two_hundred_increments_each() {
     body::<Token>();
     body::<Fair>();
     body::<Write>();
+    body::<NonReentrant>();
+    body::<NonReentrantFair>();
 }
 
 #[test]
@@ -136,6 +138,8 @@ fn four_processes_two_hundred_increments_each() {
     body::<Token>();
     body::<Fair>();
     body::<Write>();
+    body::<NonReentrant>();
+    body::<NonReentrantFair>();
 }
 
 #[test]
@@ -183,6 +187,8 @@ fn worker_process() {
         Token::NAME => run::<Token>(&client, &mut redis, rounds),
         Fair::NAME => run::<Fair>(&client, &mut redis, rounds),
         Write::NAME => run::<Write>(&client, &mut redis, rounds),
+        NonReentrant::NAME => run::<NonReentrant>(&client, &mut redis, rounds),
+        NonReentrantFair::NAME => run::<NonReentrantFair>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
 }

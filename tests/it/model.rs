@@ -642,6 +642,16 @@ fn fair_lock_follows_its_model() {
 }
 
 #[test]
+fn non_reentrant_lock_follows_its_model() {
+    exclusive_property::<redmutex::NonReentrant>(true);
+}
+
+#[test]
+fn non_reentrant_fair_lock_follows_its_model() {
+    exclusive_property::<redmutex::NonReentrantFair>(true);
+}
+
+#[test]
 fn token_lock_follows_its_model() {
     exclusive_property::<redmutex::Token>(false);
 }

@@ -6,7 +6,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redmutex::{Fair, Fenced, Health, Lock, LockGuard, Reentrant, Token};
+use redmutex::{
+    Fair, Fenced, Health, Lock, LockGuard, NonReentrant, NonReentrantFair, Reentrant, Token,
+};
 
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Owner, Reply, SLACK, SLEEPY, WATCHDOG_LEASE, client_of,
@@ -221,6 +223,9 @@ pub enum Java {
 /// A kind under the exclusive model.
 pub trait Subject: MakeLock {
     const JAVA: Java;
+    /// Whether an owner that holds it takes it again; if not, its second acquisition is
+    /// refused with nothing sent.
+    const REENTRANT: bool = true;
     /// A fenced guard's token.
     fn token(_: &LockGuard<Self>) -> Option<u64> {
         None
@@ -244,6 +249,16 @@ impl Subject for Fenced {
 
 impl Subject for Fair {
     const JAVA: Java = Java::Fair;
+}
+
+impl Subject for NonReentrant {
+    const JAVA: Java = Java::Lock;
+    const REENTRANT: bool = false;
+}
+
+impl Subject for NonReentrantFair {
+    const JAVA: Java = Java::Fair;
+    const REENTRANT: bool = false;
 }
 
 impl Subject for Token {
@@ -983,6 +998,11 @@ impl<K: Subject> Case<'_, K> {
                 self.log.push(format!("  owner {owner}: busy"));
                 Ok(())
             }
+            Err(err) if err.is_reentry() => match !K::REENTRANT && had {
+                // Refused before anything was sent: nothing changes.
+                true => Ok(()),
+                false => Err(format!("owner {owner} was refused a re-entry: {err}")),
+            },
             Err(err) => {
                 self.log.push(format!("  owner {owner}: {err}"));
                 let stalled = self.stalled(owner);

@@ -609,6 +609,20 @@ impl MakeLock for redmutex::Fair {
     }
 }
 
+impl MakeLock for redmutex::NonReentrant {
+    const NAME: &'static str = "non_reentrant";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.non_reentrant_lock(name)
+    }
+}
+
+impl MakeLock for redmutex::NonReentrantFair {
+    const NAME: &'static str = "non_reentrant_fair";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.non_reentrant_fair_lock(name)
+    }
+}
+
 impl MakeLock for redmutex::Read {
     const NAME: &'static str = "read";
     fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
