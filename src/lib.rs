@@ -187,6 +187,7 @@ pub use kinds::fenced::Fenced;
 pub use kinds::kind::Kind;
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
+pub use kinds::spin::Spin;
 pub use kinds::token::Token;
 pub use lock::candidate::Candidate;
 pub use lock::election::{Election, Leadership};

@@ -15,6 +15,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
+use crate::base::retry::Backoff;
 use crate::layout::names::Granted;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
@@ -23,8 +24,8 @@ use crate::topology::quorum::Outcome;
 use crate::transport::scripts;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
-/// [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) or
-/// [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
+/// [`Fair`](crate::Fair), [`Spin`](crate::Spin), [`Read`](crate::Read),
+/// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
 /// is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
@@ -111,6 +112,9 @@ pub(crate) mod sealed {
         /// Whether waiters poll at least every retry cap even with notifications: for
         /// layouts shared with libraries whose releases publish nothing.
         const POLLS: bool = false;
+        /// Whether waiters subscribe to be woken by releases; a kind whose releases publish
+        /// nothing only backs off.
+        const SUBSCRIBES: bool = true;
         /// The kind's name in metrics.
         const LABEL: &'static str;
         /// The Redis type of the kind's key, as `force_unlock.lua` names it: `"hash"`, or
@@ -143,6 +147,12 @@ pub(crate) mod sealed {
 
         /// Gives `hold` back.
         fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
+
+        /// How a waiter sleeps between attempts: by default the client's jittered retries.
+        fn backoff(target: &Target) -> Backoff {
+            let config = target.shared.config();
+            Backoff::new(config.retry_base, config.retry_cap)
+        }
 
         /// The channel this thread waits on for its turn: the lock's, or one of its own.
         fn wait_channel(target: &Target) -> Cow<'_, [u8]> {

@@ -9,4 +9,5 @@ pub(crate) mod kind;
 pub(crate) mod permits;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;
+pub(crate) mod spin;
 pub(crate) mod token;

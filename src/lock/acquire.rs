@@ -8,7 +8,6 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::metrics;
-use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
@@ -189,8 +188,10 @@ impl<K: Kind> Lock<K> {
         target.open()?;
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
-        let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+        let mut backoff = K::backoff(target);
         let mut waiting = Waiting::new();
+        // A kind whose releases publish nothing, or a client without pub/sub, only polls.
+        waiting.notifications = K::SUBSCRIBES && config.pubsub;
         // A cancel, or closing the client, raises the signal this waiter sleeps on.
         let _closing = target.shared.closing().register(&waiting.signal);
         let _cancel = self.cancel.as_ref().map(|c| c.register(&waiting.signal));
