@@ -48,6 +48,7 @@ mod reentrancy;
 mod replicas;
 mod scripts;
 mod semaphore;
+mod spin;
 mod sentinel;
 mod tls;
 mod token_interop;
