@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use redmutex::{Fair, Fenced, Lock, Reentrant, Token, Write};
+use redmutex::{Fair, Fenced, Lock, Reentrant, Spin, Token, Write};
 use support::history::{self, History, Window};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
@@ -91,6 +91,7 @@ fn eight_threads_two_hundred_increments_each() {
     body::<Token>();
     body::<Fair>();
     body::<Write>();
+    body::<Spin>();
 }
 
 #[test]
@@ -136,6 +137,7 @@ fn four_processes_two_hundred_increments_each() {
     body::<Token>();
     body::<Fair>();
     body::<Write>();
+    body::<Spin>();
 }
 
 #[test]
@@ -183,6 +185,7 @@ fn worker_process() {
         Token::NAME => run::<Token>(&client, &mut redis, rounds),
         Fair::NAME => run::<Fair>(&client, &mut redis, rounds),
         Write::NAME => run::<Write>(&client, &mut redis, rounds),
+        Spin::NAME => run::<Spin>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
 }
