@@ -33,6 +33,7 @@ mod java_differential;
 mod java_lock;
 mod java_read_write;
 mod java_semaphore;
+mod java_spin;
 mod kinds;
 mod layers;
 mod lost;
