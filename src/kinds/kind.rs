@@ -2,10 +2,10 @@
 //!
 //! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
 //! guard carries, whether a guard may move to another thread, and how its waiters wait: on
-//! which channel, for how long at most, and what they undo when they give up. Everything
-//! else — the acquisition quartet, deadlines and jittered retries, pub/sub waiting and
-//! hand-on, guards, loss reporting — is written once, in `lock`, `acquire` and `guard`, and
-//! the watchdog in `watchdog`.
+//! which channel (or none), with which back-off, for how long at most, and what they undo
+//! when they give up. Everything else — the acquisition quartet, deadlines and retries,
+//! pub/sub waiting and hand-on, guards, loss reporting — is written once, in `lock`,
+//! `acquire` and `guard`, and the watchdog in `watchdog`.
 
 use std::borrow::Cow;
 use std::sync::Arc;

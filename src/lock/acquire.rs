@@ -92,7 +92,8 @@ impl<K: Kind> Lock<K> {
     /// wait for an unlock message, at most until the holder's lease runs out (plus a
     /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
     /// cannot connect, may not subscribe, or its subscription was not confirmed before the
-    /// attempt) the wait is the backoff alone, at most the retry cap. Every round with Redis
+    /// attempt; a kind or a client that does not subscribe) the wait is the backoff alone,
+    /// at most its cap (the retry cap, or the kind's own). Every round with Redis
     /// ends within a response timeout of `deadline`. A kind may bound each wait further and
     /// undo its attempt when the loop gives up (a fair lock's queue).
     pub(crate) fn acquire(

@@ -192,7 +192,9 @@ pub fn reply() -> impl Strategy<Value = Reply> {
 fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
     let script = match (kind, call) {
         ("token", Call::Acquire) => return Some(b"\r\n$2\r\nNX\r\n".to_vec()),
-        ("reentrant" | "spin", Call::Acquire) => include_str!("../../src/transport/scripts/acquire.lua"),
+        ("reentrant" | "spin", Call::Acquire) => {
+            include_str!("../../src/transport/scripts/acquire.lua")
+        }
         ("fenced", Call::Acquire) => {
             include_str!("../../src/transport/scripts/fenced_acquire.lua")
         }

@@ -30,10 +30,16 @@ fn waiter(lock: Lock<Spin>, wait: Duration) -> mpsc::Receiver<bool> {
 
 /// Every pub/sub command the server ran (or refused) since it started.
 fn pubsub_calls(server: &Server) -> u64 {
-    ["subscribe", "ssubscribe", "psubscribe", "publish", "spublish"]
-        .iter()
-        .map(|command| server.calls(command) + server.rejected_calls(command))
-        .sum()
+    [
+        "subscribe",
+        "ssubscribe",
+        "psubscribe",
+        "publish",
+        "spublish",
+    ]
+    .iter()
+    .map(|command| server.calls(command) + server.rejected_calls(command))
+    .sum()
 }
 
 #[test]
@@ -62,7 +68,10 @@ fn a_spin_lock_is_reentrant_and_excludes_other_threads() {
     assert!(!server.exists("spun"));
     let other = client.spin_lock("spun");
     let free = thread::spawn(move || other.try_lock().unwrap().map(|g| g.unlock().unwrap()));
-    assert!(free.join().unwrap().is_some(), "free after the last release");
+    assert!(
+        free.join().unwrap().is_some(),
+        "free after the last release"
+    );
     assert_eq!(pubsub_calls(&server), 0);
 }
 
@@ -93,9 +102,7 @@ fn leases_expire_and_the_watchdog_renews() {
     assert!(!guard.is_watched());
     let left = lock.remaining_lease().unwrap().expect("an expiry");
     assert!(left <= Duration::from_millis(300), "{left:?}");
-    assert!(eventually(Duration::from_secs(10), || !server.exists(
-        "leased"
-    )));
+    assert!(eventually(Duration::from_secs(10), || !server.exists("leased")));
     assert!(guard.unlock().unwrap_err().is_lost());
 
     let guard = lock.lock().unwrap();
@@ -204,14 +211,19 @@ fn the_back_off_doubles_from_its_first_step_up_to_its_cap() {
     let base = server.calls("evalsha");
     let started = Instant::now();
     assert!(
-        (client.spin_lock("l").try_lock_for(Duration::from_millis(1500)))
-            .unwrap()
-            .is_none()
+        (client
+            .spin_lock("l")
+            .try_lock_for(Duration::from_millis(1500)))
+        .unwrap()
+        .is_none()
     );
     let waited = started.elapsed();
     let attempts = server.calls("evalsha") - base;
     let most = most_attempts(initial, max, waited);
-    assert!(attempts <= most, "{attempts} attempts in {waited:?}, at most {most}");
+    assert!(
+        attempts <= most,
+        "{attempts} attempts in {waited:?}, at most {most}"
+    );
     // Its first sleeps (10, 20, 40 ms at most) fit in 1.5 s many times over.
     assert!(attempts >= 4, "{attempts} attempts in {waited:?}");
 
@@ -225,7 +237,10 @@ fn the_back_off_doubles_from_its_first_step_up_to_its_cap() {
     let attempts = server.calls("evalsha") - base;
     let default = (Duration::from_millis(1), Duration::from_millis(128));
     let most = most_attempts(default.0, default.1, waited);
-    assert!(attempts <= most, "{attempts} attempts in {waited:?}, at most {most}");
+    assert!(
+        attempts <= most,
+        "{attempts} attempts in {waited:?}, at most {most}"
+    );
     assert!(attempts >= 4, "{attempts} attempts in {waited:?}");
     assert_eq!(pubsub_calls(&server), 0);
 }
@@ -272,7 +287,9 @@ fn the_back_off_takes_its_whole_range_and_refuses_what_is_outside_it() {
 /// A user with the README's rights for a lock user, less every channel and pub/sub command.
 fn user_without_pubsub(server: &Server) -> String {
     let readme = include_str!("../../README.md");
-    let start = readme.find("ACL SETUSER locker on").expect("the README's lock user");
+    let start = readme
+        .find("ACL SETUSER locker on")
+        .expect("the README's lock user");
     let rules: Vec<&str> = (readme[start..].split("```").next().unwrap())
         .split_whitespace()
         .filter(|word| word.starts_with('~') || word.starts_with('+'))
@@ -313,7 +330,9 @@ fn a_user_without_pubsub_rights_uses_spin_locks() {
     let guard = lock.lock().unwrap();
     let renewals = holder.stats().renewals;
     let waiting = waiter(waiter_client.spin_lock("acl"), LONG);
-    assert!(eventually(Duration::from_secs(30), || holder.stats().renewals
+    assert!(eventually(Duration::from_secs(30), || holder
+        .stats()
+        .renewals
         >= renewals + 2));
     assert!(!guard.is_lost());
     guard.unlock().unwrap();
@@ -321,7 +340,11 @@ fn a_user_without_pubsub_rights_uses_spin_locks() {
     let _held = waiter_client.spin_lock("acl").lock().unwrap();
     assert!(lock.force_unlock().unwrap());
     assert!(!lock.is_locked().unwrap());
-    assert_eq!(pubsub_calls(&server), 0, "nothing tried to subscribe or publish");
+    assert_eq!(
+        pubsub_calls(&server),
+        0,
+        "nothing tried to subscribe or publish"
+    );
 }
 
 fn response_timeout() -> Duration {
