@@ -63,6 +63,8 @@
 //!   `RFencedLock`; each guard carries a fencing token that only grows.
 //! - [`client.fair_lock(name)`](LockClient::fair_lock): [`Fair`], Redisson's
 //!   `RFairLock`; waiters take it first come, first served, across processes.
+//! - [`client.spin_lock(name)`](LockClient::spin_lock): [`Spin`], Redisson's
+//!   `RSpinLock`; the reentrant lock without pub/sub, its waiters backing off.
 //! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
 //! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's

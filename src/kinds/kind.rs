@@ -25,8 +25,8 @@ use crate::transport::scripts;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
 /// [`Fair`](crate::Fair), [`Spin`](crate::Spin), [`Read`](crate::Read),
-/// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
-/// is sealed; its machinery is internal.
+/// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a
+/// [`Semaphore`](crate::Semaphore). The trait is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}

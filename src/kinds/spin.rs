@@ -9,7 +9,6 @@ use crate::base::error::Result;
 use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
 use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant};
-use crate::layout::names;
 use crate::lease::give_back::Undo;
 use crate::lease::target::Target;
 use crate::transport::scripts;
@@ -23,8 +22,8 @@ use crate::transport::scripts;
 ///
 /// For deployments without pub/sub, or a Redis user without channel rights (with
 /// [`pubsub(false)`](crate::LockClientBuilder::pubsub)). It costs a few attempts per wait
-/// and hands over up to one back-off late; a reentrant lock's waiters on the same name are
-/// not woken by its release and wait for their next retry.
+/// and hands over up to one back-off late. A reentrant lock's waiter on the same name is
+/// not woken by its release: it comes back when the lease it last saw would have run out.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -88,19 +87,7 @@ impl Hashed for Spin {
 
     /// Redisson's spin release: nothing published, whether the last hold goes or not.
     fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, _wake: bool) -> Cmd {
-        let key = target.shared_key();
-        let latch = names::unlock_latch(&key, &names::random_id());
-        let latch_ttl = target.shared.config().latch_ttl();
-        scripts::release(
-            &key,
-            target.channel(),
-            &latch,
-            lease,
-            field,
-            held,
-            latch_ttl,
-            false,
-        )
+        Reentrant::release_cmd(target, field, held, lease, false)
     }
 
     fn grant(reply: Value) -> redis::RedisResult<Grant> {
