@@ -116,6 +116,14 @@ fn main() -> Result<()> {
             micros(kinds.reentrant)
         ),
     ));
+    rows.push((
+        "spin lock",
+        format!(
+            "uncontended lock+unlock: {} µs = {:.2} × the reentrant lock's",
+            micros(kinds.spin),
+            kinds.spin.as_secs_f64() / kinds.reentrant.as_secs_f64(),
+        ),
+    ));
     let nested = reentry(&plan, &client)?;
     rows.push((
         "re-entry",
@@ -137,6 +145,10 @@ fn main() -> Result<()> {
             (
                 "thread, fair lock",
                 handoff_thread(client.fair_lock("bench:handoff-fair")),
+            ),
+            (
+                "thread, spin lock",
+                handoff_thread(client.spin_lock("bench:handoff-spin")),
             ),
         ],
     )?;
@@ -299,7 +311,7 @@ struct Uncontended {
 }
 
 /// Interleaved: one raw SET NX PX plus one no-op EVALSHA, lock+unlock pairs of the token,
-/// reentrant and fenced locks, and two floors of the token lock's pair: its own commands
+/// reentrant, fenced and spin locks, and two floors of the token lock's pair: its own commands
 /// sent raw, and a bare compare-and-delete script in place of its release.
 fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
     let mut raw = redis::Client::open(url)
@@ -310,12 +322,13 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
     let compare_delete = Script::new(
         "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
     );
-    let (token, reentrant, fenced) = (
+    let (token, reentrant, fenced, spin) = (
         client.token_lock("bench:token"),
         client.lock("bench:reentrant"),
         client.fenced_lock("bench:fenced"),
+        client.spin_lock("bench:spin"),
     );
-    let mut samples: [Vec<Duration>; 6] = Default::default();
+    let mut samples: [Vec<Duration>; 7] = Default::default();
     let token_pair = |raw: &mut redis::Connection, release: &dyn Fn(&mut redis::Connection)| {
         let _: Option<String> = redis::cmd("SET")
             .arg("bench:token-raw")
@@ -368,6 +381,9 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
                 assert_eq!(deleted, 1);
             });
         }));
+        samples[6].push(mean_of(plan.pairs, || {
+            spin.lock().and_then(|g| g.unlock()).expect("spin");
+        }));
     }
     let [
         setnx_floor,
@@ -376,6 +392,7 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         fenced,
         token_raw,
         compare_delete,
+        spin,
     ] = samples.map(|mut s| percentile(&mut s, 50));
     Ok(Kinds {
         setnx_floor,
@@ -384,6 +401,7 @@ fn kinds(plan: &Plan, url: &str, client: &LockClient) -> Result<Kinds> {
         fenced,
         token_raw,
         compare_delete,
+        spin,
     })
 }
 
@@ -394,6 +412,7 @@ struct Kinds {
     fenced: Duration,
     token_raw: Duration,
     compare_delete: Duration,
+    spin: Duration,
 }
 
 fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {

@@ -67,6 +67,8 @@
 //!   [`client.non_reentrant_fair_lock(name)`](LockClient::non_reentrant_fair_lock):
 //!   [`NonReentrant`] and [`NonReentrantFair`], Redisson's `RNonReentrantLock` and
 //!   `RNonReentrantFairLock`; a holder that asks again gets [`Error::Reentry`].
+//! - [`client.spin_lock(name)`](LockClient::spin_lock): [`Spin`], Redisson's
+//!   `RSpinLock`; the reentrant lock without pub/sub, its waiters backing off.
 //! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
 //! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's
@@ -192,6 +194,7 @@ pub use kinds::kind::Kind;
 pub use kinds::non_reentrant::{NonReentrant, NonReentrantFair};
 pub use kinds::read_write::{Read, Write};
 pub use kinds::reentrant::Reentrant;
+pub use kinds::spin::Spin;
 pub use kinds::token::Token;
 pub use lock::candidate::Candidate;
 pub use lock::election::{Election, Leadership};

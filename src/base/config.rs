@@ -39,6 +39,11 @@ pub(crate) struct Config {
     pub renew_interval: Option<Duration>,
     pub retry_base: Duration,
     pub retry_cap: Duration,
+    /// A spin lock's first and longest sleep between attempts.
+    pub spin_backoff: (Duration, Duration),
+    /// Whether the client may use pub/sub: when not, `build()` does not ask for the rights
+    /// and no waiter subscribes.
+    pub pubsub: bool,
     pub max_wait: Option<Duration>,
     pub key_prefix: Vec<u8>,
     pub watchdog_stack_size: usize,
@@ -99,6 +104,8 @@ impl Default for Config {
             renew_interval: None,
             retry_base: Duration::from_millis(5),
             retry_cap: Duration::from_millis(200),
+            spin_backoff: (Duration::from_millis(1), Duration::from_millis(128)),
+            pubsub: true,
             max_wait: None,
             key_prefix: Vec::new(),
             watchdog_stack_size: 128 * 1024,
@@ -241,6 +248,13 @@ impl Config {
         }
         if self.retry_cap < self.retry_base || self.retry_cap > MAX_TIMEOUT {
             return bad("retry_cap", format!("must be retry_base..={MAX_TIMEOUT:?}"));
+        }
+        let (first, most) = self.spin_backoff;
+        if first < Duration::from_micros(100) || first > most || most > MAX_TIMEOUT {
+            return bad(
+                "spin_backoff",
+                format!("must be 100 µs <= initial <= max <= {MAX_TIMEOUT:?}"),
+            );
         }
         if self.max_wait.is_some_and(|wait| wait > MAX_LEASE) {
             return bad("max_wait", format!("must be at most {MAX_LEASE:?}"));

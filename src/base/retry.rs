@@ -7,7 +7,7 @@ use rand::RngExt;
 /// Exponential backoff with "equal jitter": each delay is drawn from `[d/2, d]` where `d`
 /// doubles from `base` up to `cap`.
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     next: Duration,
     cap: Duration,
 }

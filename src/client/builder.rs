@@ -98,6 +98,8 @@ impl LockClient {
 /// | [`lease`](Self::lease) (watchdog lease) | 30 s |
 /// | [`renew_interval`](Self::renew_interval) | lease / 3 |
 /// | [`retry_base`](Self::retry_base) / [`retry_cap`](Self::retry_cap) | 5 ms / 200 ms |
+/// | [`spin_backoff`](Self::spin_backoff) | 1 ms doubling to 128 ms |
+/// | [`pubsub`](Self::pubsub) | on |
 /// | [`max_wait`](Self::max_wait) | none: `lock()` waits until it gets the lock |
 /// | [`key_prefix`](Self::key_prefix) | empty |
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
@@ -197,6 +199,26 @@ impl LockClientBuilder {
     /// Longest sleep between acquisition attempts. Defaults to 200 ms.
     pub fn retry_cap(mut self, cap: Duration) -> Self {
         self.config.retry_cap = cap;
+        self
+    }
+
+    /// How a [spin lock](crate::Spin)'s waiters back off: `initial` after the first busy
+    /// attempt, doubling after each up to `max` (each sleep jittered in its upper half, and
+    /// never past the holder's lease or the caller's deadline). `100 µs <= initial <= max <=
+    /// 600 s`. Defaults to 1 ms and 128 ms, as Redisson's `RSpinLock`.
+    pub fn spin_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.config.spin_backoff = (initial, max);
+        self
+    }
+
+    /// Whether this client uses pub/sub. Off, [`build`](Self::build) does not ask for
+    /// `PUBLISH`, `SUBSCRIBE` or `UNSUBSCRIBE` rights and no waiter subscribes (every waiter
+    /// polls, at least every [`retry_cap`](Self::retry_cap)): for a Redis user without
+    /// channel rights, or a deployment that does not want pub/sub. Such a user can use
+    /// [spin locks](crate::Spin), which publish nothing; the other kinds' releases publish
+    /// and are refused. Defaults to on.
+    pub fn pubsub(mut self, enabled: bool) -> Self {
+        self.config.pubsub = enabled;
         self
     }
 

@@ -11,6 +11,7 @@ use crate::base::stats::Stats;
 use crate::kinds::fair::Fair;
 use crate::kinds::fenced::Fenced;
 use crate::kinds::non_reentrant::{NonReentrant, NonReentrantFair};
+use crate::kinds::spin::Spin;
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
@@ -121,6 +122,12 @@ impl LockClient {
         Semaphore::new(self.target(name.as_ref(), Noun::Semaphore))
     }
 
+    /// A handle on the spin lock `name`: the reentrant lock whose waiters back off instead
+    /// of subscribing, and whose releases publish nothing. See [`Spin`](crate::Spin).
+    pub fn spin_lock(&self, name: impl AsRef<[u8]>) -> Lock<Spin> {
+        Lock::new(self.target(name.as_ref(), Noun::Lock))
+    }
+
     /// A handle on the token lock `name` (`SET key token NX PX`, the layout of redis-py,
     /// redsync and node-redlock), stored under the key `key_prefix + name`. Not reentrant;
     /// its guards may move between threads. See [`Token`](crate::Token).
@@ -207,7 +214,9 @@ impl LockClient {
                 return checked;
             }
         };
-        let checked: Vec<Result<()>> = nodes.list().iter().map(check).collect();
+        let checked: Vec<Result<()>> = (nodes.list().iter().map(check))
+            .map(|checked| without_pubsub(checked, config.pubsub))
+            .collect();
         let answered: Vec<_> = (nodes.list().iter().zip(&checked))
             .filter(|(_, checked)| checked.is_ok())
             .filter_map(|(node, _)| node.shards().ok())
@@ -270,6 +279,23 @@ impl LockClient {
             node.on_move(move || weak.upgrade().map(|s| s.workers().all_now()).is_some());
         }
         Ok(LockClient { shared })
+    }
+}
+
+/// A node's check, with the channel rights left out for a client that uses no pub/sub.
+fn without_pubsub(checked: Result<()>, pubsub: bool) -> Result<()> {
+    match checked {
+        Err(Error::Permission { node, denied }) if !pubsub => {
+            let channel = ["PUBLISH on ", "SUBSCRIBE on ", "UNSUBSCRIBE on "];
+            let denied: Vec<String> = (denied.into_iter())
+                .filter(|what| !channel.iter().any(|c| what.starts_with(c)))
+                .collect();
+            match denied.is_empty() {
+                true => Ok(()),
+                false => Err(Error::Permission { node, denied }),
+            }
+        }
+        checked => checked,
     }
 }
 

@@ -2,10 +2,10 @@
 //!
 //! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
 //! guard carries, whether a guard may move to another thread, and how its waiters wait: on
-//! which channel, for how long at most, and what they undo when they give up. Everything
-//! else — the acquisition quartet, deadlines and jittered retries, pub/sub waiting and
-//! hand-on, guards, loss reporting — is written once, in `lock`, `acquire` and `guard`, and
-//! the watchdog in `watchdog`.
+//! which channel (or none), with which back-off, for how long at most, and what they undo
+//! when they give up. Everything else — the acquisition quartet, deadlines and retries,
+//! pub/sub waiting and hand-on, guards, loss reporting — is written once, in `lock`,
+//! `acquire` and `guard`, and the watchdog in `watchdog`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use redis::Cmd;
 
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
+use crate::base::retry::Backoff;
 use crate::layout::names::Granted;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
@@ -24,9 +25,9 @@ use crate::transport::scripts;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
 /// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
-/// [`NonReentrantFair`](crate::NonReentrantFair), [`Read`](crate::Read), [`Write`](crate::Write) or
-/// [`Token`](crate::Token), and the permits of a [`Semaphore`](crate::Semaphore). The trait
-/// is sealed; its machinery is internal.
+/// [`NonReentrantFair`](crate::NonReentrantFair), [`Spin`](crate::Spin), [`Read`](crate::Read),
+/// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a
+/// [`Semaphore`](crate::Semaphore). The trait is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}
@@ -112,6 +113,9 @@ pub(crate) mod sealed {
         /// Whether waiters poll at least every retry cap even with notifications: for
         /// layouts shared with libraries whose releases publish nothing.
         const POLLS: bool = false;
+        /// Whether waiters subscribe to be woken by releases; a kind whose releases publish
+        /// nothing only backs off.
+        const SUBSCRIBES: bool = true;
         /// The kind's name in metrics.
         const LABEL: &'static str;
         /// The Redis type of the kind's key, as `force_unlock.lua` names it: `"hash"`, or
@@ -144,6 +148,12 @@ pub(crate) mod sealed {
 
         /// Gives `hold` back.
         fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
+
+        /// How a waiter sleeps between attempts: by default the client's jittered retries.
+        fn backoff(target: &Target) -> Backoff {
+            let config = target.shared.config();
+            Backoff::new(config.retry_base, config.retry_cap)
+        }
 
         /// The channel this thread waits on for its turn: the lock's, or one of its own.
         fn wait_channel(target: &Target) -> Cow<'_, [u8]> {

@@ -10,4 +10,5 @@ pub(crate) mod non_reentrant;
 pub(crate) mod permits;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;
+pub(crate) mod spin;
 pub(crate) mod token;

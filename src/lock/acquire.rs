@@ -8,7 +8,6 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::metrics;
-use crate::base::retry::Backoff;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
@@ -93,7 +92,8 @@ impl<K: Kind> Lock<K> {
     /// wait for an unlock message, at most until the holder's lease runs out (plus a
     /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
     /// cannot connect, may not subscribe, or its subscription was not confirmed before the
-    /// attempt) the wait is the backoff alone, at most the retry cap. Every round with Redis
+    /// attempt; a kind or a client that does not subscribe) the wait is the backoff alone,
+    /// at most its cap (the retry cap, or the kind's own). Every round with Redis
     /// ends within a response timeout of `deadline`. A kind may bound each wait further and
     /// undo its attempt when the loop gives up (a fair lock's queue).
     pub(crate) fn acquire(
@@ -189,8 +189,10 @@ impl<K: Kind> Lock<K> {
         target.open()?;
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
-        let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
+        let mut backoff = K::backoff(target);
         let mut waiting = Waiting::new();
+        // A kind whose releases publish nothing, or a client without pub/sub, only polls.
+        waiting.notifications = K::SUBSCRIBES && config.pubsub;
         // A cancel, or closing the client, raises the signal this waiter sleeps on.
         let _closing = target.shared.closing().register(&waiting.signal);
         let _cancel = self.cancel.as_ref().map(|c| c.register(&waiting.signal));

@@ -161,7 +161,8 @@ impl<K: Kind> Lock<K> {
 }
 
 /// For the locks kept in Redisson's hash, which count each thread's holds:
-/// [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced), [`Fair`](crate::Fair), and
+/// [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced), [`Fair`](crate::Fair),
+/// [`Spin`](crate::Spin), and
 /// the [`Read`](crate::Read) and [`Write`](crate::Write) sides of a read-write lock. A
 /// [`Token`](crate::Token) lock has one hold, which its guard knows.
 impl<K: Hashed> Lock<K> {

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use redmutex::{Fair, Fenced, Lock, NonReentrant, NonReentrantFair, Reentrant, Token, Write};
+use redmutex::{Fair, Fenced, Lock, NonReentrant, NonReentrantFair, Reentrant, Spin, Token, Write};
 use support::history::{self, History, Window};
 use support::{MakeLock, SHORT_LEASE, Server, spawn_worker};
 
@@ -93,6 +93,7 @@ fn eight_threads_two_hundred_increments_each() {
     body::<Write>();
     body::<NonReentrant>();
     body::<NonReentrantFair>();
+    body::<Spin>();
 }
 
 #[test]
@@ -140,6 +141,7 @@ fn four_processes_two_hundred_increments_each() {
     body::<Write>();
     body::<NonReentrant>();
     body::<NonReentrantFair>();
+    body::<Spin>();
 }
 
 #[test]
@@ -189,6 +191,7 @@ fn worker_process() {
         Write::NAME => run::<Write>(&client, &mut redis, rounds),
         NonReentrant::NAME => run::<NonReentrant>(&client, &mut redis, rounds),
         NonReentrantFair::NAME => run::<NonReentrantFair>(&client, &mut redis, rounds),
+        Spin::NAME => run::<Spin>(&client, &mut redis, rounds),
         other => panic!("unknown kind {other}"),
     }
 }

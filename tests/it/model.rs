@@ -192,7 +192,9 @@ pub fn reply() -> impl Strategy<Value = Reply> {
 fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
     let script = match (kind, call) {
         ("token", Call::Acquire) => return Some(b"\r\n$2\r\nNX\r\n".to_vec()),
-        ("reentrant", Call::Acquire) => include_str!("../../src/transport/scripts/acquire.lua"),
+        ("reentrant" | "spin", Call::Acquire) => {
+            include_str!("../../src/transport/scripts/acquire.lua")
+        }
         ("fenced", Call::Acquire) => {
             include_str!("../../src/transport/scripts/fenced_acquire.lua")
         }
@@ -202,7 +204,7 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
         ("semaphore", Call::Acquire) => {
             include_str!("../../src/transport/scripts/semaphore_acquire.lua")
         }
-        ("reentrant" | "fenced", Call::Release) => {
+        ("reentrant" | "fenced" | "spin", Call::Release) => {
             include_str!("../../src/transport/scripts/release.lua")
         }
         ("fair", Call::Release) => include_str!("../../src/transport/scripts/fair_release.lua"),
@@ -212,7 +214,7 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
         ("semaphore", Call::Release) => {
             include_str!("../../src/transport/scripts/semaphore_release.lua")
         }
-        ("reentrant" | "fenced" | "fair", Call::Renew) => {
+        ("reentrant" | "fenced" | "fair" | "spin", Call::Renew) => {
             include_str!("../../src/transport/scripts/renew.lua")
         }
         ("token", Call::Renew) => include_str!("../../src/transport/scripts/token_renew.lua"),
@@ -236,7 +238,7 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
             include_str!("../../src/transport/scripts/shape.lua"),
             include_str!("../../src/transport/scripts/fair_force_unlock.lua")
         ),
-        ("reentrant" | "fenced" | "token" | "read" | "write", Call::Force) => concat!(
+        ("reentrant" | "fenced" | "spin" | "token" | "read" | "write", Call::Force) => concat!(
             include_str!("../../src/transport/scripts/shape.lua"),
             include_str!("../../src/transport/scripts/force_unlock.lua")
         ),
@@ -634,6 +636,11 @@ fn reentrant_lock_follows_its_model() {
 #[test]
 fn fenced_lock_follows_its_model() {
     exclusive_property::<redmutex::Fenced>(true);
+}
+
+#[test]
+fn spin_lock_follows_its_model() {
+    exclusive_property::<redmutex::Spin>(true);
 }
 
 #[test]

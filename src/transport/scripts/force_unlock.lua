@@ -5,7 +5,7 @@
 -- KEYS[2]  unlock latch of this call, "redisson_unlock_latch:{<key>}:<request id>"
 -- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
 -- ARGV[1]  message published when a key was deleted: "0" (wakes one waiter), or "1" on a
---          read-write lock's channel (wakes them all)
+--          read-write lock's channel (wakes them all); empty: none (a spin lock's)
 -- ARGV[2]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- ARGV[3]  what the key must hold: "hash" (a reentrant, fenced or fair lock), "read" or
 --          "write" (a read-write lock in that mode, as Redisson's read and write
@@ -31,7 +31,8 @@ if done then
     return tonumber(done)
 end
 local check = redis.acl_check_cmd
-if check and not check('publish', ARGV[4], ARGV[1]) then
+local message = ARGV[1] ~= '' and ARGV[1]
+if message and check and not check('publish', ARGV[4], message) then
     return redis.error_reply('NOPERM this user may not PUBLISH on the unlock channel')
 end
 if check and not check('set', KEYS[2], '1', 'px', ARGV[2]) then
@@ -72,6 +73,8 @@ if not held or (kind == 'hash' and shaped == 'rwlock'
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[4], ARGV[1])
+if message then
+    redis.call('publish', ARGV[4], message)
+end
 redis.call('set', KEYS[2], 1, 'px', ARGV[2])
 return 1

@@ -1,4 +1,4 @@
-//! The exclusive kinds — reentrant, fenced, fair, token — against one model: parties
+//! The exclusive kinds — reentrant, fenced, spin, fair, token — against one model: parties
 //! (our owners, the Java owner, a crashed waiter of ours) with their holds and how long
 //! each may still be in Redis.
 
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use redmutex::{
-    Fair, Fenced, Health, Lock, LockGuard, NonReentrant, NonReentrantFair, Reentrant, Token,
+    Fair, Fenced, Health, Lock, LockGuard, NonReentrant, NonReentrantFair, Reentrant, Spin, Token,
 };
 
 use super::{
@@ -245,6 +245,11 @@ impl Subject for Fenced {
     fn token(guard: &LockGuard<Self>) -> Option<u64> {
         Some(guard.token())
     }
+}
+
+/// Redisson's `RLock` script plays the Java owner: the spin lock's is the same hash.
+impl Subject for Spin {
+    const JAVA: Java = Java::Lock;
 }
 
 impl Subject for Fair {

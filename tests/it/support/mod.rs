@@ -602,6 +602,13 @@ impl MakeLock for redmutex::Fenced {
     }
 }
 
+impl MakeLock for redmutex::Spin {
+    const NAME: &'static str = "spin";
+    fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
+        client.spin_lock(name)
+    }
+}
+
 impl MakeLock for redmutex::Fair {
     const NAME: &'static str = "fair";
     fn make(client: &LockClient, name: &str) -> redmutex::Lock<Self> {
