@@ -366,12 +366,16 @@ impl Observer {
     }
 
     /// Subscribes to the observers' channel, waiting for the confirmation until `deadline`
-    /// at most.
+    /// at most; not on a client without pub/sub, whose observers re-read.
     fn subscribe(&mut self, deadline: Option<Instant>) {
         self.subscriptions.clear();
         let Ok(key) = self.target.key() else {
             return;
         };
+        if !self.target.shared.config().pubsub {
+            self.notifications = false;
+            return;
+        }
         let channel = names::election_channel(key);
         for node in self.target.shared.nodes().list() {
             let subscribed = match node.notifier(&channel) {

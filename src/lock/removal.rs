@@ -18,8 +18,11 @@ use crate::notify::notifier::Subscription;
 /// whether it still leads: a message published between the election and the
 /// subscription's confirmation was missed. None when there is nothing to listen for (no
 /// watchdog, or resigned already) or no subscription to be had (refused by Redis): then
-/// the next renewal finds a removal.
+/// the next renewal finds a removal; the same on a client without pub/sub.
 pub(crate) fn listen(target: &Target, held: &LeadingHeld) -> Option<Subscription> {
+    if !target.shared.config().pubsub {
+        return None;
+    }
     let nudge = held.renew_now()?;
     let key = target.key().ok()?;
     let channel = names::election_channel(key);

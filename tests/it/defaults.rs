@@ -251,3 +251,54 @@ fn a_short_lease_builds_when_a_check_s_reply_is_late() {
     assert!(retried && server.calls("evalsha") >= base + 2, "{built:?}");
     built.unwrap();
 }
+
+/// `pubsub(false)` alone: a waiter of every kind is served by its retries, with nothing
+/// subscribed on the server while it waits (behind a holder of kind `H`).
+#[test]
+fn a_client_without_pubsub_alone_waits_for_every_kind() {
+    use support::MakeLock;
+    fn body<K: MakeLock, H: MakeLock>(server: &Server) {
+        let name = format!("no-pubsub-{}", K::NAME);
+        let holder = server.client();
+        let waiter = LockClient::builder(&server.url())
+            .pubsub(false)
+            .build()
+            .unwrap_or_else(|err| panic!("pubsub(false) alone: {err}"));
+        let guard = H::make(&holder, &name).lock().unwrap();
+        let lock = K::make(&waiter, &name);
+        let (done, taken) = std::sync::mpsc::channel();
+        let attempts = server.calls("evalsha") + server.calls("set");
+        std::thread::spawn(move || {
+            let got = lock.try_lock_for(Duration::from_secs(60));
+            let _ = done.send(got.map(|guard| guard.map(|guard| guard.unlock().is_ok())));
+        });
+        // It has tried twice (the second after a pause), and subscribed to nothing.
+        assert!(
+            support::eventually(Duration::from_secs(20), || {
+                server.calls("evalsha") + server.calls("set") >= attempts + 2
+            }),
+            "{}: the waiter made no second attempt",
+            K::NAME
+        );
+        assert_eq!(server.channels("*"), 0, "{}: subscribed", K::NAME);
+        drop(guard);
+        let got = taken.recv_timeout(Duration::from_secs(20));
+        assert!(
+            matches!(got, Ok(Ok(Some(true)))),
+            "{}: not served once free: {got:?}",
+            K::NAME
+        );
+    }
+    let server = Server::start();
+    use redmutex::Write as Writer;
+    use redmutex::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Token};
+    body::<Reentrant, Reentrant>(&server);
+    body::<Fenced, Fenced>(&server);
+    body::<Fair, Fair>(&server);
+    body::<NonReentrant, NonReentrant>(&server);
+    body::<NonReentrantFair, NonReentrantFair>(&server);
+    body::<Spin, Spin>(&server);
+    body::<Read, Writer>(&server);
+    body::<Writer, Read>(&server);
+    body::<Token, Token>(&server);
+}
