@@ -29,23 +29,13 @@ macro_rules! each_version_and_kind {
     };
 }
 
-/// A client of ours that would not try again for 30 s on its own: a waiter of it that
-/// returns sooner was woken by a message.
-fn sleepy(server: &Server) -> LockClient {
-    LockClient::builder(&server.url())
-        .retry_base(Duration::from_secs(30))
-        .retry_cap(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
 
         a.ok("lock", kind, "shared", Value::Null);
         let waiter = wait_for_lock(make(&ours, "shared"));
@@ -346,7 +336,7 @@ fn a_forced_unlock_from_either_side_wakes_the_other_s_waiter() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let (a, b) = (java.thread("a"), java.thread("b"));
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
 
         // Java's hold has a 30 s lease and our waiter tries again after 30 s.
         a.ok("lock", kind, "forced", Value::Null);

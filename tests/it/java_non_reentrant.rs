@@ -37,17 +37,6 @@ const NO_HANG: Duration = Duration::from_secs(60);
 /// the waiter's own retries, so a waiter that has it in time was woken by a message.
 const WOKEN: Duration = Duration::from_secs(10);
 
-/// A client of ours that would not try again for 30 s on its own.
-fn sleepy(server: &Server) -> LockClient {
-    server
-        .builder()
-        .retry_base(Duration::from_secs(30))
-        .retry_cap(Duration::from_secs(30))
-        .fair_queue_wait(Duration::from_secs(300))
-        .build()
-        .unwrap()
-}
-
 /// Subscribers to the lock's channel, or for a fair lock to its waiters' channels.
 fn listening(server: &Server, name: &str, fair: bool) -> usize {
     let channel = format!("redisson_lock__channel:{{{name}}}");
@@ -87,7 +76,7 @@ fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
 
         a.ok("lock", kind, "shared", Value::Null);
         let waiter = wait_for_lock(make(&ours, "shared"));
@@ -198,7 +187,7 @@ fn a_mixed_queue_of_java_and_our_waiters_is_served_in_order() {
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
         let threads: Vec<_> = (0..4).map(|k| java.thread(&format!("w{k}"))).collect();
         let guard = make(&ours, "queue").lock().unwrap();
         // Waiters 0 and 2 are Java's, 1 and 3 ours; each queues once the one before has.

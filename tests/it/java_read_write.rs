@@ -23,16 +23,6 @@ const WOKEN: Duration = Duration::from_secs(15);
 /// The watchdog timeout of the Java clients whose renewal is under test.
 const JAVA_WATCHDOG: Duration = Duration::from_millis(1500);
 
-/// A client of ours whose waiters would not try again for 30 s on their own.
-fn sleepy(server: &Server) -> LockClient {
-    server
-        .builder()
-        .retry_base(Duration::from_secs(30))
-        .retry_cap(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
 fn long() -> Value {
     json!({"wait": 0, "lease": LONG.as_millis() as u64})
 }
@@ -149,7 +139,7 @@ fn readers_of_both_sides_share_and_a_writer_of_either_side_is_woken_when_both_le
             let server = Server::start();
             let java = Jvm::shared(version).connect(&server.url(), None);
             let (reader, writer) = (java.thread("reader"), java.thread("writer"));
-            let ours = sleepy(&server).read_write_lock(NAME);
+            let ours = server.sleepy().read_write_lock(NAME);
 
             assert_eq!(reader.ok("tryLock", "read", NAME, long()), json!(true));
             let read = ours.read().lock().unwrap();
@@ -186,7 +176,7 @@ fn readers_of_both_sides_share_and_a_writer_of_either_side_is_woken_when_both_le
                 writer.ok("unlock", "write", NAME, Value::Null);
             } else {
                 // Our reader leaves first; their release, the last, wakes our writer.
-                let other = sleepy(&server);
+                let other = server.sleepy();
                 let waiter = subscribed(&server, || Waiter::writer(&other));
                 read.unlock().unwrap();
                 assert!(
@@ -216,7 +206,7 @@ fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_th
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let writer = java.thread("writer");
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
 
         // Their writer: our readers wait, and its release ("1") wakes them all at once.
         assert_eq!(writer.ok("tryLock", "write", NAME, long()), json!(true));
@@ -243,7 +233,7 @@ fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_th
         // Our subscription goes with our client: the next one counted is theirs.
         drop(ours);
         assert!(eventually(WOKEN, || server.subscribers(CHANNEL) == 0));
-        let ours = sleepy(&server);
+        let ours = server.sleepy();
 
         // Our writer: their readers wait, and our release wakes them all at once.
         // Redisson's wake-all ("1") frees only the threads waiting when it comes (a thread
@@ -343,7 +333,7 @@ fn a_java_reader_s_renewal_keeps_the_lock_and_writes_the_expiries_of_its_version
         let left = info.lease_left.expect("an expiry");
         assert!(left <= JAVA_WATCHDOG, "{version:?}: {left:?} left");
 
-        let ours = sleepy(&server).read_write_lock(NAME);
+        let ours = server.sleepy().read_write_lock(NAME);
         let read = ours.read().lock_with_lease(LONG).unwrap();
         let ours_key = lease_key(&our_owner(&server, &owner), 1);
         assert!(pttl(&server, NAME) > JAVA_WATCHDOG.as_millis() as i64);
@@ -459,7 +449,7 @@ fn a_writer_that_reads_too_is_honoured_by_the_other_side() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let (them, other) = (java.thread("them"), java.thread("other"));
-        let ours = sleepy(&server).read_write_lock(NAME);
+        let ours = server.sleepy().read_write_lock(NAME);
 
         // Theirs writes, then reads.
         assert_eq!(them.ok("tryLock", "write", NAME, long()), json!(true));
@@ -478,7 +468,8 @@ fn a_writer_that_reads_too_is_honoured_by_the_other_side() {
         let read = ours.read().try_lock().unwrap();
         assert!(read.is_some(), "{version:?}: not read beside their read");
         assert!(
-            sleepy(&server)
+            server
+                .sleepy()
                 .read_write_lock(NAME)
                 .write()
                 .try_lock()
@@ -523,7 +514,7 @@ fn a_java_reader_beside_reentered_reads_outlives_its_lease(version: Redisson) {
         let java = Jvm::shared(version).connect(&server.url(), Some(JAVA_WATCHDOG));
         let reader = java.thread("reader");
         let owner = reader.owner();
-        let ours = sleepy(&server).read_write_lock(NAME);
+        let ours = server.sleepy().read_write_lock(NAME);
         let read = ours.read().lock().unwrap();
         let again = (!java_twice).then(|| ours.read().lock().unwrap());
         let java_holds = if java_twice { 2 } else { 1 };
@@ -534,7 +525,8 @@ fn a_java_reader_beside_reentered_reads_outlives_its_lease(version: Redisson) {
         drop(again);
         read.unlock().unwrap();
         assert!(
-            sleepy(&server)
+            server
+                .sleepy()
                 .read_write_lock(NAME)
                 .write()
                 .try_lock()

@@ -8,7 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use redmutex::{LockClient, LockKind};
+use redmutex::LockKind;
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson, Thread};
 use support::{Server, await_subscribers};
@@ -22,16 +22,6 @@ const LONG: Duration = Duration::from_secs(60);
 const WOKEN: Duration = Duration::from_secs(15);
 /// An id no one holds.
 const UNKNOWN: &str = "0123456789abcdef0123456789abcdef";
-
-/// A client of ours whose waiters would not try again for 30 s on their own.
-fn sleepy(server: &Server) -> LockClient {
-    server
-        .builder()
-        .retry_base(Duration::from_secs(30))
-        .retry_cap(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
 
 /// A Java permit with a lease of `lease`, taken without waiting: its id, or None.
 fn java_take(thread: &Thread, lease: Duration) -> Option<String> {
@@ -132,7 +122,7 @@ fn a_release_on_either_side_wakes_a_waiter_on_the_other() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = sleepy(&server).semaphore(NAME);
+        let ours = server.sleepy().semaphore(NAME);
         assert!(ours.try_set_permits(1).unwrap());
 
         // Theirs holds the one permit for a minute; their release wakes our waiter.
@@ -176,7 +166,7 @@ fn a_lapsed_lease_on_either_side_gives_the_permit_to_the_other() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = sleepy(&server).semaphore(NAME);
+        let ours = server.sleepy().semaphore(NAME);
         assert!(ours.try_set_permits(1).unwrap());
 
         // Their permit's lease runs out: our waiter, whose wait is bounded by it, takes it.

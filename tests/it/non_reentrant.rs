@@ -7,22 +7,10 @@ use crate::support;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use redmutex::{Lock, LockClient, NonReentrant, NonReentrantFair};
+use redmutex::{Lock, NonReentrant, NonReentrantFair};
 use support::{MakeLock, SHORT_LEASE, Server, eventually, hash};
 
 const NO_HANG: Duration = Duration::from_secs(60);
-
-/// A client that would not try again for 30 s on its own: a waiter of it that returns
-/// sooner was woken by a message.
-fn sleepy(server: &Server) -> LockClient {
-    server
-        .builder()
-        .retry_base(Duration::from_secs(30))
-        .retry_cap(Duration::from_secs(30))
-        .fair_queue_wait(Duration::from_secs(300))
-        .build()
-        .unwrap()
-}
 
 fn pttl(server: &Server, key: &str) -> i64 {
     redis::cmd("PTTL")
@@ -137,7 +125,7 @@ fn another_thread_waits_and_is_woken_by_the_release() {
     fn body<K: MakeLock>(channels: &str) {
         let server = Server::start();
         let guard = K::make(&server.client(), "woken").lock().unwrap();
-        let waiter = wait_for(K::make(&sleepy(&server), "woken"));
+        let waiter = wait_for(K::make(&server.sleepy(), "woken"));
         assert!(
             eventually(NO_HANG, || server.channels(channels) == 1),
             "{}: the waiter never subscribed",
@@ -211,7 +199,7 @@ fn the_fair_kind_serves_its_waiters_in_the_order_they_came() {
         .non_reentrant_fair_lock("queue")
         .lock()
         .unwrap();
-    let client = sleepy(&server);
+    let client = server.sleepy();
     let (order, taken) = mpsc::channel();
     let waiters: Vec<_> = (0..4)
         .map(|k| {

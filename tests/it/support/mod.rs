@@ -218,6 +218,17 @@ impl Server {
         builder
     }
 
+    /// A client whose waiters would not try again for 30 s on their own (a fair waiter's
+    /// place lasts 5 minutes): a waiter of it that returns sooner was woken by a message.
+    pub fn sleepy(&self) -> LockClient {
+        self.builder()
+            .retry_base(Duration::from_secs(30))
+            .retry_cap(Duration::from_secs(30))
+            .fair_queue_wait(Duration::from_secs(300))
+            .build()
+            .unwrap()
+    }
+
     /// A builder with watchdog lease `lease`, and the response timeout it allows: the
     /// client refuses one at or above the renew interval (lease / 3), so this takes 90% of
     /// that, as long as it can be for a busy machine.
