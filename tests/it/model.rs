@@ -1794,3 +1794,87 @@ fn election_renewed_during_a_forced_resignation_follows_its_model() {
         Force { client: 1 },
     ]);
 }
+
+/// Found by the read-write property in a loaded Valkey run: owner 2's read waiter (on the
+/// client that comes back only after 30 s on its own) sleeps to its deadline, 2.5 s, while
+/// nothing holds the lock, after a write acquisition whose reply was cut by a stall ran
+/// late. Fails about half the time with `REDMUTEX_TEST_SERVER=valkey` and a busy core, as
+/// it did before the Redisson-peer work; ignored until it is fixed.
+#[test]
+#[ignore = "an open defect: a read waiter not woken after a late write acquisition"]
+fn a_read_waiter_behind_a_late_write_acquisition_is_woken() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::*};
+    replay_read_write(&[
+        JavaRelease,
+        Stall { client: 0 },
+        JavaTake {
+            side: Read,
+            lease: 11,
+        },
+        Take {
+            owner: 1,
+            side: Write,
+            lease: Ms(29),
+        },
+        Thaw { client: 0 },
+        Release { owner: 0, which: 2 },
+        Release { owner: 0, which: 0 },
+        Wait {
+            owner: 2,
+            side: Read,
+            lease: 55,
+            wait: 2556,
+        },
+        GiveUp {
+            owner: 2,
+            side: Write,
+            lease: Ms(31),
+            wait: 14,
+        },
+        JavaTake {
+            side: Write,
+            lease: 78,
+        },
+        Release { owner: 1, which: 2 },
+        JavaTake {
+            side: Read,
+            lease: 74,
+        },
+        JavaTake {
+            side: Read,
+            lease: 58,
+        },
+        Take {
+            owner: 1,
+            side: Read,
+            lease: Ms(62),
+        },
+        Take {
+            owner: 2,
+            side: Write,
+            lease: Ms(79),
+        },
+        Pass { ms: 29 },
+        GiveUp {
+            owner: 2,
+            side: Read,
+            lease: Ms(70),
+            wait: 9,
+        },
+        Release { owner: 1, which: 2 },
+        Fault {
+            client: 0,
+            side: Write,
+            call: Call::Acquire,
+            reply: Reply::Lost,
+        },
+        Pass { ms: 7 },
+        Take {
+            owner: 2,
+            side: Read,
+            lease: Ms(12),
+        },
+        Release { owner: 2, which: 1 },
+    ]);
+}
