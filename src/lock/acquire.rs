@@ -90,7 +90,8 @@ impl<K: Kind> Lock<K> {
     /// The waiting loop. Attempt; when busy, subscribe to the unlock channel and attempt
     /// again at once (an unlock before the subscription would otherwise go unseen); then
     /// wait for an unlock message, at most until the holder's lease runs out (plus a
-    /// jittered backoff) and never past `deadline`. Without notifications (the subscriber
+    /// jittered backoff no longer than that lease: a lease that runs out is announced by
+    /// nobody) and never past `deadline`. Without notifications (the subscriber
     /// cannot connect, may not subscribe, or its subscription was not confirmed before the
     /// attempt; a kind or a client that does not subscribe) the wait is the backoff alone,
     /// at most its cap (the retry cap, or the kind's own). Every round with Redis
@@ -310,7 +311,7 @@ impl<K: Kind> Lock<K> {
             }
             let pause = backoff.next_delay(None);
             let bound = match (notified, ttl) {
-                (true, Some(ttl)) => ttl + pause,
+                (true, Some(ttl)) => ttl + pause.min(ttl),
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
             let bound = K::longest_wait(target).map_or(bound, |most| bound.min(most));

@@ -1796,12 +1796,12 @@ fn election_renewed_during_a_forced_resignation_follows_its_model() {
 }
 
 /// Found by the read-write property in a loaded Valkey run: owner 2's read waiter (on the
-/// client that comes back only after 30 s on its own) sleeps to its deadline, 2.5 s, while
-/// nothing holds the lock, after a write acquisition whose reply was cut by a stall ran
-/// late. Fails about half the time with `REDMUTEX_TEST_SERVER=valkey` and a busy core, as
-/// it did before the Redisson-peer work; ignored until it is fixed.
+/// client that comes back only after 30 s on its own) found a write hold with 24 ms left,
+/// left by a write acquisition whose reply a stall cut off, which ended by its lease with
+/// no message. Subscribed, the waiter slept that lease
+/// plus a whole backoff pause (up to 30 s), to its deadline, while nothing held the lock.
+/// Failed about half the time with `REDMUTEX_TEST_SERVER=valkey` and a busy core.
 #[test]
-#[ignore = "an open defect: a read waiter not woken after a late write acquisition"]
 fn a_read_waiter_behind_a_late_write_acquisition_is_woken() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::*};
