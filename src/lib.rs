@@ -203,6 +203,7 @@ pub use lock::handle::Lock;
 pub use lock::hold_watch::HoldWatch;
 pub use lock::leader::Leader;
 pub use lock::listener::LeadershipEvent;
+pub use lock::multi_lock::{MultiGuard, MultiLock};
 pub use lock::observer::{Change, Observer};
 pub use lock::read_write_lock::ReadWriteLock;
 pub use lock::semaphore::{Permit, Semaphore};

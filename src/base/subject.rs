@@ -23,6 +23,7 @@ pub(crate) enum Noun {
     ReadWriteLock,
     Semaphore,
     Election,
+    MultiLock,
 }
 
 impl Subject {
@@ -49,13 +50,15 @@ impl Subject {
         }
     }
 
-    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"` or `"election"`.
+    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"`, `"election"` or
+    /// `"multi-lock"` (named by its members' names, joined by `", "`).
     pub fn noun(&self) -> &'static str {
         match self.noun {
             Noun::Lock => "lock",
             Noun::ReadWriteLock => "read-write lock",
             Noun::Semaphore => "semaphore",
             Noun::Election => "election",
+            Noun::MultiLock => "multi-lock",
         }
     }
 }

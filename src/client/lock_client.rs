@@ -17,6 +17,7 @@ use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lock::election::Election;
 use crate::lock::handle::Lock;
+use crate::lock::multi_lock::MultiLock;
 use crate::lock::read_write_lock::ReadWriteLock;
 use crate::lock::semaphore::Semaphore;
 use crate::transport::node::{Node, Nodes};
@@ -109,6 +110,13 @@ impl LockClient {
     /// holder. See [`NonReentrantFair`](crate::NonReentrantFair).
     pub fn non_reentrant_fair_lock(&self, name: impl AsRef<[u8]>) -> Lock<NonReentrantFair> {
         Lock::new(self.target(name.as_ref(), Noun::Lock))
+    }
+
+    /// The reentrant locks `names`, taken all or none as one: Redisson's `RMultiLock` over
+    /// its `RLock`s. See [`MultiLock`], which also takes locks of other kinds.
+    pub fn multi_lock<N: AsRef<[u8]>>(&self, names: impl IntoIterator<Item = N>) -> MultiLock {
+        let locks = names.into_iter().map(|name| self.lock(name));
+        locks.fold(MultiLock::new(), MultiLock::and)
     }
 
     /// The read-write lock `name`: many readers or one writer. See [`ReadWriteLock`].

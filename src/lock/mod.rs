@@ -11,6 +11,7 @@ pub(crate) mod handle;
 pub(crate) mod hold_watch;
 pub(crate) mod leader;
 pub(crate) mod listener;
+pub(crate) mod multi_lock;
 pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod removal;

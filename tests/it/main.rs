@@ -41,6 +41,7 @@ mod layers;
 mod lost;
 mod metrics;
 mod model;
+mod multi_lock;
 mod non_reentrant;
 mod notify;
 mod peers;
