@@ -281,10 +281,8 @@ impl MultiLock {
                         break;
                     }
                     Err(err) => {
-                        give_back(holds, &*members, "after an error");
-                        if let Some((_, hold)) = waited {
-                            give_back(vec![hold], &*members, "after an error");
-                        }
+                        holds.extend(waited.map(|(_, hold)| hold));
+                        give_back(holds, &members, "after an error");
                         return Err(err);
                     }
                 }
@@ -292,10 +290,8 @@ impl MultiLock {
             let Some(busy) = busy else {
                 return Ok(Some(MultiGuard { holds }));
             };
-            give_back(holds, &*members, "to wait");
-            if let Some((_, hold)) = waited.take() {
-                give_back(vec![hold], &*members, "to wait");
-            }
+            holds.extend(waited.take().map(|(_, hold)| hold));
+            give_back(holds, &members, "to wait");
             if deadline.is_some_and(|deadline| deadline <= Instant::now()) {
                 return Ok(None);
             }
