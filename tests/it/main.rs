@@ -32,6 +32,7 @@ mod interop;
 mod java_differential;
 mod java_fair;
 mod java_lock;
+mod java_multi;
 mod java_non_reentrant;
 mod java_read_write;
 mod java_semaphore;
