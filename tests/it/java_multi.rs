@@ -86,7 +86,11 @@ fn our_multi_lock_excludes_java_s_and_our_release_wakes_its_waiter() {
         let waiting = j.send("tryLock", "multi", "", wait(30_000));
         // Redisson waits on its first member's channel, subscribed before it parks.
         await_subscribers(&server, &channel(&names[0]), 1);
-        assert_eq!(waiting.is_done(), None, "Redisson {version:?} took a held lock");
+        assert_eq!(
+            waiting.is_done(),
+            None,
+            "Redisson {version:?} took a held lock"
+        );
         guard.unlock().unwrap();
         assert_eq!(
             waiting.wait_for(Duration::from_secs(20)),

@@ -24,6 +24,7 @@ use crate::support::redisson::epoch_ms;
 
 mod election;
 mod exclusive;
+mod multi;
 mod read_write;
 mod semaphore;
 
@@ -661,6 +662,18 @@ fn non_reentrant_fair_lock_follows_its_model() {
 #[test]
 fn token_lock_follows_its_model() {
     exclusive_property::<redmutex::Token>(false);
+}
+
+#[test]
+fn multi_lock_follows_its_model() {
+    let harness = std::cell::RefCell::new(multi::Harness::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&multi::ops(), |ops| {
+        multi::check(&mut harness.borrow_mut(), &ops)
+    });
+    if let Err(err) = result {
+        panic!("multi-lock: {err}");
+    }
 }
 
 #[test]
