@@ -173,12 +173,12 @@ pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
 
 /// What one attempt of a hash-kept kind takes: one more hold of its owner's field.
 pub struct Claim {
-    id: HoldId,
+    pub(crate) id: HoldId,
     field: String,
     /// The holds the owner has before the attempt.
-    held: u32,
+    pub(crate) held: u32,
     /// The lease the attempt sets.
-    lease: Duration,
+    pub(crate) lease: Duration,
     /// When the claim was made, before the attempt was sent: from then on, the attempt
     /// may set the key's expiry to its lease.
     made: Instant,
@@ -366,7 +366,7 @@ pub(crate) fn take_granted<K: Hashed>(
 }
 
 /// Records a hold taken under `claim`, starting the watchdog for the first watched one.
-fn acquired<K: Hashed>(
+pub(crate) fn acquired<K: Hashed>(
     target: &Target,
     lease: Option<Duration>,
     claim: &Claim,

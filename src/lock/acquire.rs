@@ -353,7 +353,7 @@ impl<K: Kind> Lock<K> {
     }
 
     /// [`Error::Cancelled`] once the client is closed or the handle's token cancelled.
-    fn check_cancelled(&self) -> Result<()> {
+    pub(crate) fn check_cancelled(&self) -> Result<()> {
         let closed = self.target.shared.closing().is_cancelled();
         if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
             return Err(Error::Cancelled {

@@ -1,13 +1,17 @@
 //! The multi-lock: several locks, of any kinds, taken all or none as one.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::base::config::check_lease;
 use crate::base::error::{Error, Result, Subject};
 use crate::base::health::Health;
 use crate::base::subject::Noun;
 use crate::kinds::kind::Kind;
+use crate::kinds::multi::{self, Batch};
+use crate::kinds::reentrant::Reentrant;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::notify::cancel::Cancel;
@@ -65,6 +69,12 @@ pub struct MultiGuard {
     holds: Vec<Box<dyn Held>>,
 }
 
+/// How an acquisition takes the members: in this order, by these units (indices into it).
+struct Plan<'a> {
+    members: Vec<&'a dyn Member>,
+    units: Vec<Vec<usize>>,
+}
+
 /// A lock of some kind, as a member.
 trait Member: Send + Sync {
     /// The lock's key and client, which order the members and find one named twice.
@@ -78,6 +88,8 @@ trait Member: Send + Sync {
     ) -> Result<Option<Box<dyn Held>>>;
     fn max_wait(&self) -> Option<Duration>;
     fn cancellable(&self, cancel: &Cancel) -> Arc<dyn Member>;
+    /// The member as a reentrant lock, which may be taken with others by one script.
+    fn reentrant(&self) -> Option<&Lock<Reentrant>>;
 }
 
 /// A member's hold, as its guard keeps it.
@@ -113,6 +125,10 @@ impl<K: Kind> Member for Lock<K> {
 
     fn cancellable(&self, cancel: &Cancel) -> Arc<dyn Member> {
         Arc::new(self.with_cancel(cancel))
+    }
+
+    fn reentrant(&self) -> Option<&Lock<Reentrant>> {
+        (self as &dyn Any).downcast_ref()
     }
 }
 
@@ -231,16 +247,20 @@ impl MultiLock {
             })
     }
 
-    /// The members in the order they are taken: by key, then client. Refuses none, and a
-    /// lock named twice.
-    fn ordered(&self) -> Result<Vec<&dyn Member>> {
-        let invalid = |reason: String| Error::InvalidArgument {
+    /// The members in the order they are taken, by key, then client; and the units an
+    /// attempt takes them in: reentrant locks of one client and one slot together (by one
+    /// script), every other member alone. Refuses none, a bad lease, and a lock named twice.
+    fn ordered(&self, lease: Option<Duration>) -> Result<Plan<'_>> {
+        let invalid = |argument, reason: String| Error::InvalidArgument {
             lock: self.subject(),
-            argument: "locks",
+            argument,
             reason,
         };
         if self.members.is_empty() {
-            return Err(invalid("no locks: add at least one".into()));
+            return Err(invalid("locks", "no locks: add at least one".into()));
+        }
+        if let Some(lease) = lease {
+            check_lease(lease).map_err(|reason| invalid("lease", reason))?;
         }
         let mut keyed = (self.members.iter())
             .map(|member| Ok((member.key()?, member.as_ref())))
@@ -248,9 +268,25 @@ impl MultiLock {
         keyed.sort_by(|a, b| a.0.cmp(&b.0));
         if let Some(pair) = keyed.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             let name = pair[0].1.name();
-            return Err(invalid(format!("{name:?} is named twice")));
+            return Err(invalid("locks", format!("{name:?} is named twice")));
         }
-        Ok(keyed.into_iter().map(|(_, member)| member).collect())
+        let members: Vec<_> = keyed.into_iter().map(|(_, member)| member).collect();
+        // Each unit with the batch its members share, if they may share one.
+        let mut units: Vec<(_, Vec<usize>)> = Vec::new();
+        for (at, member) in members.iter().enumerate() {
+            let batch = member
+                .reentrant()
+                .and_then(|lock| multi::batch_of(&lock.target));
+            match units
+                .iter_mut()
+                .find(|(b, _)| batch.is_some() && *b == batch)
+            {
+                Some((_, unit)) => unit.push(at),
+                None => units.push((batch, vec![at])),
+            }
+        }
+        let units = units.into_iter().map(|(_, unit)| unit).collect();
+        Ok(Plan { members, units })
     }
 
     /// The loop: try every member without waiting; where one is busy, give back the others
@@ -260,23 +296,23 @@ impl MultiLock {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<MultiGuard>> {
-        let members = self.ordered()?;
+        let Plan { members, units } = self.ordered(lease)?;
         // A member waited for and taken, kept for the next round.
         let mut waited: Option<(usize, Box<dyn Held>)> = None;
         loop {
             let mut holds = Vec::with_capacity(members.len());
             let mut busy = None;
-            for (at, member) in members.iter().enumerate() {
-                let taken = match waited.take() {
-                    Some((index, hold)) if index == at => Ok(Some(hold)),
-                    other => {
-                        waited = other;
-                        member.take(lease, Some(Instant::now()))
-                    }
-                };
-                match taken {
-                    Ok(Some(hold)) => holds.push(hold),
-                    Ok(None) => {
+            for unit in &units {
+                let mut rest = unit.clone();
+                if let Some((at, _)) = &waited
+                    && let Some(index) = rest.iter().position(|i| i == at)
+                {
+                    rest.remove(index);
+                    holds.extend(waited.take().map(|(_, hold)| hold));
+                }
+                match take_unit(&members, &rest, lease) {
+                    Ok(Ok(taken)) => holds.extend(taken),
+                    Ok(Err(at)) => {
                         busy = Some(at);
                         break;
                     }
@@ -301,6 +337,54 @@ impl MultiLock {
             }
         }
     }
+}
+
+/// Takes the members `unit` (indices into `members`) without waiting: their holds, or the
+/// index of one that is busy, having taken none of them. Several go by one script; where
+/// that cannot serve (a cluster slot being migrated), each is taken alone.
+fn take_unit(
+    members: &[&dyn Member],
+    unit: &[usize],
+    lease: Option<Duration>,
+) -> Result<std::result::Result<Vec<Box<dyn Held>>, usize>> {
+    let locks: Option<Vec<&Lock<Reentrant>>> =
+        unit.iter().map(|&at| members[at].reentrant()).collect();
+    if let Some(locks) = locks.filter(|locks| locks.len() > 1) {
+        for lock in &locks {
+            lock.check_cancelled()?;
+        }
+        let targets: Vec<_> = locks.iter().map(|lock| &lock.target).collect();
+        let config = targets[0].shared.config();
+        let limit = Instant::now().checked_add(config.response_timeout);
+        match multi::take(&targets, lease, limit) {
+            Ok(Batch::Taken(holds)) => {
+                let guards = locks.iter().zip(holds).map(|(lock, hold)| {
+                    Box::new(LockGuard::new((*lock).clone(), hold)) as Box<dyn Held>
+                });
+                return Ok(Ok(guards.collect()));
+            }
+            Ok(Batch::Busy(at)) => return Ok(Err(unit[at])),
+            // Taken too slowly, and given back: waited for as the first one is.
+            Ok(Batch::Slow) => return Ok(Err(unit[0])),
+            Err(err) if err.is_slot_unsettled() => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let mut holds = Vec::with_capacity(unit.len());
+    for &at in unit {
+        match members[at].take(lease, Some(Instant::now())) {
+            Ok(Some(hold)) => holds.push(hold),
+            Ok(None) => {
+                give_back(holds, members, "to wait");
+                return Ok(Err(at));
+            }
+            Err(err) => {
+                give_back(holds, members, "after an error");
+                return Err(err);
+            }
+        }
+    }
+    Ok(Ok(holds))
 }
 
 /// Gives back the holds of a round that did not take every member, logging what failed:

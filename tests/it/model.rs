@@ -196,6 +196,8 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
         ("reentrant" | "spin", Call::Acquire) => {
             include_str!("../../src/transport/scripts/acquire.lua")
         }
+        // A multi-lock's one script over several reentrant locks.
+        ("multi", Call::Acquire) => include_str!("../../src/transport/scripts/multi_acquire.lua"),
         ("fenced", Call::Acquire) => {
             include_str!("../../src/transport/scripts/fenced_acquire.lua")
         }

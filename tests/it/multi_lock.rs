@@ -274,3 +274,134 @@ fn a_cancelled_or_timed_out_wait_ends_holding_nothing() {
     assert!(err.to_string().contains("multi-lock"), "{err}");
     assert!(!server.exists("m8:a"));
 }
+
+fn multi_acquire_sha() -> String {
+    redis::Script::new(include_str!(
+        "../../src/transport/scripts/multi_acquire.lua"
+    ))
+    .get_hash()
+    .to_owned()
+}
+
+#[test]
+fn reentrant_members_of_one_server_are_taken_by_one_script_all_or_none() {
+    let server = Server::start();
+    let client = server.client();
+    let names = ["m9:a", "m9:b", "m9:c"];
+    let multi = client.multi_lock(names);
+    let scripts = || server.calls("evalsha") + server.calls("eval");
+    let before = scripts();
+    let guard = multi.try_lock().unwrap().expect("free");
+    assert_eq!(scripts(), before + 1, "one script took all three");
+    drop(guard);
+
+    // A SET-NX lock of another library on the last: busy, and nothing written.
+    let _: () = redis::cmd("SET")
+        .arg("m9:c")
+        .arg("token")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let before = scripts();
+    assert!(multi.try_lock().unwrap().is_none());
+    assert_eq!(scripts(), before + 1, "one script found it busy");
+    assert!(!server.exists("m9:a") && !server.exists("m9:b"));
+
+    // Data of another type: a typed error naming that key, and nothing written.
+    let _: () = redis::cmd("DEL")
+        .arg("m9:c")
+        .query(&mut server.conn())
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg("m9:b")
+        .arg("user data")
+        .query(&mut server.conn())
+        .unwrap();
+    let err = multi.try_lock().unwrap_err();
+    assert!(err.is_wrong_kind(), "{err}");
+    assert_eq!(err.lock_name(), Some("m9:b"));
+    assert!(!server.exists("m9:a") && !server.exists("m9:c"));
+    let kept: Vec<String> = redis::cmd("LRANGE")
+        .arg("m9:b")
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(kept, vec!["user data".to_owned()]);
+}
+
+#[test]
+fn a_lost_reply_to_the_one_script_leaves_no_hold_without_a_guard() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let client = redmutex::LockClient::open(&proxy.url()).unwrap();
+    let multi = client.multi_lock(["m10:a", "m10:b"]);
+    proxy.cut_on_reply_to(multi_acquire_sha().as_bytes());
+    let result = multi.try_lock();
+    assert!(proxy.trap_sprung(), "the reply was lost");
+    match result {
+        // Sent again on a new connection: the script sets each count, so one hold each.
+        Ok(Some(guard)) => {
+            for key in ["m10:a", "m10:b"] {
+                let fields = holders(&server, key);
+                assert_eq!(fields.len(), 1, "{key}: {fields:?}");
+                assert_eq!(fields[0].1, 1, "{key}: one hold, not two");
+            }
+            guard.unlock().unwrap();
+            assert!(!server.exists("m10:a") && !server.exists("m10:b"));
+        }
+        Ok(None) => panic!("nobody else holds them"),
+        // Reported: whatever the script took is given back.
+        Err(err) => {
+            assert!(err.is_outcome_unknown() || err.is_connection(), "{err}");
+            let gone = support::eventually(NO_HANG, || {
+                !server.exists("m10:a") && !server.exists("m10:b")
+            });
+            assert!(gone, "holds left without a guard");
+        }
+    }
+    assert!(multi.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn on_a_cluster_each_slot_s_locks_go_by_one_script_even_while_the_slot_migrates() {
+    let cluster = support::Cluster::start();
+    let (ours, theirs) = (cluster.client(), cluster.client());
+    let names = ["{mc}:a", "{mc}:b", "mc-other:1", "mc-other:2"];
+    let multi = ours.multi_lock(names);
+    let taken_by_us = |names: &[&str]| {
+        names
+            .iter()
+            .all(|name| theirs.lock(*name).try_lock().unwrap().is_none())
+    };
+    let guard = multi.try_lock().unwrap().expect("free");
+    assert!(taken_by_us(&names));
+    guard.unlock().unwrap();
+    assert!(
+        names
+            .iter()
+            .all(|name| !cluster.owner_of(name).exists(name))
+    );
+
+    // The tagged slot starts to move: a script over its keys, all absent, is turned away
+    // until it settles, and the members are taken one by one meanwhile.
+    let slot = cluster.slot("{mc}:a");
+    let from = cluster.owner(slot).port();
+    let to = (cluster.primaries().into_iter())
+        .find(|server| server.port() != from)
+        .unwrap();
+    let migration = cluster.begin_migration(slot, to);
+    let guard = multi
+        .try_lock_for(NO_HANG)
+        .unwrap()
+        .expect("taken while it moves");
+    assert!(taken_by_us(&names));
+    // A release declares its latch as a key, absent until written: while the slot moves it
+    // is turned away too, so the holds are given back once it has moved.
+    migration.finish();
+    guard.unlock().unwrap();
+    let guard = multi.try_lock().unwrap().expect("free after the move");
+    assert!(taken_by_us(&names));
+    drop(guard);
+}

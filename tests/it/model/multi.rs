@@ -35,11 +35,13 @@ pub enum Op {
     Release { owner: usize, which: usize },
     /// Time passes: leases run out.
     Pass { ms: u64 },
-    /// The reply to client `client`'s next acquisition or release of one member is lost
-    /// or late: it may have run.
+    /// The reply to client `client`'s next `call` is lost or late: it may have run. An
+    /// acquisition is the one script over several locks (`batch`) or one lock's; a release
+    /// or a renewal is one lock's.
     Fault {
         client: usize,
         call: Call,
+        batch: bool,
         reply: Reply,
     },
 }
@@ -50,10 +52,19 @@ pub fn ops() -> impl Strategy<Value = Vec<Op>> {
             .prop_map(|(owner, set, lease, wait)| Op::Take { owner, set, lease, wait }),
         3 => (0..OWNERS, 0usize..4).prop_map(|(owner, which)| Op::Release { owner, which }),
         1 => (1u64..60).prop_map(|ms| Op::Pass { ms }),
-        2 => (0usize..2, prop_oneof![Just(Call::Acquire), Just(Call::Release)], reply())
-            .prop_map(|(client, call, reply)| Op::Fault { client, call, reply }),
+        2 => (0usize..2, fault_call(), any::<bool>(), reply()).prop_map(
+            |(client, call, batch, reply)| Op::Fault { client, call, batch, reply }
+        ),
     ];
     prop::collection::vec(op, 1..25)
+}
+
+fn fault_call() -> impl Strategy<Value = Call> {
+    prop_oneof![
+        3 => Just(Call::Acquire),
+        2 => Just(Call::Release),
+        1 => Just(Call::Renew),
+    ]
 }
 
 /// One guard of an owner, with the locks it holds and when it was taken.
@@ -163,6 +174,10 @@ impl Harness {
     }
 
     pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        // A case that failed left its guards: they are of other names.
+        for owner in &self.owners {
+            owner.run(|held| held.clear());
+        }
         let names: Vec<String> = (0..LOCKS).map(|_| fresh_name("multi")).collect();
         let histories: Vec<History> = (0..LOCKS).map(|_| History::default()).collect();
         let mut faults = Faults::default();
@@ -174,7 +189,7 @@ impl Harness {
                 Op::Take { owner, .. } | Op::Release { owner, .. } => client_of(owner),
                 _ => 0,
             };
-            let armed = faults.armed[client].is_some();
+            let armed = faults.armed[client].map(|(call, _)| call);
             let (lasts, returned, erred) = match *op {
                 Op::Take {
                     owner,
@@ -247,18 +262,24 @@ impl Harness {
                 Op::Fault {
                     client,
                     call,
+                    batch,
                     reply,
                 } => {
-                    faults.arm(&self.clients, "reentrant", client, call, reply);
+                    let kind = match (call, batch) {
+                        (Call::Acquire, true) => "multi",
+                        _ => "reentrant",
+                    };
+                    faults.arm(&self.clients, kind, client, call, reply);
                     continue;
                 }
             };
             faults.sprung(&self.clients);
-            let sprang = armed && faults.armed[client].is_none();
-            if let (true, Op::Take { owner, set, .. }) = (sprang || erred, op) {
-                // A member given back after a lost reply to its release (or a response
-                // timeout) stays until its lease ends; one whose acquisition's reply was
-                // lost is undone in time.
+            let sprang = faults.armed[client].is_none().then_some(armed).flatten();
+            // A member given back after a lost reply to its release (or a response timeout
+            // on a busy machine) stays until its lease ends; what an acquisition whose
+            // reply was lost or late may have taken is undone in time.
+            let leftover = sprang == Some(Call::Release) || (erred && sprang.is_none());
+            if let (true, Op::Take { owner, set, .. }) = (leftover, op) {
                 allowances.push(Allowance {
                     owner: *owner,
                     set: *set,

@@ -1,0 +1,135 @@
+//! A multi-lock's attempt on several [`Reentrant`] locks of one client and one cluster slot:
+//! one script takes a hold of each, or of none, in one round trip. What each hold becomes
+//! afterwards (its record, its watchdog, its release) is the reentrant lock's own.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::error::{Error, Result};
+use crate::kinds::kind::{Attempt, Hold};
+use crate::kinds::reentrant::{self, Claim, Reentrant};
+use crate::layout::names;
+use crate::lease::target::Target;
+use crate::topology::quorum::validity_end;
+use crate::topology::slots;
+use crate::transport::scripts::{self, MultiTaken};
+
+/// What one attempt on a batch came to.
+pub(crate) enum Batch {
+    /// A hold of every lock, in the batch's order.
+    Taken(Vec<Hold<()>>),
+    /// The lock at this index of the batch is held by someone else; nothing was taken.
+    Busy(usize),
+    /// Taken too slowly to be valid, and given back: another try may do better.
+    Slow,
+}
+
+/// Which batch a lock of this client may join: locks with the same answer can be taken by
+/// one script. `None` for a client over several nodes (Redlock), where each lock counts
+/// its holds per node in an attempt of its own, and for a name that cannot be a key.
+pub(crate) fn batch_of(target: &Target) -> Option<(usize, u16)> {
+    let nodes = target.shared.nodes();
+    let key = target.key().ok()?;
+    if nodes.list().len() != 1 {
+        return None;
+    }
+    let client = Arc::as_ptr(&target.shared) as usize;
+    let slot = if nodes.routes_by_slot() {
+        slots::slot(key)
+    } else {
+        0
+    };
+    Some((client, slot))
+}
+
+/// One attempt on `targets`, all of one batch (see [`batch_of`]): a hold of each for this
+/// thread, or none. Where the reply is lost, what the script may have taken is given back.
+pub(crate) fn take(
+    targets: &[&Target],
+    lease: Option<Duration>,
+    limit: Option<Instant>,
+) -> Result<Batch> {
+    let [first, ..] = targets else {
+        return Ok(Batch::Taken(Vec::new()));
+    };
+    let shared = &first.shared;
+    let nodes = shared.nodes();
+    let keys = (targets.iter())
+        .map(|target| target.open())
+        .collect::<Result<Vec<_>>>()?;
+    let claims: Vec<Claim> = (targets.iter())
+        .map(|target| reentrant::claim::<Reentrant>(target, lease))
+        .collect();
+    // The attempt sets each owner's count: a give-back still pending for it has no work.
+    for claim in &claims {
+        shared.give_backs().supersede(&claim.id);
+    }
+    let counts: Vec<_> = claims.iter().map(|c| (c.held, c.lease)).collect();
+    let cmd = scripts::multi_acquire(&keys, &reentrant::owner(first), &counts);
+    let give_back = || {
+        for (target, claim) in targets.iter().zip(&claims) {
+            target.give_back(reentrant::undo::<Reentrant>(target, claim));
+        }
+    };
+    let sent = Instant::now();
+    let granted = |reply: &MultiTaken| matches!(reply, MultiTaken::Taken(_));
+    let (mut answers, failed) = nodes.split(nodes.acquire(&cmd, limit, granted));
+    let fresh = match answers.pop() {
+        Some(MultiTaken::Taken(fresh)) if fresh.len() == targets.len() => fresh,
+        Some(MultiTaken::Busy(at)) if at < targets.len() => return Ok(Batch::Busy(at)),
+        Some(MultiTaken::WrongKind(at, found)) if at < targets.len() => {
+            return Err(Error::WrongKind {
+                lock: targets[at].subject().clone(),
+                found: names::kind_of(&found),
+            });
+        }
+        Some(_) => {
+            give_back();
+            let short = redis::ParsingError::from("a reply without one entry per key".to_owned());
+            return Err(Error::redis_at(&nodes.list()[0].name, short.into()));
+        }
+        None => {
+            let err = nodes.no_quorum(failed);
+            let err = targets[0].wrong_kind(err);
+            if err.outcome_unknown() {
+                give_back();
+            }
+            return Err(err);
+        }
+    };
+    let now = Instant::now();
+    let valid: Option<Vec<Instant>> = (claims.iter())
+        .map(|claim| validity_end(sent, claim.lease).filter(|end| *end > now))
+        .collect();
+    let Some(valid) = valid else {
+        give_back();
+        return Ok(Batch::Slow);
+    };
+    // A lock whose earlier holds were gone: as a re-entry of that lock alone would, the
+    // attempt is undone and the loss reported (see `reentrant::take`).
+    let gone = (0..targets.len()).find(|&at| fresh[at] && claims[at].held > 0);
+    if let Some(at) = gone {
+        give_back();
+        if let Some(stale) = shared.holds().remove(&claims[at].id) {
+            shared.report_lost(targets[at].subject(), &stale, None);
+        }
+        return Err(targets[at].lost());
+    }
+    let mut holds = Vec::with_capacity(targets.len());
+    for (at, (target, claim)) in targets.iter().zip(&claims).enumerate() {
+        match reentrant::acquired::<Reentrant>(target, lease, claim, sent, valid[at], None) {
+            Ok(Attempt::Acquired(hold)) => holds.push(hold),
+            other => {
+                // Its watchdog could not start, and it was given back: so are the others.
+                for (target, hold) in targets.iter().zip(&holds) {
+                    let _ = reentrant::release::<Reentrant>(target, &hold.holding, hold.watched);
+                }
+                for (target, claim) in targets.iter().zip(&claims).skip(at + 1) {
+                    target.give_back(reentrant::undo::<Reentrant>(target, claim));
+                }
+                return other.map(|_| Batch::Slow);
+            }
+        }
+    }
+    Ok(Batch::Taken(holds))
+}
