@@ -73,6 +73,9 @@
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
 //! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's
 //!   `RPermitExpirableSemaphore`; up to N [`Permit`]s at once, each with a lease.
+//! - [`client.multi_lock(names)`](LockClient::multi_lock): a [`MultiLock`], Redisson's
+//!   `RedissonMultiLock`; several locks, of any kinds, taken all or none, one
+//!   [`MultiGuard`] for all.
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //! - [`client.election(name)`](LockClient::election): an [`Election`]; one leader at a
