@@ -131,6 +131,41 @@ fn every_kind_lives_its_whole_life_as_the_readme_user() {
 }
 
 #[test]
+fn a_multi_lock_takes_renews_waits_and_wakes_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    // Only the release's message wakes this waiter in time.
+    let waiter = client(&url, Duration::from_secs(600));
+    let names = ["multi-a", "multi-b", "multi-c"];
+    let multi = holder.multi_lock(names);
+    let guard = multi.lock().unwrap();
+    let renewals = holder.stats().renewals;
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            (waiter
+                .multi_lock(names)
+                .try_lock_for(Duration::from_secs(120)))
+            .unwrap()
+            .expect("woken")
+            .unlock()
+            .unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers(&channel("myapp:multi-a")) > 0
+        }));
+        assert!(eventually(Duration::from_secs(30), || holder
+            .stats()
+            .renewals
+            >= renewals + 6));
+        assert!(!guard.is_lost());
+        guard.unlock().unwrap();
+        waiting.join().unwrap();
+    });
+    assert_eq!(holder.stats().locks_lost, 0);
+}
+
+#[test]
 fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
     let server = Server::start();
     let url = readme_user(&server);
