@@ -217,6 +217,7 @@ fn main() -> Result<()> {
         ),
     ));
     rows.extend(family(&plan, &url, &client)?);
+    rows.extend(composites(&plan, &client)?);
     rows.extend(direct_handoff(&plan, &url)?);
     rows.extend(vs_redisson(&plan, &url)?);
     for &n in plan.held {
@@ -899,6 +900,64 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
         ),
     ));
     Ok(rows)
+}
+
+/// The non-reentrant lock and the multi-lock, each against the reentrant lock it is made of:
+/// uncontended lock+unlock, interleaved, medians of the rounds.
+fn composites(plan: &Plan, client: &LockClient) -> Result<Vec<(&'static str, String)>> {
+    let reentrant = client.lock("bench:composite-reentrant");
+    let once = client.non_reentrant_lock("bench:composite-once");
+    let names = ["bench:multi-a", "bench:multi-b", "bench:multi-c"];
+    let multi = client.multi_lock(names);
+    let singles: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(format!("{name}-1")))
+        .collect();
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..plan.rounds {
+        samples[0].push(mean_of(plan.pairs, || {
+            reentrant
+                .lock()
+                .and_then(|g| g.unlock())
+                .expect("reentrant");
+        }));
+        samples[1].push(mean_of(plan.pairs, || {
+            once.lock().and_then(|g| g.unlock()).expect("non-reentrant");
+        }));
+        samples[2].push(mean_of(plan.pairs, || {
+            multi.lock().and_then(|g| g.unlock()).expect("multi-lock");
+        }));
+        samples[3].push(mean_of(plan.pairs, || {
+            let guards: Vec<_> = singles.iter().map(|l| l.lock().expect("single")).collect();
+            guards
+                .into_iter()
+                .rev()
+                .for_each(|g| g.unlock().expect("single"));
+        }));
+    }
+    let [reentrant, once, multi, singles] = samples.map(|mut s| percentile(&mut s, 50));
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    Ok(vec![
+        (
+            "non-reentrant lock",
+            format!(
+                "uncontended lock+unlock: {} µs = {:.2} × the reentrant lock's {} µs",
+                micros(once),
+                ratio(once, reentrant),
+                micros(reentrant)
+            ),
+        ),
+        (
+            "multi-lock",
+            format!(
+                "3 locks, uncontended lock+unlock: {} µs = {:.2} × the same three locks taken one by one and released ({} µs), {:.2} × one reentrant pair",
+                micros(multi),
+                ratio(multi, singles),
+                micros(singles),
+                ratio(multi, reentrant)
+            ),
+        ),
+    ])
 }
 
 /// The microseconds Redis has spent in EVALSHA, and how many it ran (`INFO commandstats`).
