@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use crate::base::config::check_lease;
 use crate::base::error::{Error, Result, Subject};
 use crate::base::health::Health;
+use crate::base::metrics;
 use crate::base::subject::Noun;
 use crate::kinds::kind::Kind;
+use crate::kinds::kind::sealed::Machinery;
 use crate::kinds::multi::{self, Batch};
 use crate::kinds::reentrant::Reentrant;
 use crate::lock::guard::LockGuard;
@@ -355,9 +357,13 @@ fn take_unit(
         }
         let targets: Vec<_> = locks.iter().map(|lock| &lock.target).collect();
         let config = targets[0].shared.config();
-        let limit = Instant::now().checked_add(config.response_timeout);
+        let started = Instant::now();
+        let limit = started.checked_add(config.response_timeout);
         match multi::take(&targets, lease, limit) {
             Ok(Batch::Taken(holds)) => {
+                for _ in &holds {
+                    metrics::acquisition(Reentrant::LABEL, "acquired", started.elapsed());
+                }
                 let guards = locks.iter().zip(holds).map(|(lock, hold)| {
                     Box::new(LockGuard::new((*lock).clone(), hold)) as Box<dyn Held>
                 });
