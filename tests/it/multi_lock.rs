@@ -405,3 +405,28 @@ fn on_a_cluster_each_slot_s_locks_go_by_one_script_even_while_the_slot_migrates(
     assert!(taken_by_us(&names));
     drop(guard);
 }
+
+#[test]
+fn on_redlock_each_member_is_taken_on_a_quorum_by_its_own_attempt() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let (ours, theirs) = (
+        redmutex::LockClient::redlock(&urls).build().unwrap(),
+        redmutex::LockClient::redlock(&urls).build().unwrap(),
+    );
+    let names = ["m11:a", "m11:b"];
+    let guard = ours.multi_lock(names).try_lock().unwrap().expect("free");
+    for server in &servers {
+        for name in names {
+            assert_eq!(holders(server, name).len(), 1, "{name} on every node");
+        }
+    }
+    assert!(theirs.multi_lock(["m11:b"]).try_lock().unwrap().is_none());
+    assert!(theirs.lock("m11:a").try_lock().unwrap().is_none());
+    guard.unlock().unwrap();
+    for server in &servers {
+        assert!(names.iter().all(|name| !server.exists(name)));
+    }
+    assert!(theirs.multi_lock(names).try_lock().unwrap().is_some());
+}
