@@ -185,8 +185,8 @@ fn deadlines_and_cancels_end_a_spinning_wait() {
 /// half of its step) can make in `waited`: the first, one after each sleep that fits, and
 /// one at the deadline.
 fn most_attempts(initial: Duration, max: Duration, waited: Duration) -> u64 {
-    // Two beyond the schedule: the first attempt, the one at the deadline, and on a busy
-    // machine (seen once) one more, such as a pause cut short at the end of the wait.
+    // Three besides one per sleep that fits: the first attempt, the one at the deadline,
+    // and one more seen once on a busy machine (a pause cut short at the end of the wait).
     let (mut step, mut slept, mut attempts) = (initial, Duration::ZERO, 3);
     loop {
         slept += step / 2;
