@@ -12,7 +12,7 @@
 //! returns at once with a [`Pending`] reply.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::peer::{install, peers_dir};
+use super::peer::{collect, install, peers_dir, read_lines};
 
 /// How long a request may take beyond its own wait: only turns a hung JVM into a failure.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -102,42 +102,29 @@ impl Jvm {
         let waiters: Waiters = Arc::default();
         let stdout = child.stdout.take().unwrap();
         let routes = Arc::clone(&waiters);
-        std::thread::Builder::new()
-            .name("redisson-stdout".into())
-            .spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    let Ok(reply) = serde_json::from_str::<Value>(&line) else {
-                        continue;
-                    };
-                    let id = reply["id"].as_u64().unwrap_or(u64::MAX);
-                    let answer = if reply["ok"] == true {
-                        Ok(reply["value"].clone())
-                    } else {
-                        Err(reply["error"].as_str().unwrap_or("?").to_owned())
-                    };
-                    if let Some(waiter) = routes.lock().unwrap().remove(&id) {
-                        let _ = waiter.send(answer);
-                    }
-                }
-                // The JVM is gone: every waiter's sender goes with the map's entries.
-                routes.lock().unwrap().clear();
-            })
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut source = child.stderr.take().unwrap();
-        let sink = Arc::clone(&stderr);
-        std::thread::Builder::new()
-            .name("redisson-stderr".into())
-            .spawn(move || {
-                let mut chunk = [0; 4096];
-                while let Ok(n @ 1..) = source.read(&mut chunk) {
-                    sink.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
-                }
-            })
-            .unwrap();
+        let route = move |line: String| {
+            let Ok(reply) = serde_json::from_str::<Value>(&line) else {
+                return true;
+            };
+            let id = reply["id"].as_u64().unwrap_or(u64::MAX);
+            let answer = if reply["ok"] == true {
+                Ok(reply["value"].clone())
+            } else {
+                Err(reply["error"].as_str().unwrap_or("?").to_owned())
+            };
+            if let Some(waiter) = routes.lock().unwrap().remove(&id) {
+                let _ = waiter.send(answer);
+            }
+            true
+        };
+        let routes = Arc::clone(&waiters);
+        let reader = read_lines("redisson-stdout", stdout, route);
+        // The JVM is gone: every waiter's sender goes with the map's entries.
+        std::thread::spawn(move || {
+            let _ = reader.join();
+            routes.lock().unwrap().clear();
+        });
+        let (stderr, _) = collect("redisson-stderr", child.stderr.take().unwrap());
         Jvm {
             version,
             stdin: Mutex::new(child.stdin.take().unwrap()),

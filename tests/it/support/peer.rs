@@ -138,31 +138,8 @@ impl Peer {
         let stdin = child.stdin.take();
         let (sender, replies) = channel();
         let stdout = child.stdout.take().unwrap();
-        std::thread::Builder::new()
-            .name("peer-stdout".into())
-            .spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(line).is_err() {
-                        break;
-                    }
-                }
-            })
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut source = child.stderr.take().unwrap();
-        let sink = Arc::clone(&stderr);
-        let stderr_reader = std::thread::Builder::new()
-            .name("peer-stderr".into())
-            .spawn(move || {
-                let mut chunk = [0; 4096];
-                while let Ok(n @ 1..) = source.read(&mut chunk) {
-                    sink.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
-                }
-            })
-            .unwrap();
+        read_lines("peer-stdout", stdout, move |line| sender.send(line).is_ok());
+        let (stderr, stderr_reader) = collect("peer-stderr", child.stderr.take().unwrap());
         Peer {
             kind,
             child,
@@ -264,4 +241,45 @@ pub(super) fn install(part: &'static str, tools: &[(&str, &str)]) {
         );
     }
     done.push(part);
+}
+
+/// Hands each line of `source` to `each` on a thread named `name`, until the source ends
+/// or `each` says to stop.
+pub fn read_lines(
+    name: &str,
+    source: impl Read + Send + 'static,
+    mut each: impl FnMut(String) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for line in BufReader::new(source).lines() {
+                let Ok(line) = line else { break };
+                if !each(line) {
+                    break;
+                }
+            }
+        })
+        .unwrap()
+}
+
+/// Everything `source` writes, gathered on a thread named `name`, for a failure's message.
+pub fn collect(
+    name: &str,
+    mut source: impl Read + Send + 'static,
+) -> (Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&text);
+    let reader = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let mut chunk = [0; 4096];
+            while let Ok(n @ 1..) = source.read(&mut chunk) {
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        })
+        .unwrap();
+    (text, reader)
 }
