@@ -28,7 +28,10 @@ use crate::notify::cancel::Cancel;
 /// An acquisition never holds one member while it waits for another, so multi-locks over
 /// the same locks, named in any order, never deadlock each other:
 ///
-/// 1. It tries every member in turn, in the order of their keys, without waiting for any.
+/// 1. It tries every member, in the order of their keys, without waiting for any. The
+///    [`Reentrant`] members of one client on one server (on a Cluster, in one slot) go
+///    together by one script, which takes all of them or, finding one busy, none; the
+///    others are tried one by one.
 /// 2. If all are taken, it returns their [`MultiGuard`].
 /// 3. Otherwise it gives back the members it took, and waits for the busy one as that lock
 ///    waits (woken by its release, with its kind's back-off and bounds), up to the
