@@ -549,11 +549,13 @@ impl Error {
         }
     }
 
-    /// A cluster answered that the key's slot is being migrated or has no primary for now:
-    /// the command did not run, and may later.
+    /// A cluster answered that the key's slot is being migrated (`TRYAGAIN`, or an `ASK`
+    /// that the call's bound left no time to follow) or has no primary for now: the command
+    /// did not run, and may later.
     pub(crate) fn is_slot_unsettled(&self) -> bool {
         use redis::{ErrorKind::Server, ServerErrorKind::*};
-        (self.redis()).is_some_and(|source| matches!(source.kind(), Server(TryAgain | ClusterDown)))
+        (self.redis())
+            .is_some_and(|source| matches!(source.kind(), Server(TryAgain | ClusterDown | Ask)))
     }
 
     /// Redis is still loading its data (`LOADING`, after a start) and runs nothing until it

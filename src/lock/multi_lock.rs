@@ -345,8 +345,9 @@ impl MultiLock {
 }
 
 /// Takes the members `unit` (indices into `members`) without waiting: their holds, or the
-/// index of one that is busy, having taken none of them. Several go by one script; where
-/// that cannot serve (a cluster slot being migrated), each is taken alone.
+/// index of one that is busy (or in a cluster slot still moving), having taken none of
+/// them. Several go by one script; where that cannot serve (a slot being migrated), each
+/// is taken alone.
 fn take_unit(
     members: &[&dyn Member],
     unit: &[usize],
@@ -381,7 +382,13 @@ fn take_unit(
     }
     let mut holds = Vec::with_capacity(unit.len());
     for &at in unit {
-        match members[at].take(lease, Some(Instant::now())) {
+        let taken = match members[at].take(lease, Some(Instant::now())) {
+            // Its slot still moving when the try's bound passed: waited for as a busy
+            // member is, within the caller's deadline.
+            Err(err) if err.is_slot_unsettled() => Ok(None),
+            taken => taken,
+        };
+        match taken {
             Ok(Some(hold)) => holds.push(hold),
             Ok(None) => {
                 give_back(holds, members, "to wait");
