@@ -10,6 +10,7 @@ mod acl;
 mod cancel;
 mod cli;
 mod cluster;
+mod counting_semaphore;
 mod data_safety;
 mod defaults;
 mod doctor;
