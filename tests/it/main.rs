@@ -30,6 +30,7 @@ mod give_back;
 mod health;
 mod inspect;
 mod interop;
+mod java_counting_semaphore;
 mod java_differential;
 mod java_fair;
 mod java_lock;
