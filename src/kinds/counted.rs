@@ -80,12 +80,11 @@ pub(crate) fn add(target: &Target, delta: i64, marker: Option<&[u8]>) -> Result<
     let nodes = target.shared.nodes();
     let reply = nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd));
     reply.map_err(|err| match err.server_code() {
-        Some("OVERFLOW") => target.invalid_argument(
-            "permits",
-            format!("would take the count past ±{MAX_TOTAL}, to {}", {
-                err.server_detail().unwrap_or_default().trim().to_owned()
-            }),
-        ),
+        Some("OVERFLOW") => {
+            let total = err.server_detail().unwrap_or_default().trim().to_owned();
+            let reason = format!("would take the count past ±{MAX_TOTAL}, to {total}");
+            target.invalid_argument("permits", reason)
+        }
         _ => target.wrong_kind(err),
     })
 }

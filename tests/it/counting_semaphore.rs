@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Script;
-use redmutex::{Cancel, CountingSemaphore, LockClient};
+use redmutex::{Cancel, CountedPermits, CountingSemaphore, LockClient};
 use support::{Proxy, Server, await_calls, await_subscribers, eventually, get_int};
 
 const NAME: &str = "slots";
@@ -433,4 +433,52 @@ fn a_release_whose_reply_is_cut_counts_once() {
     assert_eq!(sem.add_permits(-4).unwrap(), 1);
     assert!(proxy.trap_sprung());
     assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
+}
+
+/// On a cluster: the count, the markers and the latches share the name's slot; a waiter
+/// subscribes on the primary serving it (sharded or not) and the release wakes it there.
+#[test]
+fn a_counting_semaphore_takes_waits_and_wakes_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    let sem = cluster.client().counting_semaphore(NAME);
+    assert!(sem.try_set_permits(2).unwrap());
+    let two = sem.acquire_many(2).unwrap();
+    // A waiter that would not try again for 30 s: only the message wakes it in time.
+    let sleepy = (cluster.builder())
+        .retry_base(Duration::from_secs(30))
+        .retry_cap(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let rival = sleepy.counting_semaphore(NAME);
+    let (sender, woken) = mpsc::channel();
+    std::thread::spawn(move || {
+        let taken = rival.try_acquire_for(NO_HANG).unwrap();
+        let _ = sender.send(
+            taken
+                .map(CountedPermits::release)
+                .is_some_and(|r| r.is_ok()),
+        );
+    });
+    let owner = cluster.owner_of(NAME);
+    let subscribed = || {
+        let shard: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .arg(CHANNEL)
+            .query(&mut owner.conn())
+            .unwrap();
+        owner.channels(CHANNEL) + shard.len() >= 1
+    };
+    assert!(
+        eventually(NO_HANG, subscribed),
+        "the waiter never subscribed"
+    );
+    two.release().unwrap();
+    assert_eq!(
+        woken.recv_timeout(WOKEN),
+        Ok(true),
+        "the release woke no waiter"
+    );
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    assert_eq!(sem.release(1).unwrap(), 3);
+    assert!(sem.delete().unwrap());
 }
