@@ -96,6 +96,11 @@ fn permits_are_counted_as_guards_take_and_give_them_back() {
     );
     let one = sem.try_acquire().unwrap().expect("one left");
     assert_eq!(get_int(&mut redis, NAME), 0);
+    // A scan shows the count, not the markers of the permits held.
+    let listed = server.client().scan("*").unwrap();
+    assert_eq!(markers(&server).len(), 2, "a marker per guard");
+    let names: Vec<&str> = listed.iter().map(|info| info.name.as_str()).collect();
+    assert_eq!(names, [NAME]);
 
     // A guard may move to another thread and be released there.
     std::thread::spawn(move || two.release().unwrap())
