@@ -159,7 +159,7 @@ fn a_release_from_another_client_wakes_as_many_waiters() {
 
     // 2 available: the message wakes both waiters. One gets what it asked for (the first
     // takes 1 of 2, or the second takes both); the other then waits on, until the guard's
-    // release lets it in (2 of 3 left, or 1).
+    // release lets it in (2 available then, or 1).
     let other = server.client().counting_semaphore(NAME);
     assert_eq!(other.release(2).unwrap(), 2);
     let one = got
