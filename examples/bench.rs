@@ -298,6 +298,7 @@ fn send_cmds(raw: &mut redis::Connection, kind: RawKind, acquire: redis::Cmd, re
         RawKind::Semaphore => {
             matches!(&taken, redis::Value::Array(v) if v.first() == Some(&redis::Value::Int(1)))
         }
+        RawKind::Counting => taken == redis::Value::Int(1),
         _ => taken == redis::Value::Nil,
     };
     assert!(taken_ok, "{kind:?} acquire: {taken:?}");
@@ -899,6 +900,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
             over(semaphore, reentrant),
         ),
     ));
+    rows.push(counting(plan, client, &mut raw)?);
     Ok(rows)
 }
 
@@ -958,6 +960,45 @@ fn composites(plan: &Plan, client: &LockClient) -> Result<Vec<(&'static str, Str
             ),
         ),
     ])
+}
+
+/// The counting semaphore's uncontended acquire+release pairs per second, against its own
+/// two scripts sent raw.
+fn counting(
+    plan: &Plan,
+    client: &LockClient,
+    raw: &mut redis::Connection,
+) -> Result<(&'static str, String)> {
+    let semaphore = client.counting_semaphore("bench:counting");
+    semaphore.try_set_permits(1)?;
+    let _: () = redis::cmd("SET")
+        .arg("bench:counting-raw")
+        .arg(1)
+        .query(raw)
+        .expect("permits");
+    let (mut ours, mut raws, mut request) = (Vec::new(), Vec::new(), 0u64);
+    for _ in 0..plan.rounds {
+        ours.push(mean_of(plan.pairs, || {
+            semaphore
+                .acquire()
+                .and_then(|p| p.release())
+                .expect("counting semaphore");
+        }));
+        raws.push(mean_of(plan.pairs, || {
+            request += 1;
+            send_pair(raw, RawKind::Counting, "bench:counting-raw", request);
+        }));
+    }
+    let (ours, raws) = (percentile(&mut ours, 50), percentile(&mut raws, 50));
+    Ok((
+        "counting semaphore",
+        format!(
+            "uncontended acquire+release pairs/s: {:.0}, its two scripts sent raw {:.0} ({:.2} ×)",
+            1.0 / ours.as_secs_f64(),
+            1.0 / raws.as_secs_f64(),
+            ours.as_secs_f64() / raws.as_secs_f64()
+        ),
+    ))
 }
 
 /// The microseconds Redis has spent in EVALSHA, and how many it ran (`INFO commandstats`).

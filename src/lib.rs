@@ -76,6 +76,9 @@
 //! - [`client.multi_lock(names)`](LockClient::multi_lock): a [`MultiLock`], Redisson's
 //!   `RedissonMultiLock`; several locks, of any kinds, taken all or none, one
 //!   [`MultiGuard`] for all.
+//! - [`client.counting_semaphore(name)`](LockClient::counting_semaphore): a
+//!   [`CountingSemaphore`], Redisson's `RSemaphore`; a count of permits without leases,
+//!   which anyone may give back or add to (a crashed holder's are not given back).
 //! - [`client.token_lock(name)`](LockClient::token_lock): [`Token`], `SET key token NX PX`
 //!   as redis-py, redsync and node-redlock store it; its guard may move between threads.
 //! - [`client.election(name)`](LockClient::election): an [`Election`]; one leader at a
@@ -200,6 +203,7 @@ pub use kinds::reentrant::Reentrant;
 pub use kinds::spin::Spin;
 pub use kinds::token::Token;
 pub use lock::candidate::Candidate;
+pub use lock::counting_semaphore::{CountedPermits, CountingSemaphore};
 pub use lock::election::{Election, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
@@ -225,6 +229,8 @@ const _: () = {
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send::<Permit>();
+    send_sync::<CountingSemaphore>();
+    send::<CountedPermits>();
     send::<Leadership>();
     send::<Observer>();
     send_sync::<Error>();

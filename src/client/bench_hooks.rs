@@ -32,6 +32,8 @@ pub enum RawKind {
     Fair,
     Read,
     Semaphore,
+    /// The counting semaphore, on a count of 1.
+    Counting,
 }
 
 /// The acquire and the release of one uncontended first hold of `kind` on `key`, built as
@@ -120,6 +122,20 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             (
                 scripts::semaphore_acquire(keys, &id, lease, true),
                 scripts::semaphore_release(keys, &latch, &id, latch_ttl),
+            )
+        }
+        RawKind::Counting => {
+            let marker = names::counting_taken(key, &format!("{request:032x}"));
+            let channel = names::semaphore_channel(key);
+            (
+                scripts::csem_acquire(key, &marker, 1, lease),
+                scripts::csem_add(
+                    (key, &latch, Some(&marker)),
+                    &channel,
+                    1,
+                    latch_ttl,
+                    1 << 50,
+                ),
             )
         }
     }

@@ -349,9 +349,12 @@ fn malformed(node: &str) -> Error {
 }
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
-/// counters, queues, the record of a fair lock's waiters) and a read hold's lease key.
+/// counters, queues, the record of a fair lock's waiters), a read hold's lease key and a
+/// counting semaphore's attempt markers.
 fn auxiliary(key: &[u8]) -> bool {
-    key.starts_with(b"redisson_") || key.windows(16).any(|w| w == b":rwlock_timeout:")
+    key.starts_with(b"redisson_")
+        || key.windows(16).any(|w| w == b":rwlock_timeout:")
+        || key.windows(16).any(|w| w == b":redmutex_taken:")
 }
 
 /// `bytes` with Redis glob's special characters escaped.

@@ -15,6 +15,7 @@ use crate::kinds::spin::Spin;
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
+use crate::lock::counting_semaphore::CountingSemaphore;
 use crate::lock::election::Election;
 use crate::lock::handle::Lock;
 use crate::lock::multi_lock::MultiLock;
@@ -128,6 +129,13 @@ impl LockClient {
     /// [`Semaphore`].
     pub fn semaphore(&self, name: impl AsRef<[u8]>) -> Semaphore {
         Semaphore::new(self.target(name.as_ref(), Noun::Semaphore))
+    }
+
+    /// The semaphore without leases `name`: a count of permits that anyone may take, give
+    /// back or add to, whose holders' permits are not given back if they crash. See
+    /// [`CountingSemaphore`].
+    pub fn counting_semaphore(&self, name: impl AsRef<[u8]>) -> CountingSemaphore {
+        CountingSemaphore::new(self.target(name.as_ref(), Noun::Semaphore))
     }
 
     /// A handle on the spin lock `name`: the reentrant lock whose waiters back off instead

@@ -27,7 +27,7 @@ use crate::transport::scripts;
 /// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
 /// [`NonReentrantFair`](crate::NonReentrantFair), [`Spin`](crate::Spin), [`Read`](crate::Read),
 /// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a
-/// [`Semaphore`](crate::Semaphore). The trait is sealed; its machinery is internal.
+/// [`Semaphore`](crate::Semaphore) or a [`CountingSemaphore`](crate::CountingSemaphore). The trait is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}

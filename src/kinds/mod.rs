@@ -2,6 +2,7 @@
 //! one attempt takes a hold, how a hold is given back, what a guard carries. Uses `lease`
 //! and everything below.
 
+pub(crate) mod counted;
 pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod fenced;

@@ -195,6 +195,18 @@ pub(crate) fn kind_of(redis_type: &str) -> &'static str {
     }
 }
 
+/// The marker with which an attempt on a semaphore without leases records the permits it
+/// took, so that its undo gives back exactly those: `{<key>}:redmutex_taken:<claim id>`,
+/// in the key's cluster slot. Redisson never reads it.
+pub(crate) fn counting_taken(key: &[u8], claim: &str) -> Vec<u8> {
+    [
+        &suffixed(key, b"redmutex_taken")[..],
+        b":",
+        claim.as_bytes(),
+    ]
+    .concat()
+}
+
 /// The key a release leaves behind for a few seconds to record that it ran, so that a retry
 /// of the same call after a lost reply reports what the first attempt did:
 /// `redisson_unlock_latch:{<key>}:<request id>`.
@@ -233,6 +245,7 @@ pub(crate) fn one_slot(key: &[u8]) -> bool {
         fair_queue(&election_queue(key)),
         waiter_channel(&election_queue(key), field),
         unlock_latch(key, request),
+        counting_taken(key, request),
     ]
     .iter()
     .all(|name| slot(name) == own)
@@ -351,6 +364,11 @@ mod tests {
         );
         assert_eq!(fence_counter(b"orders"), b"redisson_lock_token:{orders}");
         assert_eq!(election_queue(b"cron"), b"{cron}:redmutex_queue");
+        assert_eq!(counting_taken(b"p", "ab"), b"{p}:redmutex_taken:ab");
+        assert_eq!(
+            counting_taken(b"{jobs}:p", "ab"),
+            b"{jobs}:p:redmutex_taken:ab"
+        );
         assert_eq!(
             election_queue(b"{jobs}:cron"),
             b"{jobs}:cron:redmutex_queue"

@@ -16,6 +16,8 @@ pub struct Target {
     name: Arc<Name>,
     /// How an election's campaigns present their candidate; `None` for the defaults.
     candidacy: Option<Arc<Candidacy>>,
+    /// How many permits each attempt on a counting semaphore takes; 1 for everything else.
+    count: u64,
 }
 
 /// What an election's campaigns say of their candidate, as its handle was set up.
@@ -41,6 +43,7 @@ impl WeakTarget {
             shared: self.shared.upgrade()?,
             name: self.name.clone(),
             candidacy: None,
+            count: 1,
         })
     }
 }
@@ -103,6 +106,20 @@ impl Target {
                 invalid,
             }),
             candidacy: None,
+            count: 1,
+        }
+    }
+
+    /// How many permits each attempt on this target takes (a counting semaphore's).
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// This target, with each attempt on it taking `count` permits.
+    pub(crate) fn with_count(&self, count: u64) -> Self {
+        Target {
+            count,
+            ..self.clone()
         }
     }
 

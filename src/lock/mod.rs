@@ -4,6 +4,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod candidate;
+pub(crate) mod counting_semaphore;
 pub(crate) mod election;
 pub(crate) mod election_queue;
 pub(crate) mod guard;

@@ -90,6 +90,11 @@ scripts! {
     ELECTION_PROCLAIM => "election_proclaim.lua",
     ELECTION_ENLIST => "election_enlist.lua",
     ELECTION_READ => "shape.lua" & "election_read.lua",
+    CSEM_ACQUIRE => "csem_acquire.lua",
+    CSEM_UNDO => "csem_undo.lua",
+    CSEM_ADD => "csem_add.lua",
+    CSEM_SET => "csem_set.lua",
+    CSEM_READ => "csem_read.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
@@ -571,6 +576,80 @@ pub(crate) fn semaphore_delete(key: &[u8], timeouts: &[u8]) -> Cmd {
 pub(crate) fn semaphore_add(key: &[u8], channel: &[u8], set: bool, n: u64) -> Cmd {
     let mut cmd = evalsha(&SEMAPHORE_ADD, &[key]);
     cmd.arg(if set { "set" } else { "add" }).arg(n).arg(channel);
+    cmd
+}
+
+/// Take `n` permits of the semaphore without leases at `key`, recording them in the
+/// attempt's `marker` for `marker_ttl`. Replies 1 (taken) or 0 (too few available).
+pub(crate) fn csem_acquire(key: &[u8], marker: &[u8], n: u64, marker_ttl: Duration) -> Cmd {
+    let mut cmd = evalsha(&CSEM_ACQUIRE, &[key, marker]);
+    cmd.arg(n).arg(millis(marker_ttl));
+    cmd
+}
+
+/// Give back what the attempt of `marker` took, announcing the permits available on
+/// `channel`; an attempt not come yet is marked undone for `marker_ttl`. Replies how many
+/// it gave back.
+pub(crate) fn csem_undo(key: &[u8], marker: &[u8], channel: &[u8], marker_ttl: Duration) -> Cmd {
+    let mut cmd = evalsha(&CSEM_UNDO, &[key, marker]);
+    cmd.arg(channel).arg(millis(marker_ttl));
+    cmd
+}
+
+/// Add `delta` permits (below zero: take away) at `key`, announcing the number available on
+/// `channel`, leaving `latch` for `latch_ttl`, and deleting `marker` if given (the release
+/// of what an attempt took); refused past `bound` either way. Replies the number available
+/// after.
+pub(crate) fn csem_add(
+    (key, latch, marker): (&[u8], &[u8], Option<&[u8]>),
+    channel: &[u8],
+    delta: i64,
+    latch_ttl: Duration,
+    bound: u64,
+) -> Cmd {
+    let mut cmd = match marker {
+        Some(marker) => evalsha(&CSEM_ADD, &[key, latch, marker]),
+        None => evalsha(&CSEM_ADD, &[key, latch]),
+    };
+    cmd.arg(channel)
+        .arg(delta)
+        .arg(millis(latch_ttl))
+        .arg(bound);
+    cmd
+}
+
+/// Set the permits at `key` to `n` if it has none, announcing them on `channel`, leaving
+/// `latch` for `latch_ttl`. Replies 1 (set) or 0 (there already).
+pub(crate) fn csem_set(
+    (key, latch): (&[u8], &[u8]),
+    channel: &[u8],
+    n: u64,
+    latch_ttl: Duration,
+) -> Cmd {
+    let mut cmd = evalsha(&CSEM_SET, &[key, latch]);
+    cmd.arg(channel).arg(n).arg(millis(latch_ttl));
+    cmd
+}
+
+/// What to do with the permits at `key` in [`csem_read`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CsemRead {
+    /// Read them. Replies the number.
+    Get,
+    /// Take every one available. Replies how many.
+    Drain,
+    /// Delete the key. Replies 1 when it existed.
+    Delete,
+}
+
+/// Read, drain or delete the permits at `key`, as `op` says.
+pub(crate) fn csem_read(key: &[u8], op: CsemRead) -> Cmd {
+    let mut cmd = evalsha(&CSEM_READ, &[key]);
+    cmd.arg(match op {
+        CsemRead::Get => "get",
+        CsemRead::Drain => "drain",
+        CsemRead::Delete => "delete",
+    });
     cmd
 }
 

@@ -360,3 +360,37 @@ fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
         assert_eq!(finding.level, expected, "{report}");
     }
 }
+
+#[test]
+fn a_counting_semaphore_lives_its_whole_life_as_the_readme_user() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let holder = client(&url, Duration::from_millis(200));
+    let semaphore = holder.counting_semaphore("slots");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permits = semaphore.acquire().unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let waiter = client(&url, Duration::from_secs(600));
+            let semaphore = waiter.counting_semaphore("slots");
+            let permits = semaphore.try_acquire_for(Duration::from_secs(120)).unwrap();
+            permits.expect("woken").release().unwrap();
+        });
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers("redisson_sc:{myapp:slots}") > 0
+        }));
+        permits.release().unwrap();
+        waiter.join().unwrap();
+    });
+    assert_eq!(semaphore.add_permits(2).unwrap(), 3);
+    assert_eq!(semaphore.release(1).unwrap(), 4);
+    let permits = semaphore
+        .try_acquire_many(3)
+        .unwrap()
+        .expect("three of four");
+    assert_eq!(semaphore.drain_permits().unwrap(), 1);
+    permits.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 3);
+    assert!(semaphore.delete().unwrap());
+    assert!(!server.exists("myapp:slots"));
+}

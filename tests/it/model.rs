@@ -22,6 +22,7 @@
 use crate::support;
 use crate::support::redisson::epoch_ms;
 
+mod counting_semaphore;
 mod election;
 mod exclusive;
 mod multi;
@@ -758,6 +759,18 @@ fn semaphore_follows_its_model() {
     });
     if let Err(err) = result {
         panic!("semaphore: {err}");
+    }
+}
+
+#[test]
+fn counting_semaphore_follows_its_model() {
+    let harness = std::cell::RefCell::new(counting_semaphore::Harness::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&counting_semaphore::case(), |(permits, ops)| {
+        counting_semaphore::check(&mut harness.borrow_mut(), permits, &ops)
+    });
+    if let Err(err) = result {
+        panic!("counting semaphore: {err}");
     }
 }
 

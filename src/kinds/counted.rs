@@ -1,0 +1,180 @@
+//! The permits of a semaphore without leases as a kind, Redisson's `RSemaphore`: one string
+//! counting the permits available, taken by `DECRBY` and given back by `INCRBY`. Nothing
+//! records who holds what, so a holder that crashes keeps its permits for ever.
+//!
+//! A lost reply must neither leave permits taken with no guard to hold them nor give them
+//! back twice. Each attempt is named before it is sent (its claim) and, when it takes
+//! permits, records their number in a marker key of that name in the same script; its
+//! undo gives back what the marker records and deletes it, once, or marks an attempt that
+//! has not come yet undone, so that it takes nothing when it comes. A release leaves a latch
+//! that makes its retry a no-op, and deletes the marker of the attempt whose permits it
+//! gives back.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::error::{Error, Result};
+use crate::base::held_by::HeldBy;
+use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::layout::names;
+use crate::lease::give_back::Undo;
+use crate::lease::holding::Holding;
+use crate::lease::target::Target;
+use crate::transport::node::Node;
+use crate::transport::scripts;
+
+/// Most permits one call may take, give back or add.
+pub(crate) const MAX_PERMITS: u64 = 1 << 40;
+
+/// Most permits, above or below zero, the count may come to: well within what a script's
+/// numbers hold exactly.
+pub(crate) const MAX_TOTAL: u64 = 1 << 50;
+
+/// The permits of a [`CountingSemaphore`](crate::CountingSemaphore): the kind behind its
+/// [`CountedPermits`](crate::CountedPermits). Its waiters are woken by the number of
+/// permits a release publishes, and poll at the client's retry cap besides.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counted;
+
+/// What a guard of counted permits carries: how many it took, under which claim.
+pub struct CountedHeld {
+    pub(crate) count: u64,
+    claim: String,
+}
+
+/// What one attempt takes: `count` permits, recorded under the marker named after `id`.
+pub struct CountedClaim {
+    id: String,
+    count: u64,
+}
+
+/// The one node of the client, or [`Error::Unsupported`] on Redlock.
+pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
+    match target.shared.nodes().list() {
+        [node] => Ok(node),
+        _ => Err(Error::Unsupported {
+            lock: target.subject().clone(),
+            reason: "a semaphore needs one count, and Redlock's masters each keep their own",
+        }),
+    }
+}
+
+/// How long an attempt's marker lasts: as long as its undo may be tried, in the background
+/// too (the client's lease), and never less than a release's latch.
+fn marker_ttl(target: &Target) -> Duration {
+    let config = target.shared.config();
+    config.lease.max(config.latch_ttl())
+}
+
+/// Adds `delta` permits at `key` (taking them away below zero), waking as many waiters,
+/// under a latch of its own so that a retry after a lost reply counts once; with `marker`,
+/// the release of the permits an attempt took. Returns the number available after.
+pub(crate) fn add(target: &Target, delta: i64, marker: Option<&[u8]>) -> Result<i64> {
+    let key = target.begin()?;
+    node(target)?;
+    let latch = names::unlock_latch(key, &names::random_id());
+    let channel = names::semaphore_channel(key);
+    let latch_ttl = target.shared.config().latch_ttl();
+    let cmd = scripts::csem_add((key, &latch, marker), &channel, delta, latch_ttl, MAX_TOTAL);
+    let nodes = target.shared.nodes();
+    let reply = nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd));
+    reply.map_err(|err| match err.server_code() {
+        Some("OVERFLOW") => {
+            let total = err.server_detail().unwrap_or_default().trim().to_owned();
+            let reason = format!("would take the count past ±{MAX_TOTAL}, to {total}");
+            target.invalid_argument("permits", reason)
+        }
+        _ => target.wrong_kind(err),
+    })
+}
+
+impl Machinery for Counted {
+    const LABEL: &'static str = "counting_semaphore";
+
+    type Held = CountedHeld;
+    type Affinity = ();
+    type Claim = CountedClaim;
+
+    fn claim(target: &Target, _: Option<Duration>) -> CountedClaim {
+        CountedClaim {
+            id: names::random_id(),
+            count: target.count(),
+        }
+    }
+
+    fn undo(target: &Target, claim: &CountedClaim) -> Undo {
+        let key = target.shared_key();
+        let marker = names::counting_taken(&key, &claim.id);
+        Undo {
+            cmd: scripts::csem_undo(
+                &key,
+                &marker,
+                &names::semaphore_channel(&key),
+                marker_ttl(target),
+            ),
+            lasts: marker_ttl(target),
+            slot: None,
+        }
+    }
+
+    fn attempt(
+        target: &Target,
+        claim: &CountedClaim,
+        _: Option<Duration>,
+        limit: Option<Instant>,
+    ) -> Result<Attempt<CountedHeld>> {
+        let node = node(target)?;
+        let key = target.key()?;
+        let marker = names::counting_taken(key, &claim.id);
+        let cmd = scripts::csem_acquire(key, &marker, claim.count, marker_ttl(target));
+        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let taken: i64 = node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
+        if taken != 1 {
+            // Too few permits, for no known time: waited for as a queued waiter, woken by a
+            // release or polling at the retry cap, with no warning of a holder for ever.
+            return Ok(Attempt::Queued);
+        }
+        // Nothing expires: the permits are held until released.
+        let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+        Ok(Attempt::Acquired(Hold {
+            holding: Arc::new(Holding::new(far)),
+            watched: false,
+            held: CountedHeld {
+                count: claim.count,
+                claim: claim.id.clone(),
+            },
+        }))
+    }
+
+    fn release(target: &Target, hold: &Hold<CountedHeld>) -> Result<()> {
+        let key = target.begin()?;
+        let marker = names::counting_taken(key, &hold.held.claim);
+        let count = i64::try_from(hold.held.count).unwrap_or(i64::MAX);
+        add(target, count, Some(&marker)).map(drop)
+    }
+
+    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        Cow::Owned(names::semaphore_channel(&target.shared_key()))
+    }
+
+    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        let key = target.key().ok()?;
+        let node = node(target).ok()?;
+        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let cmd = scripts::csem_read(key, scripts::CsemRead::Get);
+        let available: i64 = node
+            .run(&cmd, end)
+            .map_err(|err| log::debug!("asking about {}: {err:#}", target.subject()))
+            .ok()?;
+        Some(HeldBy {
+            key: String::from_utf8_lossy(key).into_owned(),
+            found: format!(
+                "{available} permits available, {} asked for",
+                target.count()
+            ),
+            holder: None,
+            ttl: None,
+        })
+    }
+}

@@ -1,0 +1,36 @@
+-- Read, drain or delete the permits of a semaphore without leases.
+-- KEYS[1]  permits key (see csem_acquire.lua)
+-- ARGV[1]  "get": the number available, writing nothing (0 when never set);
+--          "drain": takes every permit available and replies how many (0, with nothing
+--             written, when none is; a number below zero is left as it is), as Redisson's
+--             drainPermits, which publishes nothing;
+--          "delete": deletes the key; replies 1 when there was one, else 0
+-- Reply    as ARGV[1] says; the error "WRONGKIND <type>" when the key holds no integer,
+--          nothing written; an error, with nothing written, when the user may not write
+--          the key.
+local kind = redis.call('type', KEYS[1]).ok
+local value = 0
+if kind == 'string' then
+    local text = redis.call('get', KEYS[1])
+    if #text > 20 or not string.match(text, '^%-?%d+$') then
+        return redis.error_reply('WRONGKIND token')
+    end
+    value = tonumber(text)
+elseif kind ~= 'none' then
+    return redis.error_reply('WRONGKIND ' .. kind)
+end
+if ARGV[1] == 'get' then
+    return value
+end
+local check = redis.acl_check_cmd
+if check and (not check('set', KEYS[1], '0') or not check('del', KEYS[1])) then
+    return redis.error_reply('NOPERM this user may not write the semaphore key')
+end
+if ARGV[1] == 'delete' then
+    return redis.call('del', KEYS[1])
+end
+if value <= 0 then
+    return 0
+end
+redis.call('set', KEYS[1], '0')
+return value

@@ -1,0 +1,489 @@
+//! The semaphore without leases (Redisson's `RSemaphore` layout): permits counted as taken
+//! and given back, by guards and by anyone; waiters woken by a release from another client;
+//! deadlines and cancels; bad input and keys of another kind change nothing; a reply lost
+//! after a script ran neither leaves permits taken with no guard nor gives them back twice.
+
+use crate::support;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use redmutex::{Cancel, CountedPermits, CountingSemaphore, LockClient};
+use support::{Proxy, Server, await_calls, await_subscribers, eventually, get_int};
+
+const NAME: &str = "slots";
+const CHANNEL: &str = "redisson_sc:{slots}";
+/// Within this a woken waiter must have its permits: well below the sleepy client's first
+/// pause (30 s), so only a message can have woken it.
+const WOKEN: Duration = Duration::from_secs(15);
+const NO_HANG: Duration = Duration::from_secs(60);
+
+fn sha(source: &str) -> Vec<u8> {
+    Script::new(source).get_hash().as_bytes().to_vec()
+}
+
+fn acquire_sha() -> Vec<u8> {
+    sha(include_str!("../../src/transport/scripts/csem_acquire.lua"))
+}
+
+fn add_sha() -> Vec<u8> {
+    sha(include_str!("../../src/transport/scripts/csem_add.lua"))
+}
+
+fn keys(server: &Server) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+/// Keys other than the count and the latches of releases, which lapse by themselves: the
+/// markers of attempts still there.
+fn markers(server: &Server) -> Vec<String> {
+    let mut keys = keys(server);
+    keys.retain(|key| key != NAME && !key.starts_with("redisson_unlock_latch:"));
+    keys
+}
+
+/// Starts `take` (of a client whose waiters would otherwise sleep for 30 s) in a thread;
+/// returns its result's receiver once the channel has `subscribers` and the thread has
+/// made `attempts` (2 for the first waiter: before and after it subscribed; 1 for a later
+/// one, which finds the subscription there).
+fn waiting<T: Send + 'static>(
+    server: &Server,
+    (subscribers, attempts): (usize, u64),
+    take: impl FnOnce() -> T + Send + 'static,
+) -> mpsc::Receiver<T> {
+    let base = server.calls("evalsha");
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(take());
+    });
+    await_subscribers(server, CHANNEL, subscribers);
+    await_calls(server, base + attempts);
+    receiver
+}
+
+#[test]
+fn permits_are_counted_as_guards_take_and_give_them_back() {
+    let server = Server::start();
+    let sem = server.client().counting_semaphore(NAME);
+    assert_eq!(sem.available_permits().unwrap(), 0, "never set");
+    assert!(sem.try_acquire().unwrap().is_none(), "none set");
+    assert!(sem.try_set_permits(3).unwrap());
+    assert!(!sem.try_set_permits(5).unwrap(), "set twice");
+    let mut redis = server.conn();
+    assert_eq!(
+        get_int(&mut redis, NAME),
+        3,
+        "a plain integer string at the name"
+    );
+
+    let two = sem.acquire_many(2).unwrap();
+    assert_eq!(two.count(), 2);
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    assert!(
+        sem.try_acquire_many(2).unwrap().is_none(),
+        "one left, two asked"
+    );
+    assert_eq!(
+        sem.available_permits().unwrap(),
+        1,
+        "a refused attempt takes none"
+    );
+    let one = sem.try_acquire().unwrap().expect("one left");
+    assert_eq!(get_int(&mut redis, NAME), 0);
+    // A scan shows the count, not the markers of the permits held.
+    let listed = server.client().scan("*").unwrap();
+    assert_eq!(markers(&server).len(), 2, "a marker per guard");
+    let names: Vec<&str> = listed.iter().map(|info| info.name.as_str()).collect();
+    assert_eq!(names, [NAME]);
+
+    // A guard may move to another thread and be released there.
+    std::thread::spawn(move || two.release().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    drop(one);
+    assert_eq!(sem.available_permits().unwrap(), 3);
+    assert_eq!(
+        markers(&server),
+        Vec::<String>::new(),
+        "releases take their markers"
+    );
+
+    // Released by anyone, added to, taken away below zero, drained, deleted.
+    assert_eq!(sem.release(2).unwrap(), 5);
+    assert_eq!(sem.add_permits(-7).unwrap(), -2);
+    assert!(sem.try_acquire().unwrap().is_none());
+    assert_eq!(
+        sem.drain_permits().unwrap(),
+        0,
+        "nothing to drain below zero"
+    );
+    assert_eq!(sem.add_permits(6).unwrap(), 4);
+    assert_eq!(sem.drain_permits().unwrap(), 4);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert!(sem.delete().unwrap());
+    assert!(!sem.delete().unwrap());
+    assert_eq!(keys(&server).iter().filter(|k| *k == NAME).count(), 0);
+    assert_eq!(
+        sem.release(1).unwrap(),
+        1,
+        "a release makes the count again"
+    );
+}
+
+#[test]
+fn a_release_from_another_client_wakes_as_many_waiters() {
+    let server = Server::start();
+    let sleepy = server.sleepy();
+    let sem = sleepy.counting_semaphore(NAME);
+    sem.try_set_permits(1).unwrap();
+    let held = sem.acquire().unwrap();
+    let (sender, got) = mpsc::channel();
+    let (a, b, more) = (sem.clone(), sem.clone(), sender.clone());
+    let take = move |sem: CountingSemaphore, n, sender: mpsc::Sender<_>| {
+        let taken = sem.try_acquire_many_for(n, NO_HANG).unwrap();
+        let _ = sender.send(taken.as_ref().map(|p| p.count()));
+        // Held to the end, so that no release of it wakes the other.
+        std::thread::park_timeout(NO_HANG);
+        drop(taken);
+    };
+    let _first = waiting(&server, (1, 2), move || take(a, 1, more));
+    // The second waiter shares the first's subscription.
+    let _second = waiting(&server, (1, 1), move || take(b, 2, sender));
+
+    // 2 available: the message wakes both waiters. One gets what it asked for (the first
+    // takes 1 of 2, or the second takes both); the other then waits on, until the guard's
+    // release lets it in (2 available then, or 1).
+    let other = server.client().counting_semaphore(NAME);
+    assert_eq!(other.release(2).unwrap(), 2);
+    let one = got
+        .recv_timeout(WOKEN)
+        .expect("a waiter woken by the release");
+    assert!(one.is_some());
+    drop(held);
+    let two = got
+        .recv_timeout(WOKEN)
+        .expect("a waiter woken by the guard's release");
+    assert!(two.is_some());
+    let mut counts = [one.unwrap(), two.unwrap()];
+    counts.sort();
+    assert_eq!(counts, [1, 2]);
+}
+
+#[test]
+fn deadlines_max_wait_and_cancel_end_waits_taking_nothing() {
+    let server = Server::start();
+    let sem = server.client().counting_semaphore(NAME);
+    sem.try_set_permits(1).unwrap();
+    assert!(
+        sem.try_acquire_many_for(2, Duration::from_millis(100))
+            .unwrap()
+            .is_none()
+    );
+    let deadline = Instant::now() + Duration::from_millis(100);
+    assert!(sem.try_acquire_many_until(2, deadline).unwrap().is_none());
+    assert!(Instant::now() >= deadline, "returned before its deadline");
+
+    let bounded = server
+        .builder()
+        .max_wait(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let err = bounded
+        .counting_semaphore(NAME)
+        .acquire_many(2)
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+
+    let stop = Cancel::new();
+    let sleepy = server.sleepy().counting_semaphore(NAME).with_cancel(&stop);
+    let waiter = waiting(&server, (1, 2), move || {
+        sleepy.acquire_many(2).map(|p| p.count())
+    });
+    stop.cancel();
+    let err = waiter.recv_timeout(WOKEN).unwrap().unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    assert_eq!(markers(&server), Vec::<String>::new());
+}
+
+#[test]
+fn bad_input_and_keys_of_another_kind_change_nothing() {
+    let server = Server::start();
+    let client = server.client();
+    let sem = client.counting_semaphore(NAME);
+    for bad in [0, (1 << 40) + 1] {
+        assert!(sem.try_set_permits(bad).unwrap_err().is_invalid_input());
+        assert!(sem.release(bad).unwrap_err().is_invalid_input());
+        assert!(sem.acquire_many(bad).unwrap_err().is_invalid_input());
+        assert!(sem.try_acquire_many(bad).unwrap_err().is_invalid_input());
+        let timeout = Duration::from_millis(10);
+        assert!(
+            sem.try_acquire_many_for(bad, timeout)
+                .unwrap_err()
+                .is_invalid_input()
+        );
+    }
+    for bad in [0, (1 << 40) + 1, -(1 << 40) - 1] {
+        assert!(sem.add_permits(bad).unwrap_err().is_invalid_input());
+    }
+    for name in [String::new(), "n".repeat(1025)] {
+        let err = client.counting_semaphore(&name).try_acquire().unwrap_err();
+        assert!(matches!(err, redmutex::Error::InvalidName { .. }), "{err}");
+        assert!(client.counting_semaphore(&name).release(1).is_err());
+    }
+    assert_eq!(keys(&server), Vec::<String>::new());
+
+    // A count that would pass 2^50 either way.
+    let mut redis = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg(NAME)
+        .arg(1u64 << 50)
+        .query(&mut redis)
+        .unwrap();
+    assert!(sem.release(1).unwrap_err().is_invalid_input());
+    assert_eq!(get_int(&mut redis, NAME), 1 << 50);
+    let _: () = redis::cmd("DEL").arg(NAME).query(&mut redis).unwrap();
+
+    // A lock's hash, a token lock's string, a list: every call says so and writes nothing.
+    let held = client.lock(NAME).lock().unwrap();
+    wrong_kind_everywhere(&sem, &server);
+    drop(held);
+    let _: () = redis::cmd("SET")
+        .arg(NAME)
+        .arg("a-token")
+        .query(&mut redis)
+        .unwrap();
+    wrong_kind_everywhere(&sem, &server);
+    let _: () = redis::cmd("DEL").arg(NAME).query(&mut redis).unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(NAME)
+        .arg("x")
+        .query(&mut redis)
+        .unwrap();
+    wrong_kind_everywhere(&sem, &server);
+}
+
+fn wrong_kind_everywhere(sem: &CountingSemaphore, server: &Server) {
+    let before: Vec<(String, Vec<u8>)> = dump(server);
+    assert!(sem.try_acquire().unwrap_err().is_wrong_kind());
+    assert!(sem.try_set_permits(1).unwrap_err().is_wrong_kind());
+    assert!(sem.release(1).unwrap_err().is_wrong_kind());
+    assert!(sem.add_permits(-1).unwrap_err().is_wrong_kind());
+    assert!(sem.available_permits().unwrap_err().is_wrong_kind());
+    assert!(sem.drain_permits().unwrap_err().is_wrong_kind());
+    assert!(sem.delete().unwrap_err().is_wrong_kind());
+    assert_eq!(dump(server), before, "changed by a refused call");
+}
+
+/// Every key and its DUMP.
+fn dump(server: &Server) -> Vec<(String, Vec<u8>)> {
+    let mut redis = server.conn();
+    keys(server)
+        .into_iter()
+        .map(|key| {
+            let dumped: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut redis).unwrap();
+            (key, dumped)
+        })
+        .collect()
+}
+
+#[test]
+fn a_counting_semaphore_on_redlock_is_unsupported() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let client = LockClient::redlock(&urls).build().unwrap();
+    let sem = client.counting_semaphore(NAME);
+    assert!(sem.try_acquire().unwrap_err().is_unsupported());
+    assert!(sem.try_set_permits(1).unwrap_err().is_unsupported());
+    assert!(sem.release(1).unwrap_err().is_unsupported());
+    assert!(sem.add_permits(1).unwrap_err().is_unsupported());
+    assert!(sem.available_permits().unwrap_err().is_unsupported());
+    for server in &servers {
+        assert_eq!(keys(server), Vec::<String>::new());
+    }
+}
+
+/// An acquisition whose reply is cut after its script ran: sent again on a fresh
+/// connection, it finds its own marker and holds what the first try took, once.
+#[test]
+fn an_acquisition_whose_reply_is_cut_holds_what_it_took_once() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::open(&proxy.url()).unwrap();
+    let sem = client.counting_semaphore(NAME);
+    sem.try_set_permits(3).unwrap();
+    proxy.cut_on_reply_to(&acquire_sha());
+    let two = sem
+        .try_acquire_many(2)
+        .unwrap()
+        .expect("taken by the first try");
+    assert!(proxy.trap_sprung(), "the reply was cut");
+    assert_eq!(sem.available_permits().unwrap(), 1, "taken once");
+    drop(two);
+    assert_eq!(sem.available_permits().unwrap(), 3);
+    assert_eq!(markers(&server), Vec::<String>::new());
+}
+
+/// An acquisition whose reply comes after the response timeout: the call fails, and what
+/// its script took is given back by its marker, once.
+#[test]
+fn an_acquisition_whose_reply_is_late_leaves_nothing_taken() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let timeout = Duration::from_millis(300);
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(timeout)
+        .build()
+        .unwrap();
+    let sem = client.counting_semaphore(NAME);
+    sem.try_set_permits(3).unwrap();
+    proxy.delay_reply_to(&acquire_sha(), 4 * timeout);
+    let err = sem.try_acquire_many(2).unwrap_err();
+    assert!(err.is_outcome_unknown(), "{err}");
+    assert!(proxy.trap_sprung());
+    let observer = server.client().counting_semaphore(NAME);
+    assert!(
+        eventually(NO_HANG, || observer.available_permits().unwrap() == 3),
+        "{} available: the late attempt's permits were not given back",
+        observer.available_permits().unwrap()
+    );
+    // Its marker went with the permits it gave back.
+    assert_eq!(markers(&server), Vec::<String>::new());
+    assert_eq!(sem.available_permits().unwrap(), 3);
+}
+
+/// An acquisition held up on its way until after its undo ran takes nothing when it comes:
+/// the scripts run by hand in that order, under one claim's marker.
+#[test]
+fn an_acquisition_that_comes_after_its_undo_takes_nothing() {
+    let server = Server::start();
+    let mut redis = server.conn();
+    let sem = server.client().counting_semaphore(NAME);
+    sem.try_set_permits(3).unwrap();
+    let marker = "{slots}:redmutex_taken:0123456789abcdef0123456789abcdef";
+    let undo = Script::new(include_str!("../../src/transport/scripts/csem_undo.lua"));
+    let acquire = Script::new(include_str!("../../src/transport/scripts/csem_acquire.lua"));
+    let given: i64 = undo
+        .key(NAME)
+        .key(marker)
+        .arg(CHANNEL)
+        .arg(60_000)
+        .invoke(&mut redis)
+        .unwrap();
+    assert_eq!(given, 0, "nothing taken yet");
+    let taken: i64 = acquire
+        .key(NAME)
+        .key(marker)
+        .arg(2)
+        .arg(60_000)
+        .invoke(&mut redis)
+        .unwrap();
+    assert_eq!(taken, 0, "an undone attempt takes nothing");
+    assert_eq!(sem.available_permits().unwrap(), 3);
+    // In the usual order, the undo gives back what the attempt took, once.
+    let other = "{slots}:redmutex_taken:00000000000000000000000000000001";
+    let taken: i64 = acquire
+        .key(NAME)
+        .key(other)
+        .arg(2)
+        .arg(60_000)
+        .invoke(&mut redis)
+        .unwrap();
+    assert_eq!(taken, 1);
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    for expected in [2, 0] {
+        let given: i64 = undo
+            .key(NAME)
+            .key(other)
+            .arg(CHANNEL)
+            .arg(60_000)
+            .invoke(&mut redis)
+            .unwrap();
+        assert_eq!(given, expected);
+        assert_eq!(sem.available_permits().unwrap(), 3);
+    }
+}
+
+/// A release whose reply is cut after it ran is sent again and counts once, through a
+/// guard or the handle; so does a cut `try_set_permits`.
+#[test]
+fn a_release_whose_reply_is_cut_counts_once() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::open(&proxy.url()).unwrap();
+    let sem = client.counting_semaphore(NAME);
+    proxy.cut_on_reply_to(&sha(include_str!(
+        "../../src/transport/scripts/csem_set.lua"
+    )));
+    assert!(sem.try_set_permits(3).unwrap(), "the first try set them");
+    assert!(proxy.trap_sprung());
+    let two = sem.acquire_many(2).unwrap();
+    proxy.cut_on_reply_to(&add_sha());
+    two.release().unwrap();
+    assert!(proxy.trap_sprung());
+    assert_eq!(sem.available_permits().unwrap(), 3, "given back once");
+    proxy.cut_on_reply_to(&add_sha());
+    assert_eq!(sem.release(2).unwrap(), 5);
+    assert!(proxy.trap_sprung());
+    assert_eq!(sem.available_permits().unwrap(), 5, "released once");
+    proxy.cut_on_reply_to(&add_sha());
+    assert_eq!(sem.add_permits(-4).unwrap(), 1);
+    assert!(proxy.trap_sprung());
+    assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
+}
+
+/// On a cluster: the count, the markers and the latches share the name's slot; a waiter
+/// subscribes on the primary serving it (sharded or not) and the release wakes it there.
+#[test]
+fn a_counting_semaphore_takes_waits_and_wakes_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    let sem = cluster.client().counting_semaphore(NAME);
+    assert!(sem.try_set_permits(2).unwrap());
+    let two = sem.acquire_many(2).unwrap();
+    // A waiter that would not try again for 30 s: only the message wakes it in time.
+    let sleepy = (cluster.builder())
+        .retry_base(Duration::from_secs(30))
+        .retry_cap(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let rival = sleepy.counting_semaphore(NAME);
+    let (sender, woken) = mpsc::channel();
+    std::thread::spawn(move || {
+        let taken = rival.try_acquire_for(NO_HANG).unwrap();
+        let _ = sender.send(
+            taken
+                .map(CountedPermits::release)
+                .is_some_and(|r| r.is_ok()),
+        );
+    });
+    let owner = cluster.owner_of(NAME);
+    let subscribed = || {
+        let shard: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .arg(CHANNEL)
+            .query(&mut owner.conn())
+            .unwrap();
+        owner.channels(CHANNEL) + shard.len() >= 1
+    };
+    assert!(
+        eventually(NO_HANG, subscribed),
+        "the waiter never subscribed"
+    );
+    two.release().unwrap();
+    assert_eq!(
+        woken.recv_timeout(WOKEN),
+        Ok(true),
+        "the release woke no waiter"
+    );
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    assert_eq!(sem.release(1).unwrap(), 3);
+    assert!(sem.delete().unwrap());
+}
