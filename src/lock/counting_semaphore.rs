@@ -10,6 +10,7 @@ use crate::layout::names;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::semaphore::check_permits;
 use crate::notify::cancel::Cancel;
 use crate::transport::scripts::{self, CsemRead};
 
@@ -79,7 +80,7 @@ impl CountingSemaphore {
 
     /// The handle whose attempts take `n` permits (1 to 2^40).
     fn taking(&self, n: u64) -> Result<Lock<Counted>> {
-        check(self.target(), n)?;
+        check_permits(self.target(), n)?;
         let mut lock = self.permits.clone();
         lock.target = lock.target.with_count(n);
         Ok(lock)
@@ -148,7 +149,7 @@ impl CountingSemaphore {
     /// the count, and creates it when missing. Retried after a lost reply, it counts once.
     pub fn release(&self, n: u64) -> Result<i64> {
         let target = self.target();
-        check(target, n)?;
+        check_permits(target, n)?;
         target.open()?;
         counted::add(target, n as i64, None)
     }
@@ -172,7 +173,7 @@ impl CountingSemaphore {
     /// try did.
     pub fn try_set_permits(&self, n: u64) -> Result<bool> {
         let target = self.target();
-        check(target, n)?;
+        check_permits(target, n)?;
         let key = target.open()?;
         counted::node(target)?;
         let latch = names::unlock_latch(key, &names::random_id());
@@ -215,15 +216,6 @@ impl CountingSemaphore {
             .agreed(nodes.run_all_unhurried::<i64>(cmd))
             .map_err(|err| target.wrong_kind(err))
     }
-}
-
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `n` is 1 to 2^40.
-fn check(target: &Target, n: u64) -> Result<()> {
-    if !(1..=MAX_PERMITS).contains(&n) {
-        let reason = format!("must be 1..={MAX_PERMITS}");
-        return Err(target.invalid_argument("permits", reason));
-    }
-    Ok(())
 }
 
 impl fmt::Debug for CountingSemaphore {

@@ -14,8 +14,7 @@ use crate::lock::hold_watch::HoldWatch;
 use crate::notify::cancel::Cancel;
 use crate::transport::scripts;
 
-/// Most permits a semaphore may be given at once.
-const MAX_PERMITS: u64 = 1 << 40;
+use crate::kinds::counted::MAX_PERMITS;
 
 /// A leased semaphore: up to its number of permits may be held at once, by any threads and
 /// processes, each permit with a lease. Made by
@@ -271,7 +270,7 @@ impl Semaphore {
 }
 
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `permits` is 1 to 2^40.
-fn check_permits(target: &Target, permits: u64) -> Result<()> {
+pub(crate) fn check_permits(target: &Target, permits: u64) -> Result<()> {
     if !(1..=MAX_PERMITS).contains(&permits) {
         let reason = format!("must be 1..={MAX_PERMITS}");
         return Err(target.invalid_argument("permits", reason));
