@@ -79,6 +79,8 @@
 //!   time, whose [`Leadership`] carries an epoch that only grows and a value it publishes,
 //!   its [`Candidate`]s listed, a listener of its own leaderships, a first-come-first-served
 //!   option, and [`Observer`]s of who leads.
+//! - [`client.count_down_latch(name)`](LockClient::count_down_latch): a [`CountDownLatch`],
+//!   Redisson's `RCountDownLatch`; waiters wait until a count is counted down to zero.
 //!
 //! ```no_run
 //! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
@@ -197,6 +199,7 @@ pub use kinds::reentrant::Reentrant;
 pub use kinds::spin::Spin;
 pub use kinds::token::Token;
 pub use lock::candidate::Candidate;
+pub use lock::count_down_latch::CountDownLatch;
 pub use lock::election::{Election, Leadership};
 pub use lock::guard::LockGuard;
 pub use lock::handle::Lock;
@@ -218,6 +221,7 @@ const _: () = {
     send_sync::<ReadWriteLock>();
     send_sync::<Semaphore>();
     send_sync::<Election>();
+    send_sync::<CountDownLatch>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send::<Permit>();

@@ -23,6 +23,7 @@ pub(crate) enum Noun {
     ReadWriteLock,
     Semaphore,
     Election,
+    CountDownLatch,
 }
 
 impl Subject {
@@ -49,13 +50,15 @@ impl Subject {
         }
     }
 
-    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"` or `"election"`.
+    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"`, `"election"` or
+    /// `"count-down latch"`.
     pub fn noun(&self) -> &'static str {
         match self.noun {
             Noun::Lock => "lock",
             Noun::ReadWriteLock => "read-write lock",
             Noun::Semaphore => "semaphore",
             Noun::Election => "election",
+            Noun::CountDownLatch => "count-down latch",
         }
     }
 }

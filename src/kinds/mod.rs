@@ -6,6 +6,7 @@ pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod kind;
+pub(crate) mod latch;
 pub(crate) mod non_reentrant;
 pub(crate) mod permits;
 pub(crate) mod read_write;

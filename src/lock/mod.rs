@@ -4,6 +4,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod candidate;
+pub(crate) mod count_down_latch;
 pub(crate) mod election;
 pub(crate) mod election_queue;
 pub(crate) mod guard;
@@ -15,3 +16,4 @@ pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod removal;
 pub(crate) mod semaphore;
+pub(crate) mod waiting;
