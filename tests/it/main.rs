@@ -37,6 +37,7 @@ mod java_read_write;
 mod java_semaphore;
 mod java_spin;
 mod kinds;
+mod latch;
 mod layers;
 mod lost;
 mod metrics;
