@@ -31,6 +31,7 @@ mod inspect;
 mod interop;
 mod java_differential;
 mod java_fair;
+mod java_latch;
 mod java_lock;
 mod java_non_reentrant;
 mod java_read_write;
