@@ -110,9 +110,10 @@
 //!   the holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
-//! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`] and
-//!   [`Semaphore::with_cancel`] give the same handle, whose blocking calls a [`Cancel`]
-//!   token ends from another thread with [`Error::Cancelled`];
+//! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`],
+//!   [`Semaphore::with_cancel`] and [`CountDownLatch::with_cancel`] give the same handle,
+//!   whose blocking calls a [`Cancel`] token ends from another thread with
+//!   [`Error::Cancelled`];
 //!   [`LockClient::close`] ends every wait of the client so and refuses new calls.
 //! - **Explained waits.** A wait that finds a holder without expiry logs a warning naming
 //!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).

@@ -92,7 +92,5 @@ fn run(target: &Target, cmd: &redis::Cmd, end: Option<Instant>) -> Result<i64> {
         Some(end) => nodes.run_all::<i64>(cmd, Some(end)),
         None => nodes.run_all_unhurried::<i64>(cmd),
     };
-    nodes
-        .agreed(results)
-        .map_err(|err| target.wrong_kind(err))
+    nodes.agreed(results).map_err(|err| target.wrong_kind(err))
 }

@@ -10,9 +10,9 @@ use crate::base::metrics;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::waiting::Waiting;
 use crate::notify::cancel::Cancel;
 use crate::notify::interrupt;
-use crate::lock::waiting::Waiting;
 
 impl<K: Kind> Lock<K> {
     /// Waits until the lock is taken, then returns its guard. The watchdog renews the lease
@@ -188,6 +188,8 @@ impl<K: Kind> Lock<K> {
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = K::backoff(target);
+        // Whether this waiter takes grants on a release's word (see `Kind::takes_grants`).
+        let grants = K::takes_grants(target, lease);
         let mut waiting = Waiting::new();
         // A kind whose releases publish nothing, or a client without pub/sub, only polls.
         waiting.notifications = K::SUBSCRIBES && config.pubsub;
@@ -271,8 +273,7 @@ impl<K: Kind> Lock<K> {
                     // is looked for at once.
                     if waiting.needs_subscription() {
                         let channel = K::wait_channel(target);
-                        let caught_up =
-                            waiting.subscribe(target, &channel, K::takes_grants(target, lease), deadline, sent);
+                        let caught_up = waiting.subscribe(target, &channel, grants, deadline, sent);
                         if !caught_up && waiting.confirmed() {
                             continue;
                         }
@@ -300,7 +301,7 @@ impl<K: Kind> Lock<K> {
                 let channel = K::wait_channel(target);
                 // Subscribed before the attempt was sent, nothing since is missed; else an
                 // unlock may have come between the two, and the next attempt finds it.
-                if waiting.subscribe(target, &channel, K::takes_grants(target, lease), deadline, sent) {
+                if waiting.subscribe(target, &channel, grants, deadline, sent) {
                     notified = !polls;
                 } else if waiting.notifications {
                     continue;

@@ -20,7 +20,10 @@ const LONG: Duration = Duration::from_secs(60);
 const WOKEN: Duration = Duration::from_secs(15);
 
 fn java_count(thread: &Thread) -> u64 {
-    thread.ok("count", "latch", NAME, Value::Null).as_u64().unwrap()
+    thread
+        .ok("count", "latch", NAME, Value::Null)
+        .as_u64()
+        .unwrap()
 }
 
 fn java_set(thread: &Thread, n: u64) -> Value {
@@ -86,10 +89,18 @@ fn the_last_count_down_on_either_side_opens_the_other_s_waiter() {
         assert_eq!(java_set(&a, 2), json!(true));
         let b = java.thread("b");
         let before = server.subscribers(CHANNEL);
-        let pending = b.send("await", "latch", NAME, json!({"wait": LONG.as_millis() as u64}));
+        let pending = b.send(
+            "await",
+            "latch",
+            NAME,
+            json!({"wait": LONG.as_millis() as u64}),
+        );
         await_subscribers(&server, CHANNEL, before + 1);
         assert_eq!(ours.count_down().unwrap(), 1);
-        assert!(pending.is_done().is_none(), "{version:?}: theirs opened at 1");
+        assert!(
+            pending.is_done().is_none(),
+            "{version:?}: theirs opened at 1"
+        );
         assert_eq!(ours.count_down().unwrap(), 0);
         assert_eq!(
             pending.wait_for(WOKEN),

@@ -120,7 +120,13 @@ fn a_cancel_or_closing_the_client_ends_a_wait() {
     let err = waiting.join().unwrap().unwrap_err();
     assert!(err.is_cancelled() && !err.is_closed(), "{err}");
     // A cancelled handle refuses later waits; the latch itself is untouched.
-    assert!(latch.with_cancel(&cancel).wait().unwrap_err().is_cancelled());
+    assert!(
+        latch
+            .with_cancel(&cancel)
+            .wait()
+            .unwrap_err()
+            .is_cancelled()
+    );
     assert_eq!(latch.count().unwrap(), 1);
 
     let waiter = latch.clone();
@@ -205,7 +211,10 @@ fn the_count_follows_sets_and_count_downs_and_a_set_latch_refuses_another_count(
     assert_eq!(latch.count().unwrap(), 0);
     assert!(latch.wait_for(Duration::ZERO).unwrap());
     assert_eq!(
-        keys(&server).iter().filter(|k| !k.contains("latch")).count(),
+        keys(&server)
+            .iter()
+            .filter(|k| !k.contains("latch"))
+            .count(),
         0
     );
 }
@@ -281,7 +290,8 @@ fn a_count_down_whose_reply_was_lost_counts_once() {
     let client = LockClient::open(&proxy.url()).unwrap();
     let latch = client.count_down_latch(NAME);
     // A set whose reply was lost reports the set, not a refusal.
-    proxy.cut_on_reply_to(sha(include_str!("../../src/transport/scripts/latch_set.lua")).as_bytes());
+    proxy
+        .cut_on_reply_to(sha(include_str!("../../src/transport/scripts/latch_set.lua")).as_bytes());
     assert!(latch.try_set_count(3).unwrap());
     assert!(proxy.trap_sprung());
     for left in [2, 1] {

@@ -27,20 +27,46 @@ pub enum Call {
 
 #[derive(Clone, Debug)]
 pub enum Op {
-    Set { client: usize, n: u64 },
-    CountDown { client: usize },
-    Delete { client: usize },
-    Count { client: usize },
-    JavaSet { n: u64 },
+    Set {
+        client: usize,
+        n: u64,
+    },
+    CountDown {
+        client: usize,
+    },
+    Delete {
+        client: usize,
+    },
+    Count {
+        client: usize,
+    },
+    JavaSet {
+        n: u64,
+    },
     JavaCountDown,
     /// A waiter that waits `ms` at most, beside the steps that follow.
-    Wait { client: usize, ms: u64 },
+    Wait {
+        client: usize,
+        ms: u64,
+    },
     /// A waiter without a deadline (a long one), which the end of the case must open.
-    Park { client: usize },
-    Pass { ms: u64 },
-    Fault { client: usize, call: Call, reply: Reply },
-    Stall { client: usize },
-    Thaw { client: usize },
+    Park {
+        client: usize,
+    },
+    Pass {
+        ms: u64,
+    },
+    Fault {
+        client: usize,
+        call: Call,
+        reply: Reply,
+    },
+    Stall {
+        client: usize,
+    },
+    Thaw {
+        client: usize,
+    },
     /// Redis restarts without persistence: the count is gone, the latch open.
     Restart,
 }
@@ -292,7 +318,10 @@ impl Case<'_> {
                 self.log.push(format!("  {result:?}"));
                 match result {
                     Ok(count) if self.counts.contains(&count) => Ok(()),
-                    Ok(count) => Err(format!("count() said {count}, not one of {:?}", self.counts)),
+                    Ok(count) => Err(format!(
+                        "count() said {count}, not one of {:?}",
+                        self.counts
+                    )),
                     // A fault, a stall, a restart or a busy machine.
                     Err(err) if err.is_connection() => Ok(()),
                     Err(err) => Err(format!("count() failed: {err}")),
