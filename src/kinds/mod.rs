@@ -1,6 +1,7 @@
 //! The kinds of lock, one file of protocol each, and the seam they implement (`kind`): how
-//! one attempt takes a hold, how a hold is given back, what a guard carries. Uses `lease`
-//! and everything below.
+//! one attempt takes a hold, how a hold is given back, what a guard carries; and the
+//! count-down latch's protocol (`latch`), which holds nothing and keeps off the seam. Uses
+//! `lease` and everything below.
 
 pub(crate) mod election;
 pub(crate) mod fair;

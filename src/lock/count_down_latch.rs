@@ -79,8 +79,8 @@ impl CountDownLatch {
     }
 
     /// Sets the count to `count` (1 to 2^40) if the latch has none; false, with nothing
-    /// changed, when it has one (it is counting down). A count above the bound is
-    /// [`Error::InvalidArgument`], and a key that holds anything but a count
+    /// changed, when it has one (it is counting down). A count of 0 or above the bound
+    /// is [`Error::InvalidArgument`], and a key that holds anything but a count
     /// [`Error::WrongKind`]; nothing is written either way.
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         if !(1..=MAX_COUNT).contains(&count) {

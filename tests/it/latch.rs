@@ -300,6 +300,20 @@ fn a_count_down_whose_reply_was_lost_counts_once() {
         assert!(proxy.trap_sprung(), "the reply to the count-down was lost");
         assert_eq!(latch.count().unwrap(), left, "counted down once");
     }
+    // A reply that never comes in time: an error saying the count-down may have run,
+    // which it did, once; it is not sent again.
+    let slow = Proxy::start(server.port());
+    let impatient = LockClient::builder(&slow.url())
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    slow.delay_reply_to(count_down_sha().as_bytes(), Duration::from_secs(2));
+    let err = impatient.count_down_latch(NAME).count_down().unwrap_err();
+    assert!(slow.trap_sprung());
+    assert!(err.is_outcome_unknown(), "{err}");
+    assert!(err.to_string().contains("not sent again"), "{err}");
+    assert!(eventually(NO_HANG, || latch.count().unwrap() == 0));
+    assert!(latch.try_set_count(1).unwrap());
     proxy.cut_on_reply_to(
         sha(include_str!("../../src/transport/scripts/latch_delete.lua")).as_bytes(),
     );

@@ -268,6 +268,11 @@ impl Case<'_> {
                 if self.stalled[client] {
                     self.pending[client].push(write);
                 } else {
+                    // It may still be on its way (a busy machine holds the proxy back):
+                    // once the proxy has passed everything on, it has run or never will.
+                    let proxy = self.h.clients.proxy(client);
+                    assert!(proxy.flushed(Duration::from_secs(10)), "the proxy is stuck");
+                    super::landed(&mut self.h.conn);
                     self.maybe(write);
                 }
                 Ok(())
@@ -454,9 +459,21 @@ impl Case<'_> {
             "what the stall held did not go on"
         );
         super::landed(&mut self.h.conn);
-        for write in std::mem::take(&mut self.pending[client]) {
-            self.maybe(write);
+        // Each may have landed or not, and in any order: they went out on connections of
+        // their own, which the proxy lets go in no particular order.
+        let pending = std::mem::take(&mut self.pending[client]);
+        let mut reached: BTreeSet<(u64, u32)> = self.counts.iter().map(|c| (*c, 0)).collect();
+        let mut frontier: Vec<(u64, u32)> = reached.iter().copied().collect();
+        while let Some((count, used)) = frontier.pop() {
+            for (i, write) in pending.iter().enumerate() {
+                let next = (write.apply(count), used | 1 << i);
+                if used & 1 << i == 0 && reached.insert(next) {
+                    frontier.push(next);
+                }
+            }
         }
+        self.counts = reached.into_iter().map(|(count, _)| count).collect();
+        self.saw_counts();
     }
 
     /// The server's count is one the model allows; the model takes it. Waiters that
