@@ -218,6 +218,7 @@ fn main() -> Result<()> {
     ));
     rows.extend(family(&plan, &url, &client)?);
     rows.extend(composites(&plan, &client)?);
+    rows.push(("count-down latch", latch(&plan, &url, &client)?));
     rows.extend(direct_handoff(&plan, &url)?);
     rows.extend(vs_redisson(&plan, &url)?);
     for &n in plan.held {
@@ -998,6 +999,48 @@ fn counting(
             1.0 / raws.as_secs_f64(),
             ours.as_secs_f64() / raws.as_secs_f64()
         ),
+    ))
+}
+
+/// A count-down latch's uncontended round (set a count of 1, count it down, wait on the
+/// open latch: three scripts) against the same three steps as plain commands on one raw
+/// connection (`SET`, `DECR`, `GET`).
+fn latch(plan: &Plan, url: &str, client: &LockClient) -> Result<String> {
+    let latch = client.count_down_latch("bench:latch");
+    let mut raw = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection");
+    let mut samples: [Vec<Duration>; 2] = Default::default();
+    for _ in 0..plan.rounds {
+        samples[0].push(mean_of(plan.pairs, || {
+            latch.try_set_count(1).expect("set");
+            latch.count_down().expect("count down");
+            latch.wait().expect("wait");
+        }));
+        samples[1].push(mean_of(plan.pairs, || {
+            let () = redis::cmd("SET")
+                .arg("bench:latch-raw")
+                .arg(1)
+                .query(&mut raw)
+                .expect("SET");
+            let _: i64 = redis::cmd("DECR")
+                .arg("bench:latch-raw")
+                .query(&mut raw)
+                .expect("DECR");
+            let _: Option<i64> = redis::cmd("GET")
+                .arg("bench:latch-raw")
+                .query(&mut raw)
+                .expect("GET");
+        }));
+    }
+    let [ours, plain] = samples.map(|mut s| percentile(&mut s, 50));
+    Ok(format!(
+        "set + count_down + wait rounds/s: {:.0} ({} µs), against SET + DECR + GET sent raw {:.0} ({} µs): {:.2}×",
+        per_sec(ours),
+        micros(ours),
+        per_sec(plain),
+        micros(plain),
+        ours.as_secs_f64() / plain.as_secs_f64()
     ))
 }
 

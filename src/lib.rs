@@ -85,6 +85,8 @@
 //!   time, whose [`Leadership`] carries an epoch that only grows and a value it publishes,
 //!   its [`Candidate`]s listed, a listener of its own leaderships, a first-come-first-served
 //!   option, and [`Observer`]s of who leads.
+//! - [`client.count_down_latch(name)`](LockClient::count_down_latch): a [`CountDownLatch`],
+//!   Redisson's `RCountDownLatch`; waiters wait until a count is counted down to zero.
 //!
 //! ```no_run
 //! let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
@@ -114,9 +116,10 @@
 //!   the holder's lease would run out; never past the caller's deadline plus one response
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
-//! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`] and
-//!   [`Semaphore::with_cancel`] give the same handle, whose blocking calls a [`Cancel`]
-//!   token ends from another thread with [`Error::Cancelled`];
+//! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`],
+//!   [`Semaphore::with_cancel`] and [`CountDownLatch::with_cancel`] give the same handle,
+//!   whose blocking calls a [`Cancel`] token ends from another thread with
+//!   [`Error::Cancelled`];
 //!   [`LockClient::close`] ends every wait of the client so and refuses new calls.
 //! - **Explained waits.** A wait that finds a holder without expiry logs a warning naming
 //!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).
@@ -203,6 +206,7 @@ pub use kinds::reentrant::Reentrant;
 pub use kinds::spin::Spin;
 pub use kinds::token::Token;
 pub use lock::candidate::Candidate;
+pub use lock::count_down_latch::CountDownLatch;
 pub use lock::counting_semaphore::{CountedPermits, CountingSemaphore};
 pub use lock::election::{Election, Leadership};
 pub use lock::guard::LockGuard;
@@ -226,6 +230,7 @@ const _: () = {
     send_sync::<ReadWriteLock>();
     send_sync::<Semaphore>();
     send_sync::<Election>();
+    send_sync::<CountDownLatch>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
     send::<Permit>();

@@ -24,6 +24,7 @@ pub(crate) enum Noun {
     Semaphore,
     Election,
     MultiLock,
+    CountDownLatch,
 }
 
 impl Subject {
@@ -50,8 +51,9 @@ impl Subject {
         }
     }
 
-    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"`, `"election"` or
-    /// `"multi-lock"` (named by its members' names, joined by `", "`).
+    /// What it is: `"lock"`, `"read-write lock"`, `"semaphore"`, `"election"`,
+    /// `"count-down latch"` or `"multi-lock"` (named by its members' names, joined by
+    /// `", "`).
     pub fn noun(&self) -> &'static str {
         match self.noun {
             Noun::Lock => "lock",
@@ -59,6 +61,7 @@ impl Subject {
             Noun::Semaphore => "semaphore",
             Noun::Election => "election",
             Noun::MultiLock => "multi-lock",
+            Noun::CountDownLatch => "count-down latch",
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::kinds::spin::Spin;
 use crate::kinds::token::Token;
 use crate::lease::shared::Shared;
 use crate::lease::target::Target;
+use crate::lock::count_down_latch::CountDownLatch;
 use crate::lock::counting_semaphore::CountingSemaphore;
 use crate::lock::election::Election;
 use crate::lock::handle::Lock;
@@ -157,6 +158,12 @@ impl LockClient {
     /// leads. Its key is `key_prefix + name`. See [`Election`].
     pub fn election(&self, name: impl AsRef<[u8]>) -> Election {
         Election::new(self.target(name.as_ref(), Noun::Election))
+    }
+
+    /// The count-down latch `name`, Redisson's `RCountDownLatch`: waiters wait until its
+    /// count reaches zero. Its key is `key_prefix + name`. See [`CountDownLatch`].
+    pub fn count_down_latch(&self, name: impl AsRef<[u8]>) -> CountDownLatch {
+        CountDownLatch::new(self.target(name.as_ref(), Noun::CountDownLatch))
     }
 
     /// The state behind the client, for the bench hooks.

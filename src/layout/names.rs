@@ -100,10 +100,24 @@ pub(crate) fn semaphore_channel(key: &[u8]) -> Vec<u8> {
     prefixed(b"redisson_sc", key)
 }
 
+/// A count-down latch's channel: `redisson_countdownlatch__channel__{<key>}`, the key in
+/// braces whatever it holds (Redisson names it so, not by the rule of the other names, so
+/// a key with a hash tag of its own has its channel in another cluster slot).
+pub(crate) fn latch_channel(key: &[u8]) -> Vec<u8> {
+    [LATCH_CHANNEL_PREFIX, key, b"}"].concat()
+}
+
+const LATCH_CHANNEL_PREFIX: &[u8] = b"redisson_countdownlatch__channel__{";
+
 /// How many waiters of `channel` a message `payload` wakes, as Redisson's clients do: on a
 /// semaphore's channel the number of permits it names; on a lock's, all for `1` (a
-/// read-write lock's write release) and one for anything else. `None`: all.
+/// read-write lock's write release) and one for anything else. On a count-down latch's,
+/// all for any message: each looks at the count, and a deletion (`1`) opens the latch as
+/// its opening (`0`) does. `None`: all.
 pub(crate) fn woken_by(channel: &[u8], payload: &[u8]) -> Option<usize> {
+    if channel.starts_with(LATCH_CHANNEL_PREFIX) {
+        return None;
+    }
     if channel.starts_with(b"redisson_sc:") {
         return Some(
             std::str::from_utf8(payload)
@@ -191,6 +205,7 @@ pub(crate) fn kind_of(redis_type: &str) -> &'static str {
         "set" => "a set",
         "zset" => "a sorted set",
         "stream" => "a stream",
+        "text" => "a string that is not a count",
         _ => "a key of another type",
     }
 }
@@ -318,6 +333,10 @@ mod tests {
         assert_eq!(woken_by(&semaphore, b"3"), Some(3));
         assert_eq!(woken_by(&semaphore, b"1"), Some(1));
         assert_eq!(woken_by(&semaphore, b"x"), Some(1));
+        let latch = latch_channel(b"{t}c");
+        assert_eq!(latch, b"redisson_countdownlatch__channel__{{t}c}");
+        assert_eq!(woken_by(&latch, b"0"), None);
+        assert_eq!(woken_by(&latch, b"1"), None);
     }
 
     #[test]

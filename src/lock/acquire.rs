@@ -1,7 +1,6 @@
 //! Taking a lock, written once for every kind: the acquisition quartet and the waiting loop
 //! with its deadlines, jittered retries and pub/sub wake-ups.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::config::check_lease;
@@ -9,13 +8,11 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::metrics;
 use crate::kinds::kind::{Attempt, Kind};
-use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::waiting::Waiting;
 use crate::notify::cancel::Cancel;
-use crate::notify::hub::Signal;
 use crate::notify::interrupt;
-use crate::notify::notifier::Subscription;
 
 impl<K: Kind> Lock<K> {
     /// Waits until the lock is taken, then returns its guard. The watchdog renews the lease
@@ -191,6 +188,8 @@ impl<K: Kind> Lock<K> {
         let config = target.shared.config();
         let limit = deadline.and_then(|d| d.checked_add(config.response_timeout));
         let mut backoff = K::backoff(target);
+        // Whether this waiter takes grants on a release's word (see `Kind::takes_grants`).
+        let grants = K::takes_grants(target, lease);
         let mut waiting = Waiting::new();
         // A kind whose releases publish nothing, or a client without pub/sub, only polls.
         waiting.notifications = K::SUBSCRIBES && config.pubsub;
@@ -274,8 +273,7 @@ impl<K: Kind> Lock<K> {
                     // is looked for at once.
                     if waiting.needs_subscription() {
                         let channel = K::wait_channel(target);
-                        let caught_up =
-                            waiting.subscribe::<K>(target, &channel, lease, deadline, sent);
+                        let caught_up = waiting.subscribe(target, &channel, grants, deadline, sent);
                         if !caught_up && waiting.confirmed() {
                             continue;
                         }
@@ -303,7 +301,7 @@ impl<K: Kind> Lock<K> {
                 let channel = K::wait_channel(target);
                 // Subscribed before the attempt was sent, nothing since is missed; else an
                 // unlock may have come between the two, and the next attempt finds it.
-                if waiting.subscribe::<K>(target, &channel, lease, deadline, sent) {
+                if waiting.subscribe(target, &channel, grants, deadline, sent) {
                     notified = !polls;
                 } else if waiting.notifications {
                     continue;
@@ -368,88 +366,4 @@ impl<K: Kind> Lock<K> {
 /// The deadline `timeout` from now; `None`, no deadline, when the clock cannot hold it.
 fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
-}
-
-/// The waiting state of one acquisition: its signal, its subscriptions and whether it holds
-/// a wake-up it has not used. Dropped without using one, it hands the wake-up on to the next
-/// waiter, so that a waiter that leaves (deadline, error) never swallows an unlock.
-struct Waiting {
-    signal: Arc<Signal>,
-    subscriptions: Vec<Subscription>,
-    /// Whether notifications are to be had; false once subscribing failed everywhere.
-    notifications: bool,
-    /// Woken by a message whose attempt has not found the lock busy or taken it yet.
-    woken: bool,
-}
-
-impl Waiting {
-    fn new() -> Self {
-        Waiting {
-            signal: Arc::default(),
-            subscriptions: Vec::new(),
-            notifications: true,
-            woken: false,
-        }
-    }
-
-    /// Whether a subscription is confirmed, so that an unlock wakes this waiter.
-    fn confirmed(&self) -> bool {
-        self.subscriptions.iter().any(Subscription::is_confirmed)
-    }
-
-    fn needs_subscription(&self) -> bool {
-        self.notifications && !self.subscriptions.iter().any(Subscription::is_live)
-    }
-
-    /// Subscribes to `channel` on every node that will have it, for a hold of `lease`,
-    /// waiting for confirmations until `deadline` at most. Returns whether every node's
-    /// subscription is caught up with the attempt sent at `since` (see
-    /// [`Subscription::caught_up`]).
-    fn subscribe<K: Kind>(
-        &mut self,
-        target: &Target,
-        channel: &[u8],
-        lease: Option<Duration>,
-        deadline: Option<Instant>,
-        since: Instant,
-    ) -> bool {
-        self.subscriptions.clear();
-        let grants = K::takes_grants(target, lease);
-        let mut caught_up = true;
-        for node in target.shared.nodes().list() {
-            let subscribed = match node.notifier(channel) {
-                Ok(notifier) => {
-                    (notifier.subscribe(channel, &self.signal, deadline, grants, Some(since)))
-                        .map_err(|err| err.to_string())
-                }
-                Err(err) => Err(format!("{err:#}")),
-            };
-            match subscribed {
-                Ok(subscription) => {
-                    caught_up &= subscription.caught_up();
-                    self.subscriptions.push(subscription);
-                }
-                Err(err) => {
-                    caught_up = false;
-                    log::debug!(
-                        "no unlock notifications from {} for {}: {err}",
-                        node.name,
-                        target.subject()
-                    );
-                }
-            }
-        }
-        self.notifications = !self.subscriptions.is_empty();
-        caught_up && self.notifications
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if self.woken | self.signal.take() {
-            for subscription in &self.subscriptions {
-                subscription.pass_on();
-            }
-        }
-    }
 }

@@ -1,9 +1,12 @@
 //! The generic lock machine, written once for every kind: the lock handle (and the
 //! read-write lock's pair of them), the acquisition quartet with its deadlines, jittered
-//! retries and pub/sub waiting, and the guards. Uses `kinds` and everything below.
+//! retries and pub/sub waiting, and the guards; and the count-down latch's handle, whose
+//! wait shares the waiting state (`waiting`) with the acquisitions'. Uses `kinds` and
+//! everything below.
 
 pub(crate) mod acquire;
 pub(crate) mod candidate;
+pub(crate) mod count_down_latch;
 pub(crate) mod counting_semaphore;
 pub(crate) mod election;
 pub(crate) mod election_queue;
@@ -17,3 +20,4 @@ pub(crate) mod observer;
 pub(crate) mod read_write_lock;
 pub(crate) mod removal;
 pub(crate) mod semaphore;
+pub(crate) mod waiting;

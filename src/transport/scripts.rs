@@ -95,6 +95,10 @@ scripts! {
     CSEM_ADD => "csem_add.lua",
     CSEM_SET => "csem_set.lua",
     CSEM_READ => "csem_read.lua",
+    LATCH_SET => "latch_set.lua",
+    LATCH_COUNT_DOWN => "latch_count_down.lua",
+    LATCH_DELETE => "latch_delete.lua",
+    LATCH_COUNT => "latch_count.lua",
 }
 
 /// The scripts that publish or count subscribers, in the flavour for a cluster's sharded
@@ -651,6 +655,45 @@ pub(crate) fn csem_read(key: &[u8], op: CsemRead) -> Cmd {
         CsemRead::Delete => "delete",
     });
     cmd
+}
+
+/// Set a count-down latch's count to `count` unless it has one, announced on `channel`,
+/// leaving `latch` for `latch_ttl`. Replies 1 when set, 0 when it had one.
+pub(crate) fn latch_set(
+    (key, channel): (&[u8], &[u8]),
+    (latch, latch_ttl): (&[u8], Duration),
+    count: u64,
+) -> Cmd {
+    let mut cmd = evalsha(&LATCH_SET, &[key, latch]);
+    cmd.arg(count).arg(channel).arg(millis(latch_ttl));
+    cmd
+}
+
+/// Count a count-down latch down by one, opening it on `channel` at zero, leaving `latch`
+/// for `latch_ttl`. Replies the count left.
+pub(crate) fn latch_count_down(
+    (key, channel): (&[u8], &[u8]),
+    (latch, latch_ttl): (&[u8], Duration),
+) -> Cmd {
+    let mut cmd = evalsha(&LATCH_COUNT_DOWN, &[key, latch]);
+    cmd.arg(channel).arg(millis(latch_ttl));
+    cmd
+}
+
+/// Delete a count-down latch, announced on `channel`, leaving `latch` for `latch_ttl`.
+/// Replies 1 when it was there.
+pub(crate) fn latch_delete(
+    (key, channel): (&[u8], &[u8]),
+    (latch, latch_ttl): (&[u8], Duration),
+) -> Cmd {
+    let mut cmd = evalsha(&LATCH_DELETE, &[key, latch]);
+    cmd.arg(channel).arg(millis(latch_ttl));
+    cmd
+}
+
+/// A count-down latch's count; 0 when it is open.
+pub(crate) fn latch_count(key: &[u8]) -> Cmd {
+    evalsha(&LATCH_COUNT, &[key])
 }
 
 /// Extend `field`'s hold to `lease`; with `restore` > 0, put that many holds back where the

@@ -394,3 +394,30 @@ fn a_counting_semaphore_lives_its_whole_life_as_the_readme_user() {
     assert!(semaphore.delete().unwrap());
     assert!(!server.exists("myapp:slots"));
 }
+
+#[test]
+fn a_count_down_latch_lives_its_whole_life_as_the_readme_user_with_the_latch_rights() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let extra = rules("ACL SETUSER locker &redisson_countdownlatch__channel__*");
+    let mut cmd = redis::cmd("ACL");
+    for word in &extra[1..] {
+        cmd.arg(word);
+    }
+    let () = cmd.query(&mut server.conn()).unwrap();
+    let latch = client(&url, Duration::from_secs(600)).count_down_latch("ready");
+    assert!(latch.try_set_count(2).unwrap());
+    assert_eq!(latch.count_down().unwrap(), 1);
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| latch.wait_for(Duration::from_secs(120)).unwrap());
+        let channel = "redisson_countdownlatch__channel__{myapp:ready}";
+        assert!(eventually(Duration::from_secs(30), || {
+            server.subscribers(channel) > 0
+        }));
+        assert_eq!(latch.count_down().unwrap(), 0);
+        assert!(waiter.join().unwrap(), "woken by the last count-down");
+    });
+    assert!(latch.try_set_count(1).unwrap());
+    assert!(latch.delete().unwrap());
+    assert!(!server.exists("myapp:ready"));
+}

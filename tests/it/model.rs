@@ -25,6 +25,7 @@ use crate::support::redisson::epoch_ms;
 mod counting_semaphore;
 mod election;
 mod exclusive;
+mod latch;
 mod multi;
 mod read_write;
 mod semaphore;
@@ -747,6 +748,18 @@ fn read_write_lock_after_a_forced_write_unlock_follows_its_model() {
     ];
     if let Err(err) = harness.run(&ops) {
         panic!("read-write: {err}");
+    }
+}
+
+#[test]
+fn count_down_latch_follows_its_model() {
+    let harness = std::cell::RefCell::new(latch::Harness::new());
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&latch::case(), |ops| {
+        latch::check(&mut harness.borrow_mut(), &ops)
+    });
+    if let Err(err) = result {
+        panic!("count-down latch: {err}");
     }
 }
 
