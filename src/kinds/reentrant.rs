@@ -419,13 +419,10 @@ pub(crate) fn release<K: Hashed>(
     let shared = &target.shared;
     let nodes = shared.nodes();
     let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
-    let Some(Release {
-        held,
-        lease,
-        watched: renewed,
-    }) = shared
-        .holds()
-        .release(&id, holding, watched, shared.config().lease)
+    let Some(Release { held, lease, .. }) =
+        shared
+            .holds()
+            .release(&id, holding, watched, shared.config().lease)
     else {
         // Lost, or already ended: the key may be someone else's now. Leave it.
         return Err(match holding.is_lost() {
@@ -454,12 +451,14 @@ pub(crate) fn release<K: Hashed>(
         // A node that did not answer may have run the release, which set the lease of the
         // holds that remain: they can count on no more than that lease from when it was sent.
         // A release that leaves them their own leases (read holds) may have removed the one
-        // that lasted longest, and this client keeps no other's end: unless the watchdog
-        // renews them all, they can count on nothing.
+        // that lasted longest, and this client keeps no other's end: they can count on
+        // nothing. Watched ones too: the release may have removed a watched hold's lease
+        // and left a short explicit one, which can run out, and the key with it, before
+        // the watchdog (held back while this round is on its way) renews.
         if held > 1 && failed.iter().any(|f| f.error.may_have_run()) {
             if K::RELEASE_SETS_LEASE {
                 holding.shorten_to(validity_end(sent, lease).unwrap_or(sent));
-            } else if !renewed {
+            } else {
                 holding.shorten_to(sent);
             }
         }

@@ -50,8 +50,6 @@ struct Entry {
 pub(crate) struct Release {
     pub held: u32,
     pub lease: Duration,
-    /// Whether the watchdog renews the holds that remain.
-    pub watched: bool,
 }
 
 impl HoldTable {
@@ -169,17 +167,12 @@ impl HoldTable {
             0 => hold.lease,
             _ => default_lease,
         };
-        let watched = hold.watched > 0;
         if hold.count == 0 {
             table.remove(id);
         }
         drop(table);
         drop(stopped); // stops the renewals, outside the table's lock
-        Some(Release {
-            held,
-            lease,
-            watched,
-        })
+        Some(Release { held, lease })
     }
 
     /// How many holds `id` has (0 when none).

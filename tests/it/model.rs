@@ -723,6 +723,47 @@ fn read_write_lock_after_a_lost_write_release_follows_its_model() {
     }
 }
 
+/// Found by the property: a read release whose reply comes late, by an owner with a
+/// watched read hold and one of 38 ms, may have removed the watched hold's lease key (a
+/// read release removes its owner's newest), leaving the hash to expire with the short
+/// one before the watchdog, held back by the release, renews: the hold left can count on
+/// nothing the release did not say.
+#[test]
+fn a_late_read_release_beside_a_short_read_hold_follows_its_model() {
+    use exclusive::Lease::{Ms, Watched};
+    use read_write::{Op::*, Side::*};
+    let mut harness = read_write::Harness::new();
+    let ops = [
+        Fault {
+            client: 0,
+            side: Read,
+            call: Call::Release,
+            reply: Reply::Late,
+        },
+        Take {
+            owner: 0,
+            side: Read,
+            lease: Ms(38),
+        },
+        GiveUp {
+            owner: 1,
+            side: Read,
+            lease: Ms(38),
+            wait: 11,
+        },
+        GiveUp {
+            owner: 1,
+            side: Read,
+            lease: Watched,
+            wait: 31,
+        },
+        Release { owner: 1, which: 0 },
+    ];
+    if let Err(err) = harness.run(&ops) {
+        panic!("read-write: {err}");
+    }
+}
+
 /// Found by the property under load: a write holding deleted by a forced unlock is found
 /// out and forgotten by its watchdog, and the owner's next write acquisition, beside a read
 /// hold it took since, is refused as an upgrade. The pause makes the watchdog's finding
