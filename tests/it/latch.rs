@@ -342,3 +342,50 @@ fn a_count_down_latch_on_redlock_is_unsupported() {
         assert!(keys(server).is_empty());
     }
 }
+
+/// On a cluster: the count, its call latches and Redisson's channel share the name's slot;
+/// a waiter subscribes where that slot is served (sharded or not) and the last count-down
+/// there wakes it. A name with a hash tag of its own would put the channel elsewhere, and
+/// is refused before anything is sent.
+#[test]
+fn a_count_down_latch_waits_and_opens_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    let latch = cluster.client().count_down_latch(NAME);
+    assert!(latch.try_set_count(1).unwrap());
+    // A waiter that would not look again for 30 s: only the message opens it in time.
+    let sleepy = (cluster.builder())
+        .retry_base(Duration::from_secs(30))
+        .retry_cap(Duration::from_secs(30))
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let waiter = sleepy.count_down_latch(NAME);
+    let (sender, opened) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(waiter.wait_for(NO_HANG).map_err(|e| e.to_string()));
+    });
+    let owner = cluster.owner_of(NAME);
+    let subscribed = || {
+        let shard: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .arg(CHANNEL)
+            .query(&mut owner.conn())
+            .unwrap();
+        owner.channels(CHANNEL) + shard.len() >= 1
+    };
+    assert!(
+        eventually(NO_HANG, subscribed),
+        "the waiter never subscribed"
+    );
+    assert_eq!(latch.count_down().unwrap(), 0);
+    assert_eq!(
+        opened.recv_timeout(WOKEN),
+        Ok(Ok(true)),
+        "not opened by the message"
+    );
+    assert!(!owner.exists(NAME));
+
+    let tagged = cluster.client().count_down_latch("{elsewhere}:latch");
+    let err = tagged.try_set_count(1).unwrap_err();
+    assert!(err.is_unsupported(), "{err}");
+}
