@@ -8,6 +8,7 @@ use crate::layout::names;
 use crate::lease::give_back::Undo;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
+use crate::notify::cancel::Cancel;
 
 /// One lock of one client.
 #[derive(Clone)]
@@ -189,6 +190,19 @@ impl Target {
         let key = self.begin()?;
         self.shared.check_open(self.subject())?;
         Ok(key)
+    }
+
+    /// [`Error::Cancelled`] once the client is closed or `cancel` (a handle's token) is
+    /// cancelled.
+    pub(crate) fn check_cancelled(&self, cancel: Option<&Cancel>) -> Result<()> {
+        let closed = self.shared.closing().is_cancelled();
+        if closed || cancel.is_some_and(Cancel::is_cancelled) {
+            return Err(Error::Cancelled {
+                lock: self.subject().clone(),
+                closed,
+            });
+        }
+        Ok(())
     }
 
     pub(crate) fn not_held(&self) -> Error {

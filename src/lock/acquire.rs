@@ -11,7 +11,6 @@ use crate::kinds::kind::{Attempt, Kind};
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::waiting::Waiting;
-use crate::notify::cancel::Cancel;
 use crate::notify::interrupt;
 
 impl<K: Kind> Lock<K> {
@@ -208,7 +207,7 @@ impl<K: Kind> Lock<K> {
         let mut busy_since;
         let mut held_for_ever;
         loop {
-            self.check_cancelled()?;
+            self.target.check_cancelled(self.cancel.as_ref())?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
@@ -229,7 +228,7 @@ impl<K: Kind> Lock<K> {
                 });
             // An attempt cut short by a cancel (a pause for a cluster slot) says so.
             if attempt.is_err() {
-                self.check_cancelled()?;
+                self.target.check_cancelled(self.cancel.as_ref())?;
             }
             // A cluster slot still being migrated (or without a primary) when the attempt's
             // bound passed: a call without a deadline tries again after a pause.
@@ -295,7 +294,7 @@ impl<K: Kind> Lock<K> {
                 explained = true;
                 self.warn_if_held_for_ever(limit);
             }
-            self.check_cancelled()?;
+            self.target.check_cancelled(self.cancel.as_ref())?;
             let mut notified = notified;
             if waiting.needs_subscription() {
                 let channel = K::wait_channel(target);
@@ -323,7 +322,7 @@ impl<K: Kind> Lock<K> {
                 // wait takes nothing: its give-up passes the grant on.
                 let grant = waiting.signal.take_grant();
                 if grant.is_some() {
-                    self.check_cancelled()?;
+                    self.target.check_cancelled(self.cancel.as_ref())?;
                 }
                 if let Some(grant) = grant
                     && let Some(Attempt::Acquired(hold)) =
@@ -348,18 +347,6 @@ impl<K: Kind> Lock<K> {
                 self.target.subject()
             );
         }
-    }
-
-    /// [`Error::Cancelled`] once the client is closed or the handle's token cancelled.
-    pub(crate) fn check_cancelled(&self) -> Result<()> {
-        let closed = self.target.shared.closing().is_cancelled();
-        if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
-            return Err(Error::Cancelled {
-                lock: self.target.subject().clone(),
-                closed,
-            });
-        }
-        Ok(())
     }
 }
 

@@ -163,13 +163,13 @@ impl CountDownLatch {
         let _closing = target.shared.closing().register(&waiting.signal);
         let _cancel = self.cancel.as_ref().map(|c| c.register(&waiting.signal));
         loop {
-            self.check_cancelled()?;
+            self.target.check_cancelled(self.cancel.as_ref())?;
             let mut notified = waiting.confirmed();
             let sent = Instant::now();
             let end = limit.map(|limit| limit.min(sent + config.response_timeout));
             let count = latch::count(target, end);
             if count.is_err() {
-                self.check_cancelled()?;
+                self.target.check_cancelled(self.cancel.as_ref())?;
             }
             if count? == 0 {
                 waiting.woken = false;
@@ -197,18 +197,6 @@ impl CountDownLatch {
                 .signal
                 .wait(left.map_or(bound, |left| bound.min(left)));
         }
-    }
-
-    /// [`Error::Cancelled`] once the client is closed or the handle's token cancelled.
-    fn check_cancelled(&self) -> Result<()> {
-        let closed = self.target.shared.closing().is_cancelled();
-        if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
-            return Err(Error::Cancelled {
-                lock: self.target.subject().clone(),
-                closed,
-            });
-        }
-        Ok(())
     }
 }
 

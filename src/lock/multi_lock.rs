@@ -357,7 +357,7 @@ fn take_unit(
         unit.iter().map(|&at| members[at].reentrant()).collect();
     if let Some(locks) = locks.filter(|locks| locks.len() > 1) {
         for lock in &locks {
-            lock.check_cancelled()?;
+            lock.target.check_cancelled(lock.cancel.as_ref())?;
         }
         let targets: Vec<_> = locks.iter().map(|lock| &lock.target).collect();
         let config = targets[0].shared.config();

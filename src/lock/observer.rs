@@ -171,7 +171,7 @@ impl Observer {
             // Lowered before the read: a message after it raises it again, and a cancel
             // before it is seen by the check.
             self.signal.take();
-            self.check_cancelled()?;
+            self.target.check_cancelled(self.cancel.as_ref())?;
             if self.notifications && !self.subscriptions.iter().any(Subscription::is_live) {
                 self.subscribe(deadline);
             }
@@ -187,7 +187,7 @@ impl Observer {
                 }
                 Err(err) => {
                     // A cancel or a close may be what ended the read.
-                    self.check_cancelled()?;
+                    self.target.check_cancelled(self.cancel.as_ref())?;
                     if !passing(&err) {
                         return Err(err);
                     }
@@ -393,18 +393,6 @@ impl Observer {
             }
         }
         self.notifications = !self.subscriptions.is_empty();
-    }
-
-    /// [`Error::Cancelled`] once the client is closed or the election's token cancelled.
-    fn check_cancelled(&self) -> Result<()> {
-        let closed = self.target.shared.closing().is_cancelled();
-        if closed || self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
-            return Err(Error::Cancelled {
-                lock: self.target.subject().clone(),
-                closed,
-            });
-        }
-        Ok(())
     }
 }
 

@@ -327,6 +327,17 @@ impl Server {
         channels.len()
     }
 
+    /// The channels matching `pattern` subscribed on this server, sharded (as on a
+    /// cluster with sharded pub/sub) or not.
+    pub fn any_channels(&self, pattern: &str) -> usize {
+        let sharded: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .arg(pattern)
+            .query(&mut self.conn())
+            .unwrap();
+        self.channels(pattern) + sharded.len()
+    }
+
     pub fn subscribers(&self, channel: &str) -> usize {
         let counts: (String, usize) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
