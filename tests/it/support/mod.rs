@@ -35,24 +35,28 @@ pub use skew::ClockSkew;
 #[cfg(feature = "cli")]
 pub use tool::tool;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redmutex::{LockClient, LockClientBuilder};
 
-/// Starts the server binary given after the script with the arguments after it, prints its
-/// pid, then waits for its stdin to close and kills the server. A background job of a
-/// non-interactive shell reads /dev/null, so the server itself never holds the pipe.
-const SUPERVISOR: &str = r#"server=$1
-shift
-"$server" "$@" >/dev/null 2>&1 &
+/// Starts the server binary given after the script (second, after the file for its output)
+/// with the arguments after it, prints its pid, then waits for its stdin to close, kills the
+/// server and removes its output. A background job of a non-interactive shell reads
+/// /dev/null, so the server itself never holds the pipe.
+const SUPERVISOR: &str = r#"log=$1
+server=$2
+shift 2
+"$server" "$@" >"$log" 2>&1 &
 pid=$!
 echo "$pid"
 read -r _ || :
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+rm -f "$log"
 exit 0"#;
 
 pub struct Server {
@@ -114,6 +118,7 @@ impl Server {
     /// Starts a server with `args`, over TLS only when `tls` gives certificates (and whether
     /// it asks clients for theirs).
     pub fn start_configured(args: Args, tls: Option<(Arc<tls::Certs>, bool)>) -> Server {
+        let mut failures = Vec::new();
         for _ in 0..5 {
             let port = free_port();
             let mut args = args.clone();
@@ -127,11 +132,15 @@ impl Server {
                 args,
                 tls: tls.clone(),
             };
-            if server.spawn() {
-                return server;
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(why) => failures.push(format!("port {port}: {why}")),
             }
         }
-        panic!("redis-server did not start on any of 5 free ports");
+        panic!(
+            "redis-server did not start on any of 5 free ports:\n{}",
+            failures.join("\n")
+        );
     }
 
     pub fn port(&self) -> u16 {
@@ -254,10 +263,10 @@ impl Server {
     pub fn restart(&mut self) {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.spawn() {
+        while let Err(why) = self.spawn() {
             assert!(
                 Instant::now() < deadline,
-                "redis-server did not restart on {}",
+                "redis-server did not restart on {}: {why}",
                 self.port
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -357,7 +366,14 @@ impl Server {
     }
 
     /// Spawns on `self.port`; false if the server exited without answering (port taken).
-    fn spawn(&mut self) -> bool {
+    /// Starts the server on its port and waits until it answers; else says why not, with
+    /// the end of what the server printed.
+    fn spawn(&mut self) -> Result<(), String> {
+        let log = std::env::temp_dir().join(format!(
+            "redmutex-test-{}-{}.log",
+            std::process::id(),
+            self.port
+        ));
         let listen = match &self.tls {
             Some((certs, auth_clients)) => certs.server_args(self.port, *auth_clients),
             None => vec!["--port".into(), self.port.to_string()],
@@ -366,6 +382,7 @@ impl Server {
             .arg("-c")
             .arg(SUPERVISOR)
             .arg("redis-supervisor")
+            .arg(&log)
             .arg(binary::server_binary())
             .args(&self.args.leading)
             .args(listen)
@@ -393,22 +410,31 @@ impl Server {
             pid,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
+        let why = loop {
             if !alive(pid) {
-                break;
+                break "it exited".to_owned();
             }
             // The server that answers must be ours, not another process on the same port.
             match self.answering_pid() {
                 Some(answering) if answering == pid => {
                     self.process = Some(process);
-                    return true;
+                    return Ok(());
                 }
-                Some(_) => break,
+                Some(other) => break format!("process {other} answered there instead"),
+                None if Instant::now() >= deadline => break "no answer in 10 s".to_owned(),
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
-        }
+        };
+        let printed = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = (printed.lines().rev())
+            .filter(|line| !line.trim().is_empty())
+            .take(5)
+            .collect();
         process.kill();
-        false
+        Err(format!(
+            "{why}; it printed: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ))
     }
 
     /// The `process_id` of the server answering on `self.port`, if any.
@@ -448,12 +474,18 @@ pub fn alive(pid: u32) -> bool {
     })
 }
 
-/// A port the kernel just handed out and took back; never 6379.
+/// A port nothing listens on now and that no test of this process was given before: a
+/// server's port stays its own across restarts, and none is handed to two tests. It is drawn
+/// below Linux's ephemeral range (32768 and up by default), where the kernel never picks
+/// the local end of an outgoing connection, so that none of the suite's connections can take
+/// it before the server binds it. Never 6379.
 fn free_port() -> u16 {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        if port != 6379 {
+        let port = rand::random_range(10_000..32_768);
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
