@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 use redmutex::{Cancel, CountedPermits, CountingSemaphore, LockClient};
-use support::{Proxy, Server, await_calls, await_subscribers, eventually, get_int};
+use support::{Proxy, Server, await_calls, await_subscribers, eventually, get_int, incr};
 
 const NAME: &str = "slots";
 const CHANNEL: &str = "redisson_sc:{slots}";
@@ -135,6 +135,55 @@ fn permits_are_counted_as_guards_take_and_give_them_back() {
         1,
         "a release makes the count again"
     );
+}
+
+/// Four threads of two clients take one or two of three permits, over and over; a count
+/// of the permits held, kept beside the semaphore, is checked on every entry.
+#[test]
+fn three_permits_are_never_held_four_times_at_once() {
+    let server = Server::start();
+    let clients = [server.client(), server.client()];
+    assert!(
+        clients[0]
+            .counting_semaphore(NAME)
+            .try_set_permits(3)
+            .unwrap()
+    );
+    std::thread::scope(|scope| {
+        for worker in 0..4_i64 {
+            let (client, server) = (&clients[worker as usize % 2], &server);
+            scope.spawn(move || {
+                let mut redis = server.conn();
+                let sem = client.counting_semaphore(NAME);
+                for round in 0..12 {
+                    let n = 1 + (worker + round) % 2;
+                    let permits = sem.try_acquire_many_for(n.unsigned_abs(), NO_HANG).unwrap();
+                    let permits = permits.expect("the permits within the minute");
+                    let held = incr(&mut redis, "held", n);
+                    assert!(held <= 3, "{held} permits held of 3");
+                    if held > n {
+                        incr(&mut redis, "shared", 1);
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    incr(&mut redis, "held", -n);
+                    permits.release().unwrap();
+                }
+            });
+        }
+    });
+    let mut redis = server.conn();
+    assert!(
+        get_int(&mut redis, "shared") > 0,
+        "the permits were never held by two guards at once"
+    );
+    assert_eq!(
+        clients[0]
+            .counting_semaphore(NAME)
+            .available_permits()
+            .unwrap(),
+        3
+    );
+    assert_eq!(markers(&server), ["held", "shared"], "no marker left");
 }
 
 #[test]
