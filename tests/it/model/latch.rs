@@ -268,11 +268,7 @@ impl Case<'_> {
                 if self.stalled[client] {
                     self.pending[client].push(write);
                 } else {
-                    // It may still be on its way (a busy machine holds the proxy back):
-                    // once the proxy has passed everything on, it has run or never will.
-                    let proxy = self.h.clients.proxy(client);
-                    assert!(proxy.flushed(Duration::from_secs(10)), "the proxy is stuck");
-                    super::landed(&mut self.h.conn);
+                    self.settle(client);
                     self.maybe(write);
                 }
                 Ok(())
@@ -452,13 +448,8 @@ impl Case<'_> {
         if !std::mem::take(&mut self.stalled[client]) {
             return;
         }
-        let proxy = self.h.clients.proxy(client);
-        proxy.resume();
-        assert!(
-            proxy.flushed(Duration::from_secs(10)),
-            "what the stall held did not go on"
-        );
-        super::landed(&mut self.h.conn);
+        self.h.clients.proxy(client).resume();
+        self.settle(client);
         // Each may have landed or not, and in any order: they went out on connections of
         // their own, which the proxy lets go in no particular order.
         let pending = std::mem::take(&mut self.pending[client]);
@@ -474,6 +465,21 @@ impl Case<'_> {
         }
         self.counts = reached.into_iter().map(|(count, _)| count).collect();
         self.saw_counts();
+    }
+
+    /// Makes `client`'s failed writes final: each has run by the time this returns, or
+    /// never will. What a stall held goes on; then every connection of the client is cut,
+    /// so that nothing the proxy has not passed on yet (a busy machine can keep it from
+    /// reading what came long ago) reaches the server later; what reached it has run once
+    /// the server answers a PING.
+    fn settle(&mut self, client: usize) {
+        let proxy = self.h.clients.proxy(client);
+        assert!(
+            proxy.flushed(Duration::from_secs(10)),
+            "what the stall held did not go on"
+        );
+        proxy.cut_all();
+        super::landed(&mut self.h.conn);
     }
 
     /// The server's count is one the model allows; the model takes it. Waiters that
