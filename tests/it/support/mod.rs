@@ -365,7 +365,6 @@ impl Server {
         assert!(status.success());
     }
 
-    /// Spawns on `self.port`; false if the server exited without answering (port taken).
     /// Starts the server on its port and waits until it answers; else says why not, with
     /// the end of what the server printed.
     fn spawn(&mut self) -> Result<(), String> {
