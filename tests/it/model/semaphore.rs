@@ -558,19 +558,37 @@ impl Case<'_> {
         if let Bound::Until(until) = self.ghost {
             std::thread::sleep(until.saturating_duration_since(Instant::now()));
         }
-        // Permits whose leases ran out come back at the next acquisition.
-        let permit = self.handles[0]
-            .try_acquire_with_lease(Duration::from_secs(5))
-            .map_err(|err| format!("the last acquisition failed: {err}"))?
-            .ok_or("every permit is back, yet none could be taken")?;
-        permit
-            .release()
-            .map_err(|err| format!("the last release: {err}"))?;
+        // Permits whose leases ran out come back at the next acquisition. A busy machine can
+        // make a call outlast the short response timeout: it is made again, and what the
+        // failed one may have left is waited for (a permit an acquisition took comes back by
+        // its undo, one whose release did not run by its lease).
+        const LAST_LEASE: Duration = Duration::from_secs(5);
+        let deadline = Instant::now() + 2 * LAST_LEASE;
+        let mut failed = false;
+        let permit = loop {
+            match self.handles[0].try_acquire_with_lease(LAST_LEASE) {
+                Ok(Some(permit)) => break permit,
+                Ok(None) if failed && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(None) => return Err("every permit is back, yet none could be taken".into()),
+                Err(err) if err.is_connection() => failed = true,
+                Err(err) => return Err(format!("the last acquisition failed: {err}")),
+            }
+        };
+        match permit.release() {
+            Ok(()) => {}
+            Err(err) if err.is_connection() => failed = true,
+            Err(err) => return Err(format!("the last release: {err}")),
+        }
         let available = loop {
+            let late = Instant::now() >= deadline;
             match self.handles[0].available_permits() {
-                Ok(available) => break available,
-                Err(err) if err.is_connection() => continue,
-                Err(err) => return Err(format!("available_permits: {err}")),
+                Ok(available) if available == self.permits || !failed || late => break available,
+                Err(err) if !err.is_connection() || late => {
+                    return Err(format!("available_permits: {err}"));
+                }
+                _ => std::thread::sleep(Duration::from_millis(10)),
             }
         };
         if available != self.permits {
