@@ -60,11 +60,19 @@ pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
     }
 }
 
-/// How long an attempt's marker lasts: as long as its undo may be tried, in the background
-/// too (the client's lease), and never less than a release's latch.
+/// How long an attempt's undo is tried, in the background too, and its marker lasts, at
+/// least. Permits taken never expire, so an attempt held up on its way (a partition, a
+/// stalled proxy) that arrives after its undo gave up, or after an "undone" marker lapsed,
+/// would keep its permits for ever. An hour outlasts the longest a request sent on a
+/// connection can still arrive through TCP: Linux gives up retransmitting after about
+/// 15 minutes (`tcp_retries2`, 924.6 s by default, per tcp(7)).
+const UNDO_HORIZON: Duration = Duration::from_secs(3600);
+
+/// How long an attempt's marker lasts: as long as its undo may be tried (see
+/// [`UNDO_HORIZON`]), and never less than the client's lease or a release's latch.
 fn marker_ttl(target: &Target) -> Duration {
     let config = target.shared.config();
-    config.lease.max(config.latch_ttl())
+    config.lease.max(config.latch_ttl()).max(UNDO_HORIZON)
 }
 
 /// Adds `delta` permits at `key` (taking them away below zero), waking as many waiters,

@@ -409,6 +409,43 @@ fn an_acquisition_whose_reply_is_late_leaves_nothing_taken() {
     assert_eq!(sem.available_permits().unwrap(), 3);
 }
 
+/// An acquisition held up (a frozen server, a partition) far longer than the client's
+/// lease and a release latch's time, while its undo cannot reach Redis: when the server
+/// runs again, the acquisition takes its permits, and the undo, still tried in the
+/// background, gives them back. Permits never expire: an undo that gave up would leave
+/// them taken for ever.
+#[test]
+fn an_acquisition_held_up_past_the_lease_and_latch_is_still_given_back() {
+    let server = Server::start();
+    // Its lease and latch (2 × (connect + response timeout)) are over within 400 ms. One
+    // pooled connection: the attempt's, which the undo cannot use after it timed out.
+    let client = (server.builder())
+        .lease(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(100))
+        .response_timeout(Duration::from_millis(90))
+        .pool_size(1)
+        .build()
+        .unwrap();
+    let observer = server.client().counting_semaphore(NAME);
+    assert!(observer.try_set_permits(3).unwrap());
+    let sem = client.counting_semaphore(NAME);
+    // The scripts loaded, and the connection open, on which the attempt goes out.
+    while let Err(err) = sem.available_permits() {
+        assert!(err.is_connection(), "{err}");
+    }
+    server.pause();
+    let err = sem.try_acquire_many(2).unwrap_err();
+    // Time passes, and nothing can be seen of it: the server is frozen.
+    std::thread::sleep(Duration::from_secs(2));
+    server.resume();
+    assert!(err.is_connection() || err.is_outcome_unknown(), "{err}");
+    assert!(
+        eventually(NO_HANG, || observer.available_permits().unwrap() == 3),
+        "{} available: the held-up attempt's permits were not given back",
+        observer.available_permits().unwrap()
+    );
+}
+
 /// An acquisition held up on its way until after its undo ran takes nothing when it comes:
 /// the scripts run by hand in that order, under one claim's marker.
 #[test]
