@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redmutex::{Health, LockClient};
 use support::{Proxy, SHORT_LEASE, Server, eventually, response_timeout_for};
@@ -71,22 +71,35 @@ fn a_hold_found_gone_is_lost_and_so_is_an_unrenewed_lease_past_its_validity() {
         .query(&mut server.conn())
         .unwrap();
     assert!(eventually(PATIENCE, || guard.health() == Health::Lost));
-    assert_eq!(*changes.lock().unwrap(), [(Health::Held, Health::Lost)]);
+    // Held to lost; a renewal that a busy machine keeps past its response timeout may make
+    // the hold uncertain on the way, and one that gets through held again.
+    let seen = changes.lock().unwrap().clone();
+    let chained = seen.windows(2).all(|pair| pair[0].1 == pair[1].0);
+    let lost_at_the_end = (seen.iter()).position(|change| change.1 == Health::Lost);
+    assert!(
+        seen.first().is_some_and(|first| first.0 == Health::Held)
+            && chained
+            && lost_at_the_end == Some(seen.len() - 1),
+        "{seen:?}"
+    );
     assert!(guard.unlock().unwrap_err().is_lost());
 
     // An explicit lease is not renewed: past its validity it is lost, by the clock alone.
     let leased = client
         .lock("leased")
-        .lock_with_lease(Duration::from_millis(100))
+        .lock_with_lease(Duration::from_secs(1))
         .unwrap();
-    assert_eq!(leased.health(), Health::Held);
-    assert!(!leased.is_lost());
+    let (health, lost) = (leased.health(), leased.is_lost());
+    // Only while the validity lasts is it held (a busy machine may take longer to look).
+    if Instant::now() < leased.valid_until() {
+        assert_eq!((health, lost), (Health::Held, false));
+    }
     assert!(eventually(PATIENCE, || leased.health() == Health::Lost));
     assert!(leased.is_lost(), "lost with the validity gone");
-    assert!(std::time::Instant::now() >= leased.valid_until());
+    assert!(Instant::now() >= leased.valid_until());
     assert_eq!(
         changes.lock().unwrap().len(),
-        1,
+        seen.len(),
         "unwatched holds tell no callback"
     );
 }
