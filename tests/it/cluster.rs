@@ -717,7 +717,7 @@ fn renewed_on(server: &support::Server, key: &str) -> bool {
     eventually(LONG, || pttl_asking(server, key) > before)
 }
 
-/// A read-write lock's read holds, watched with a lease of two seconds, and an election's
+/// A read-write lock's read holds, watched with a lease of five seconds, and an election's
 /// leadership, through a ten-second migration of their slot (thousands of keys). The read
 /// holds' lease keys are renewed while they and the hash are on different primaries, either
 /// way round; a reader, a writer and a candidate that come meanwhile wait for the slot to
@@ -728,7 +728,7 @@ fn read_holds_and_a_leadership_keep_through_a_long_migration_and_hand_over() {
     let cluster = Cluster::start();
     let client = cluster.client();
     let short = (cluster.builder())
-        .lease(Duration::from_secs(2))
+        .lease(Duration::from_secs(5))
         .build()
         .unwrap();
     let slot = cluster.slot("moving");
