@@ -235,11 +235,10 @@ impl Case<'_> {
                 if self.quiet()
                     && let Some(ran) = self.only_way(count)
                 {
-                    let mut at = 0;
-                    self.maybe.retain(|_| {
-                        at += 1;
-                        ran & (1 << (at - 1)) == 0
-                    });
+                    self.maybe = (self.maybe.iter().enumerate())
+                        .filter(|(i, _)| ran & (1 << i) == 0)
+                        .map(|(_, change)| *change)
+                        .collect();
                     self.exact = count;
                 }
                 return Ok(());
