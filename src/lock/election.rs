@@ -18,10 +18,9 @@ use crate::lock::hold_watch::HoldWatch;
 use crate::lock::leader::Leader;
 use crate::lock::listener::{LeadershipEvent, Listener, Telling};
 use crate::lock::observer::Observer;
-use crate::lock::removal;
+use crate::lock::removal::{self, Removal};
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
-use crate::notify::notifier::Subscription;
 
 /// A leader election among the clients that name it: at most one of them leads at a time.
 /// Made by [`LockClient::election`](crate::LockClient::election); `Clone + Send + Sync`.
@@ -74,7 +73,7 @@ pub struct Election {
 #[must_use = "leadership is given up as soon as it is dropped"]
 pub struct Leadership {
     /// Hears the election's messages while leading; dropped before the resignation.
-    removal: Option<Subscription>,
+    removal: Option<Removal>,
     guard: LockGuard<Leading>,
     /// Tells the election's listener of the end; dropped after the resignation.
     telling: Option<Telling>,

@@ -14,6 +14,11 @@ use crate::topology::server::Topology;
 /// the given time for a connection.
 pub(crate) type Waker = Arc<dyn Fn(&[u8], &[u8], Duration) -> redis::RedisResult<()> + Send + Sync>;
 
+/// Told that the subscriber lost its connection, or failed to open one, at the instant given:
+/// its server may have been replaced (a cluster reads its slot map again, and retires the
+/// shard of a server that no longer serves any slot, which wakes its waiters).
+pub(crate) type Lost = Arc<dyn Fn(Instant) + Send + Sync>;
+
 /// How a subscriber connects and how it checks its connection.
 #[derive(Clone)]
 pub(crate) struct Settings {
@@ -31,6 +36,7 @@ pub(crate) struct Settings {
     pub sharded: bool,
     /// The subscriber connection's name in `CLIENT LIST`.
     pub name: String,
+    pub lost: Option<Lost>,
 }
 
 /// What waiters and the subscriber thread share.
@@ -56,6 +62,8 @@ pub(crate) struct State {
     pub warned_refusal: bool,
     /// The server moved (a Sentinel failover): the thread is to connect to where it is now.
     pub moved: bool,
+    /// The server the thread's connection is to, so that a move can wake it there.
+    pub server: Option<redis::Client>,
     /// Signals registered on a channel that was subscribed (or being subscribed) already,
     /// each with the number of the arming message published after it (see [`Signal`]).
     pub unarmed: Vec<(u64, Arc<Signal>)>,

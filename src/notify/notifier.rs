@@ -27,6 +27,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::layout::names;
 use crate::notify::hub::{Hub, Settings, Signal, Sub};
+use crate::topology::endpoint;
 
 /// Starts, owns and stops the subscriber of one client.
 pub(crate) struct Notifier {
@@ -171,13 +172,43 @@ impl Notifier {
 impl Notifier {
     /// The server moved: the subscriber thread drops its connection, connects to where the
     /// server is now, subscribes every channel again and wakes every waiter. It does so at
-    /// once if it is waiting with nothing to read, else when it next wakes: a message, a
-    /// broken connection (Sentinel closes client connections of a demoted primary), or its
-    /// next probe, within a ping interval.
+    /// once: a thread waiting with nothing to read is signalled, and one blocked reading
+    /// its connection is sent a wake-up there, on the old server (a demoted primary still
+    /// delivers messages), from a thread of its own, so that the caller never waits for the
+    /// old server. When that server cannot be reached either, the connection breaks, or
+    /// the thread's next probe finds it deaf within a ping interval.
     pub fn reconnect(&self) {
-        if let Some(hub) = self.hub.lock().as_ref() {
-            hub.state.lock().moved = true;
-            hub.changed.notify_all();
+        let Some(hub) = self.hub.lock().clone() else {
+            return;
+        };
+        let mut state = hub.state.lock();
+        state.moved = true;
+        hub.changed.notify_all();
+        let old = state.server.clone().filter(|_| state.reading);
+        drop(state);
+        let Some(old) = old else {
+            return;
+        };
+        let (connect, response) = (
+            self.settings.connect_timeout,
+            self.settings.response_timeout,
+        );
+        let woken = thread::Builder::new()
+            .name("redmutex-notify-move".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let sent = endpoint::connect(&old, connect, response).and_then(|mut conn| {
+                    redis::cmd("PUBLISH")
+                        .arg(&hub.wake_channel)
+                        .arg("w")
+                        .exec(&mut conn)
+                });
+                if let Err(err) = sent {
+                    log::debug!("waking the subscriber on the old server failed: {err}");
+                }
+            });
+        if let Err(err) = woken {
+            log::debug!("the subscriber moves at its next probe: {err}");
         }
     }
 }

@@ -44,10 +44,12 @@ pub(crate) fn run(hub: &Hub, settings: &Settings) {
     while let Some(conn) = connect(hub, settings, first) {
         first = false;
         let err = Link::new(hub, settings, conn).serve();
+        let lost = Instant::now();
         let mut state = hub.state.lock();
         state.reading = false;
         state.wake_asked = false;
-        if !state.stopped {
+        let (stopped, moved) = (state.stopped, state.moved);
+        if !stopped {
             log::warn!("unlock notifications disconnected: {err}; reconnecting");
         }
         // Messages may have been missed: every waiter retries once subscribed again, and
@@ -59,6 +61,18 @@ pub(crate) fn run(hub: &Hub, settings: &Settings) {
                 entry.wake_all_on_confirm = true;
             }
         }
+        drop(state);
+        // The server may be gone for good (a killed cluster primary): whoever placed it
+        // finds out, rather than this thread reconnecting to a dead address for ever.
+        if !stopped && !moved {
+            tell_lost(settings, lost);
+        }
+    }
+}
+
+fn tell_lost(settings: &Settings, at: Instant) {
+    if let Some(lost) = &settings.lost {
+        lost(at);
     }
 }
 
@@ -80,7 +94,10 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
         let opened = open(settings, &hub.wake_channel);
         let mut state = hub.state.lock();
         match opened {
-            Ok(conn) if !state.stopped => return Some(conn),
+            Ok((conn, server)) if !state.stopped => {
+                state.server = Some(server);
+                return Some(conn);
+            }
             Ok(_) => {}
             Err(err) => {
                 first = false;
@@ -93,6 +110,9 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
                     hub.changed.notify_all();
                 } else {
                     log::debug!("connecting unlock notifications failed: {err}");
+                    drop(state);
+                    tell_lost(settings, Instant::now());
+                    state = hub.state.lock();
                 }
                 let pause = backoff.next_delay(None);
                 hub.changed.wait_for(&mut state, pause);
@@ -102,15 +122,12 @@ fn connect(hub: &Hub, settings: &Settings, mut first: bool) -> Option<Connection
 }
 
 /// Opens a connection, names it, and checks that it may subscribe the wake channel, each
-/// reply awaited at most a response timeout.
-fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
+/// reply awaited at most a response timeout. Returns it with the client that opened it.
+fn open(settings: &Settings, wake: &[u8]) -> RedisResult<(Connection, redis::Client)> {
     let endpoint =
         (settings.topology.endpoint()).map_err(|err| io::Error::other(format!("{err:#}")))?;
-    let mut conn = endpoint::connect(
-        &subscriber_client(&endpoint.client)?,
-        settings.connect_timeout,
-        settings.response_timeout,
-    )?;
+    let client = subscriber_client(&endpoint.client)?;
+    let mut conn = endpoint::connect(&client, settings.connect_timeout, settings.response_timeout)?;
     let mut setup = redis::pipe();
     setup.cmd("CLIENT").arg("SETNAME").arg(&settings.name);
     setup.cmd("SUBSCRIBE").arg(wake);
@@ -125,7 +142,7 @@ fn open(settings: &Settings, wake: &[u8]) -> RedisResult<Connection> {
             return Err(err.into());
         }
     }
-    Ok(conn)
+    Ok((conn, client))
 }
 
 /// The client of the subscriber connections: the pool's address, TLS settings and

@@ -17,10 +17,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use redis::{
     Arg, Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value,
 };
@@ -28,6 +28,7 @@ use redis::{
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::base::retry::Backoff;
+use crate::notify::hub::Lost;
 use crate::notify::interrupt;
 use crate::topology::endpoint;
 use crate::topology::server::Topology;
@@ -50,8 +51,10 @@ pub(crate) struct Cluster {
     config: Config,
     map: RwLock<SlotMap>,
     shards: Mutex<HashMap<Addr, Arc<Shard>>>,
-    /// When the map was last read; held while it is being read.
+    /// When the last read of the map began; held while the map is read and installed.
     refreshed: Mutex<Option<Instant>>,
+    /// This cluster, for its shards' subscribers to report a lost server.
+    this: Weak<Cluster>,
     listeners: Arc<Mutex<Vec<Listener>>>,
     /// Whether every primary has sharded pub/sub (Redis 7): scripts then `SPUBLISH` and
     /// waiters `SSUBSCRIBE`. Decided when the client is built.
@@ -72,7 +75,7 @@ enum Redirect {
 
 impl Cluster {
     /// Checks the seed URLs; connects to nothing yet.
-    pub fn new(urls: &[String], config: &Config) -> Result<Cluster> {
+    pub fn new(urls: &[String], config: &Config) -> Result<Arc<Cluster>> {
         let seeds = urls
             .iter()
             .map(|url| Ok(endpoint::client_for_url(url, &config.tls)?.1))
@@ -81,16 +84,18 @@ impl Cluster {
             setting: "urls",
             reason: "at least one seed URL is needed".into(),
         })?;
-        Ok(Cluster {
-            name: format!("cluster@{}", first.get_connection_info().addr()),
+        let name = format!("cluster@{}", first.get_connection_info().addr());
+        Ok(Arc::new_cyclic(|this| Cluster {
+            name,
             seeds,
             config: config.clone(),
             map: RwLock::default(),
             shards: Mutex::default(),
             refreshed: Mutex::default(),
+            this: this.clone(),
             listeners: Arc::default(),
             sharded: OnceLock::new(),
-        })
+        }))
     }
 
     /// Runs `listener` after every change of the slot map, until it returns false.
@@ -131,10 +136,21 @@ impl Cluster {
             let Some(redirect) = redirect(err, &shard) else {
                 return result;
             };
-            // A server that cannot be reached is tried again within the first try's bound
-            // only: waiting for it is no slot settling.
+            // A server that cannot be reached: the map is read again (or a read begun since
+            // is joined). When it names another owner now (a replica promoted), the command
+            // follows it as it follows a move, and a call with no time to settle gets one
+            // round there; else the server is tried again within the first try's bound
+            // only, since waiting for it is no slot settling.
             let bound = match redirect {
-                Redirect::Unreachable => end,
+                Redirect::Unreachable => {
+                    self.refresh_after(Instant::now(), settle.max(end + round));
+                    let now = self.shard_now(slot);
+                    match now.is_ok_and(|now| !Arc::ptr_eq(&now, &shard)) {
+                        true if settle > end => settle,
+                        true => end + round,
+                        false => end,
+                    }
+                }
                 _ => settle,
             };
             if Instant::now() >= bound {
@@ -153,11 +169,7 @@ impl Cluster {
                     asking = Some(self.shard_at(&addr)?);
                     redirects > 3
                 }
-                Redirect::Later => true,
-                Redirect::Unreachable => {
-                    self.refresh_soon();
-                    true
-                }
+                Redirect::Later | Redirect::Unreachable => true,
             };
             if pause {
                 let left = bound.saturating_duration_since(Instant::now());
@@ -165,7 +177,7 @@ impl Cluster {
                     return result;
                 }
             }
-            try_end = (Instant::now() + round).min(settle).max(end);
+            try_end = (Instant::now() + round).min(bound).max(end);
         }
     }
 
@@ -273,11 +285,22 @@ impl Cluster {
         }
         let client = (self.client_at(addr))
             .map_err(|source| Error::redis_at(&format!("{}:{}", addr.0, addr.1), source))?;
+        // The subscriber of a primary that was killed cannot reach it: the map is read
+        // again, and once a replica serves its slots this shard is retired, which wakes its
+        // waiters to subscribe where their locks are now.
+        let this = self.this.clone();
+        let wait = self.config.connect_timeout + self.config.response_timeout;
+        let lost: Lost = Arc::new(move |at| {
+            if let Some(cluster) = this.upgrade() {
+                cluster.refresh_after(at, Instant::now() + wait);
+            }
+        });
         let shard = Arc::new(Shard::at(
             format!("{}:{}", addr.0, addr.1),
             Topology::Fixed(Box::new(client)),
             &self.config,
             self.is_sharded(),
+            Some(lost),
         ));
         shards.insert(addr.clone(), shard.clone());
         Ok(shard)
@@ -303,29 +326,46 @@ impl Cluster {
     /// Reads the slot map from the first server that answers, the known primaries first,
     /// then the seeds, and installs it.
     pub fn refresh(&self) -> Result<()> {
-        let mut refreshed = self.refreshed.lock();
-        let result = self.read_map();
-        *refreshed = Some(Instant::now());
-        drop(refreshed);
-        self.install(result?);
-        Ok(())
+        self.reread(self.refreshed.lock())
     }
 
-    /// Reads the map again unless that was done within [`REFRESH_EVERY`] or is under way.
+    /// Reads the map again unless that was begun within [`REFRESH_EVERY`] or is under way.
     fn refresh_soon(&self) {
-        let Some(mut refreshed) = self.refreshed.try_lock() else {
+        let Some(refreshed) = self.refreshed.try_lock() else {
             return;
         };
-        if refreshed.is_some_and(|at| at.elapsed() < REFRESH_EVERY) {
+        if refreshed.is_some_and(|began| began.elapsed() < REFRESH_EVERY) {
             return;
         }
-        let result = self.read_map();
-        *refreshed = Some(Instant::now());
-        drop(refreshed);
-        match result {
-            Ok(map) => self.install(map),
-            Err(err) => log::debug!("reading the slot map of {} failed: {err:#}", self.name),
+        if let Err(err) = self.reread(refreshed) {
+            log::debug!("reading the slot map of {} failed: {err:#}", self.name);
         }
+    }
+
+    /// Reads the map again after a server could not be reached at `failed`, unless a read
+    /// begun since has done so already. A read under way is joined (waited for, until
+    /// `until` at most), not repeated: every call that failed on a dead primary follows the
+    /// map that read installs.
+    fn refresh_after(&self, failed: Instant, until: Instant) {
+        let Some(refreshed) = self.refreshed.try_lock_until(until) else {
+            return;
+        };
+        if refreshed.is_some_and(|began| began >= failed) {
+            return;
+        }
+        if let Err(err) = self.reread(refreshed) {
+            log::debug!("reading the slot map of {} failed: {err:#}", self.name);
+        }
+    }
+
+    /// Reads the map and installs it, holding `refreshed`, so that a caller that joined the
+    /// read finds the new map installed when it gets the lock.
+    fn reread(&self, mut refreshed: MutexGuard<'_, Option<Instant>>) -> Result<()> {
+        let began = Instant::now();
+        let result = self.read_map();
+        *refreshed = Some(began);
+        self.install(result?);
+        Ok(())
     }
 
     fn read_map(&self) -> Result<SlotMap> {

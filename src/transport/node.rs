@@ -61,7 +61,7 @@ impl Node {
         let cluster = Cluster::new(seed_urls, config)?;
         Ok(Node {
             name: cluster.name.clone(),
-            route: Route::Cluster(Arc::new(cluster)),
+            route: Route::Cluster(cluster),
         })
     }
 

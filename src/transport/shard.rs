@@ -15,7 +15,7 @@ use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
 use crate::base::config::Config;
 use crate::base::error::{Error, Result};
 use crate::layout::names;
-use crate::notify::hub::{Settings, Waker};
+use crate::notify::hub::{Lost, Settings, Waker};
 use crate::notify::notifier::Notifier;
 use crate::topology::endpoint;
 use crate::topology::sentinel::Sentinel;
@@ -51,6 +51,7 @@ impl Shard {
             Topology::Fixed(Box::new(client)),
             config,
             false,
+            None,
         ))
     }
 
@@ -63,6 +64,7 @@ impl Shard {
             Topology::Sentinel(sentinel),
             config,
             false,
+            None,
         );
         // The subscriber follows the primary: it reconnects there, subscribes again and
         // wakes every waiter.
@@ -72,8 +74,14 @@ impl Shard {
     }
 
     /// A shard whose server is where `topology` says; with `sharded`, its subscriber uses a
-    /// cluster's sharded pub/sub.
-    pub fn at(name: String, topology: Topology, config: &Config, sharded: bool) -> Shard {
+    /// cluster's sharded pub/sub; `lost` is told when the subscriber loses its server.
+    pub fn at(
+        name: String,
+        topology: Topology,
+        config: &Config,
+        sharded: bool,
+        lost: Option<Lost>,
+    ) -> Shard {
         let topology = Arc::new(topology);
         let unreachable = Arc::new(AtomicBool::new(false));
         let last_failure = LastFailure::default();
@@ -112,6 +120,7 @@ impl Shard {
             waker: waker(pool.clone(), topology.clone()),
             sharded,
             name: config.connection_name("redmutex-notify"),
+            lost,
         }));
         let direct = manager();
         Shard {

@@ -21,6 +21,7 @@ mod election_leader;
 mod errors;
 mod exclusion;
 mod explain;
+mod failover;
 mod failures;
 mod fair;
 mod faults;

@@ -340,7 +340,7 @@ fn sentinels_and_primary_with_passwords() {
         quorum: 1,
         sentinel_password: Some("sentinel-pw-3141".into()),
         password: Some("primary-pw-2718".into()),
-        tls: None,
+        ..Options::default()
     });
     let port = d.sentinels[0].port();
     let good = format!("redis://:sentinel-pw-3141@127.0.0.1:{port}/");
@@ -486,4 +486,74 @@ fn a_sentinel_that_missed_the_failover_never_moves_the_client_back() {
     after.unlock().unwrap();
     held.unlock().unwrap();
     assert_eq!(script_calls(old), scripts, "the demoted primary was used");
+}
+
+/// A waiter blocked reading its subscriber connection moves as soon as the sentinels
+/// announce the new primary, not when the old one closes its connections or its next probe
+/// (ten minutes away) finds out. The old primary here cannot be demoted (its `SLAVEOF` is
+/// renamed away), so it never closes them: only the announcement can move the waiter, and
+/// the release on the new primary wakes it.
+#[test]
+fn a_waiter_moves_when_the_switch_is_announced_not_when_the_old_primary_hangs_up() {
+    let d = Deployment::start(Options {
+        primary_args: [
+            "--rename-command",
+            "SLAVEOF",
+            "",
+            "--rename-command",
+            "REPLICAOF",
+            "",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Options::default()
+    });
+    let holder = builder(&d, LONG).build().unwrap();
+    let waiters = builder(&d, LONG)
+        .ping_interval(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let guard = holder.lock("announced").lock().unwrap();
+    let rival = waiters.lock("announced");
+    let waiter = std::thread::spawn(move || rival.try_lock_for(LONG).unwrap().is_some());
+    let old = &d.servers[0];
+    await_subscribers(old, &channel("announced"), 1);
+    let new = &d.servers[d.failover()];
+    assert!(
+        eventually(NO_HANG, || new.subscribers(&channel("announced")) == 1),
+        "the waiter subscribed on the new primary"
+    );
+    assert_eq!(role(old), "master", "the old primary was never demoted");
+    guard.unlock().unwrap();
+    assert!(
+        waiter.join().unwrap(),
+        "the release on the new primary woke the waiter"
+    );
+}
+
+/// Every waiting call of a client that does nothing but wait, on a primary that is SIGKILLed
+/// and replaced by its replica: the waiters subscribe on the new primary, and the releases
+/// made there wake them (see `failover::every_waiting_call_follows`).
+#[test]
+fn every_waiting_call_on_a_killed_primary_follows_to_the_new_one() {
+    let d = std::cell::RefCell::new(Deployment::start(Options::default()));
+    // Subscribes nothing: what is subscribed below is the waiters'.
+    let holder = builder(&d.borrow(), LONG).pubsub(false).build().unwrap();
+    let waiters = builder(&d.borrow(), LONG).build().unwrap();
+    let new = std::cell::Cell::new(0);
+    let channels = |server: &Server, name: &str| server.any_channels(&format!("*{{{name}}}*"));
+    crate::failover::every_waiting_call_follows(
+        &holder,
+        &waiters,
+        |what| format!("killed:{what}"),
+        |name| channels(&d.borrow().servers[0], name),
+        || {
+            let mut d = d.borrow_mut();
+            crate::failover::replicated(&d.servers[0], &d.servers[1]);
+            let old = d.servers[0].port();
+            d.servers[0].stop();
+            new.set(d.await_new_primary(old));
+        },
+        |name| channels(&d.borrow().servers[new.get()], name),
+    );
 }

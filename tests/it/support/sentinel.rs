@@ -27,6 +27,8 @@ pub struct Options {
     /// Every server and sentinel speaks TLS only, with these certificates, and replicates
     /// and monitors over TLS.
     pub tls: Option<Arc<Certs>>,
+    /// More arguments for the first primary's server alone.
+    pub primary_args: Vec<String>,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             sentinel_password: None,
             password: None,
             tls: None,
+            primary_args: Vec::new(),
         }
     }
 }
@@ -86,7 +89,8 @@ impl Deployment {
             }
         };
         let tls = options.tls.clone().map(|certs| (certs, false));
-        let primary = Server::start_configured(data_args(0, Vec::new()), tls.clone());
+        let primary =
+            Server::start_configured(data_args(0, options.primary_args.clone()), tls.clone());
         let mut servers = vec![primary];
         for i in 1..=options.replicas {
             let of = vec![
