@@ -5,7 +5,7 @@
 //! of it go to the debug log, since the callers get it anyway.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -54,8 +54,8 @@ pub(crate) struct Manager {
     pub topology: Arc<Topology>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
-    /// Whether the last attempt to open a connection failed, shared by the node.
-    pub unreachable: Arc<AtomicBool>,
+    /// How the node's attempts to open a connection went, shared by the node.
+    pub opens: Arc<Opens>,
     /// Why the pool's last attempt to open a connection failed, until one succeeds.
     pub last_failure: LastFailure,
     /// The connections' name in `CLIENT LIST` (see `Config::connection_name`).
@@ -65,7 +65,7 @@ pub(crate) struct Manager {
 impl Manager {
     pub fn open(&self) -> Result<Conn, Error> {
         let opened = self.try_open();
-        self.unreachable.store(opened.is_err(), Ordering::Relaxed);
+        self.opens.record(opened.is_ok());
         if opened.is_ok() {
             *self.last_failure.lock() = None;
         }
@@ -74,7 +74,7 @@ impl Manager {
 
     /// Why the last attempt to open a connection failed, if it did.
     pub fn last_failure(&self) -> Option<Arc<Error>> {
-        match self.unreachable.load(Ordering::Relaxed) {
+        match self.opens.unreachable() {
             true => self.last_failure.lock().clone(),
             false => None,
         }
@@ -116,6 +116,32 @@ impl r2d2::ManageConnection for Manager {
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
         conn.broken || !conn.inner.is_open() || conn.generation != self.topology.generation()
+    }
+}
+
+/// How a node's attempts to open a connection went.
+#[derive(Default)]
+pub(crate) struct Opens {
+    last_failed: AtomicBool,
+    failed: AtomicU64,
+}
+
+impl Opens {
+    fn record(&self, opened: bool) {
+        self.last_failed.store(!opened, Ordering::Relaxed);
+        if !opened {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the last attempt failed; the next successful one clears it.
+    pub fn unreachable(&self) -> bool {
+        self.last_failed.load(Ordering::Relaxed)
+    }
+
+    /// How many attempts have failed so far.
+    pub fn failures(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
     }
 }
 

@@ -6,7 +6,6 @@
 //! away from is refused and the command sent again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Connection, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind};
@@ -21,10 +20,14 @@ use crate::topology::endpoint;
 use crate::topology::sentinel::Sentinel;
 use crate::topology::server::Topology;
 use crate::transport::no_scripts;
-use crate::transport::pool::{Conn, KeepFailures, LastFailure, Manager};
+use crate::transport::pool::{Conn, KeepFailures, LastFailure, Manager, Opens};
 use crate::transport::scripts;
 
 pub(crate) type Pooled = r2d2::PooledConnection<Manager>;
+
+/// How long a shard that fails fast waits for a connection before it looks whether a
+/// connect failed meanwhile.
+const FAIL_FAST_SLICE: Duration = Duration::from_millis(20);
 
 /// One Redis server.
 pub(crate) struct Shard {
@@ -33,10 +36,13 @@ pub(crate) struct Shard {
     pool: r2d2::Pool<Manager>,
     /// Opens connections outside the pool, to check the server at build time.
     direct: Manager,
-    /// Whether the last attempt to open a connection failed. Rounds then wait only a moment
-    /// for a connection to this server (which still starts a reconnect in the background)
-    /// instead of their whole timeout; the next successful connect clears it.
-    unreachable: Arc<AtomicBool>,
+    /// How the attempts to open a connection went. While the last one failed, rounds wait
+    /// only a moment for a connection to this server (which still starts a reconnect in the
+    /// background) instead of their whole timeout; the next successful connect clears it.
+    opens: Arc<Opens>,
+    /// Whether a call gives up on this server as soon as a connect made while it waits
+    /// fails: a cluster's primary, whose slots a replica may serve by now.
+    fails_fast: bool,
     pub notifier: Arc<Notifier>,
     /// Where the server is now.
     topology: Arc<Topology>,
@@ -83,14 +89,14 @@ impl Shard {
         lost: Option<Lost>,
     ) -> Shard {
         let topology = Arc::new(topology);
-        let unreachable = Arc::new(AtomicBool::new(false));
+        let opens = Arc::new(Opens::default());
         let last_failure = LastFailure::default();
         let manager = || Manager {
             node: name.clone(),
             topology: topology.clone(),
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
-            unreachable: unreachable.clone(),
+            opens: opens.clone(),
             last_failure: last_failure.clone(),
             name: config.connection_name("redmutex"),
         };
@@ -120,14 +126,15 @@ impl Shard {
             waker: waker(pool.clone(), topology.clone()),
             sharded,
             name: config.connection_name("redmutex-notify"),
-            lost,
+            lost: lost.clone(),
         }));
         let direct = manager();
         Shard {
             name,
             pool,
             direct,
-            unreachable,
+            opens,
+            fails_fast: lost.is_some(),
             notifier,
             topology,
         }
@@ -206,10 +213,7 @@ impl Shard {
     ) -> Result<T> {
         let mut attempts_left = self.pool.max_size() + 1;
         loop {
-            let mut conn = self.checkout(|| {
-                let left = end.saturating_duration_since(Instant::now());
-                left.min(self.direct.connect_timeout)
-            })?;
+            let mut conn = self.checkout_within(end)?;
             attempts_left -= 1;
             let result = self.within(&mut conn, end, &exchange);
             match self.moved(&mut conn, result) {
@@ -219,6 +223,25 @@ impl Shard {
                     log::debug!("connection to {} dropped, retrying: {err}", self.name);
                 }
                 result => return result.map_err(|source| self.failed(&mut conn, cmd, source, end)),
+            }
+        }
+    }
+
+    /// A pooled connection, waiting for one until `end` and a connect timeout at most. A
+    /// shard that [fails fast](Self::fails_fast) gives up as soon as a connect made
+    /// meanwhile fails (a refused connection costs no timeout), so that its cluster reads the
+    /// map again and the call goes on where the slot is now.
+    fn checkout_within(&self, end: Instant) -> Result<Pooled> {
+        let limit = end.min(Instant::now() + self.direct.connect_timeout);
+        let left = || limit.saturating_duration_since(Instant::now());
+        if !self.fails_fast {
+            return self.checkout(left);
+        }
+        let failures = self.opens.failures();
+        loop {
+            match self.checkout(|| left().min(FAIL_FAST_SLICE)) {
+                Err(_) if left() > Duration::ZERO && self.opens.failures() == failures => {}
+                checked_out => return checked_out,
             }
         }
     }
@@ -275,7 +298,7 @@ impl Shard {
     /// Checks out a connection, waiting at most until `deadline` (only a moment while the
     /// server is unreachable), and sends `packed`.
     pub fn send(&self, packed: &[u8], deadline: Instant) -> Result<Pooled> {
-        let mut conn = self.checkout(|| match self.unreachable.load(Ordering::Relaxed) {
+        let mut conn = self.checkout(|| match self.opens.unreachable() {
             true => Duration::ZERO,
             false => deadline.saturating_duration_since(Instant::now()),
         })?;
