@@ -80,7 +80,9 @@ impl Shard {
     }
 
     /// A shard whose server is where `topology` says; with `sharded`, its subscriber uses a
-    /// cluster's sharded pub/sub; `lost` is told when the subscriber loses its server.
+    /// cluster's sharded pub/sub. With `lost` (a cluster's primary, which a replica may
+    /// replace), the subscriber tells it when it loses its server, and calls give up on a
+    /// server that refuses connections at once (see [`Self::checkout_within`]).
     pub fn at(
         name: String,
         topology: Topology,
@@ -228,7 +230,7 @@ impl Shard {
     }
 
     /// A pooled connection, waiting for one until `end` and a connect timeout at most. A
-    /// shard that [fails fast](Self::fails_fast) gives up as soon as a connect made
+    /// shard that fails fast gives up as soon as a connect made
     /// meanwhile fails (a refused connection costs no timeout), so that its cluster reads the
     /// map again and the call goes on where the slot is now.
     fn checkout_within(&self, end: Instant) -> Result<Pooled> {

@@ -336,3 +336,66 @@ fn a_leader_forced_out_after_its_slot_failed_over_learns_it_at_once() {
     );
     successor.resign().unwrap();
 }
+
+/// Polls `condition` every two milliseconds, for a measurement; when it first held.
+fn when(mut condition: impl FnMut() -> bool) -> std::time::Instant {
+    let end = std::time::Instant::now() + BOUND;
+    while !condition() {
+        assert!(std::time::Instant::now() < end, "never happened");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::time::Instant::now()
+}
+
+/// The README's figures for a killed primary: how long from the promotion (as the test sees
+/// it) until a waiter is subscribed on the promoted replica, from a release there until the
+/// waiter holds the lock, and the first call of a client whose map predates the failover.
+/// `cargo test --all-features failover::measure -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement: run by hand"]
+fn measure_a_killed_primary() {
+    use std::time::Instant;
+    let mut cluster = Cluster::start();
+    let victim = cluster.primaries()[0].port();
+    let holder = cluster.builder().lease(LEASE).build().unwrap();
+    let waiters = cluster.builder().lease(LEASE).build().unwrap();
+    let stale = cluster
+        .builder()
+        .lease(LEASE)
+        .pubsub(false)
+        .build()
+        .unwrap();
+    let names = names_on(&cluster, victim, "measured", 2);
+    let guard = holder.lock(&names[0]).lock().unwrap();
+    stale.lock(&names[1]).lock().unwrap().unlock().unwrap();
+    let rival = waiters.lock(&names[0]);
+    let (took, taken) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::spawn(move || {
+        let guard = rival.try_lock_for(WAIT).unwrap();
+        took.send(Instant::now()).unwrap();
+        guard.is_some()
+    });
+    assert!(eventually(BOUND, || subscribed(
+        cluster.by_port(victim),
+        &names[0]
+    ) == 1));
+    let killed = Instant::now();
+    let promoted = cluster.kill(victim);
+    let seen = Instant::now();
+    let moved = when(|| subscribed(cluster.by_port(promoted), &names[0]) == 1);
+    let asked = Instant::now();
+    assert!(stale.lock(&names[1]).try_lock().unwrap().is_some());
+    let answered = asked.elapsed();
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let woken = taken.recv().unwrap();
+    assert!(waiter.join().unwrap());
+    eprintln!(
+        "kill to promotion seen {:?}; promotion seen to the waiter subscribed there {:?}; \
+         release there to the waiter holding {:?}; a stale client's first try_lock {:?}",
+        seen - killed,
+        moved.saturating_duration_since(seen),
+        woken - released,
+        answered
+    );
+}
