@@ -111,7 +111,8 @@ fn renew_soon(kept: &Weak<Kept>, renewing: &Arc<AtomicBool>) {
     let (kept, flag) = (kept.clone(), renewing.clone());
     let spawned = std::thread::Builder::new()
         .name("redmutex-removal".into())
-        .stack_size(64 * 1024)
+        // It may connect (a cluster's map read again on the way).
+        .stack_size(256 * 1024)
         .spawn(move || renew(&kept, &flag));
     if let Err(err) = spawned {
         renewing.store(false, Ordering::Release);

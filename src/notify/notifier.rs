@@ -195,7 +195,9 @@ impl Notifier {
         );
         let woken = thread::Builder::new()
             .name("redmutex-notify-move".into())
-            .stack_size(64 * 1024)
+            // It connects, which overflowed 64 KiB in a debug build; the subscriber thread,
+            // which connects the same way, has 128 KiB.
+            .stack_size(256 * 1024)
             .spawn(move || {
                 let sent = endpoint::connect(&old, connect, response).and_then(|mut conn| {
                     redis::cmd("PUBLISH")
