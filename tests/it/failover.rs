@@ -1,7 +1,8 @@
-//! A Cluster primary SIGKILLed and replaced by its replica, as an operator's bad day goes:
-//! a client that only waits is woken where its lock's slot is served now, and a client whose
-//! slot map is older than the failover follows the new map instead of failing on the dead
-//! address.
+//! A Cluster primary SIGKILLed or failed over, as an operator's bad day goes: every waiting
+//! call of every kind (one list, which `sentinel.rs` runs behind Sentinel too) is woken
+//! where its name's slot is served now; a client whose slot map is older than the failover
+//! follows the new map instead of failing on the dead address; a leader forced out after its
+//! slot failed over learns it at once.
 //!
 //! Leases are long (five minutes): no renewal or expiry may stand in for what the failover
 //! must cause, and every bound below is shorter than a lease.
