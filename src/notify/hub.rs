@@ -36,6 +36,7 @@ pub(crate) struct Settings {
     pub sharded: bool,
     /// The subscriber connection's name in `CLIENT LIST`.
     pub name: String,
+    /// Told when the subscriber loses its server; none where nothing can replace it.
     pub lost: Option<Lost>,
 }
 

@@ -130,6 +130,7 @@ impl Cluster {
                 None => (self.shard_for(slot, settle)?, false),
             };
             let result = shard.run_routed(cmd, wait, ask, try_end);
+            let failed = Instant::now();
             let Err(err) = &result else {
                 return result;
             };
@@ -143,7 +144,7 @@ impl Cluster {
             // only, since waiting for it is no slot settling.
             let bound = match redirect {
                 Redirect::Unreachable => {
-                    self.refresh_after(Instant::now(), settle.max(end + round));
+                    self.refresh_after(failed, settle.max(end + round));
                     let now = self.shard_now(slot);
                     match now.is_ok_and(|now| !Arc::ptr_eq(&now, &shard)) {
                         true if settle > end => settle,
