@@ -52,6 +52,22 @@ pub enum Error {
         /// What failed underneath: opaque; its message is the error's `source()`.
         cause: Cause,
     },
+    /// A Redis Cluster slot that the call needs was being moved between primaries (a
+    /// resharding) or had no primary (a failover under way), and stayed so until the call's
+    /// bound: the call did not run, and may be made again later. The cluster's own answer
+    /// (`TRYAGAIN`, `ASK`, `MOVED`, `CLUSTERDOWN`) is the error's `source()`.
+    /// [`is_slot_moving`](Error::is_slot_moving) tells it.
+    SlotMoving {
+        /// The lock or semaphore concerned, when the call was about one.
+        lock: Option<Subject>,
+        /// The cluster, as `cluster@host:port` of its first seed, or the primary that
+        /// answered, as `host:port`.
+        node: String,
+        /// The slot.
+        slot: u16,
+        /// What the cluster answered: opaque; its message is the error's `source()`.
+        cause: Cause,
+    },
     /// No pooled connection became available within the connect timeout: the server could
     /// not be reached (why is the error's `source()`), or every connection stayed busy.
     Pool {
@@ -492,6 +508,7 @@ impl Error {
     pub fn subject(&self) -> Option<&Subject> {
         match self {
             Error::Redis { lock, .. }
+            | Error::SlotMoving { lock, .. }
             | Error::Pool { lock, .. }
             | Error::NoQuorum { lock, .. }
             | Error::NotReplicated { lock, .. } => lock.as_ref(),
@@ -515,6 +532,7 @@ impl Error {
 
     pub(crate) fn with_lock(mut self, subject: &Subject) -> Self {
         if let Error::Redis { lock, .. }
+        | Error::SlotMoving { lock, .. }
         | Error::Pool { lock, .. }
         | Error::NoQuorum { lock, .. }
         | Error::NotReplicated { lock, .. } = &mut self
@@ -529,7 +547,7 @@ impl Error {
     /// several nodes, the others may have run it).
     pub(crate) fn may_have_run(&self) -> bool {
         match self {
-            Error::Pool { .. } | Error::Reentry { .. } => false,
+            Error::Pool { .. } | Error::Reentry { .. } | Error::SlotMoving { .. } => false,
             Error::Redis { cause, .. } => !cause.is_no_scripts(),
             _ => true,
         }
@@ -549,13 +567,37 @@ impl Error {
         }
     }
 
-    /// A cluster answered that the key's slot is being migrated (`TRYAGAIN`, or an `ASK`
-    /// that the call's bound left no time to follow) or has no primary for now: the command
-    /// did not run, and may later.
-    pub(crate) fn is_slot_unsettled(&self) -> bool {
+    /// The cluster slot the call needs was being moved between primaries or had no primary
+    /// until the call's bound: the call did not run, and may later ([`Error::SlotMoving`]).
+    pub fn is_slot_moving(&self) -> bool {
+        match self {
+            Error::SlotMoving { .. } => true,
+            Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_slot_moving()),
+            _ => false,
+        }
+    }
+
+    /// A cluster's answer that a command belongs elsewhere or later, as a shard returns it
+    /// before the routing turns it into [`Error::SlotMoving`].
+    pub(crate) fn is_redirect(&self) -> bool {
         use redis::{ErrorKind::Server, ServerErrorKind::*};
-        (self.redis())
-            .is_some_and(|source| matches!(source.kind(), Server(TryAgain | ClusterDown | Ask)))
+        (self.redis()).is_some_and(|source| {
+            matches!(source.kind(), Server(Moved | Ask | TryAgain | ClusterDown))
+        })
+    }
+
+    /// `err`, a cluster's answer that the command belongs elsewhere or later (see
+    /// [`is_redirect`](Self::is_redirect)), given up on at `slot`.
+    pub(crate) fn slot_moving(self, slot: u16) -> Error {
+        match self {
+            Error::Redis { lock, node, cause } => Error::SlotMoving {
+                lock,
+                node,
+                slot,
+                cause,
+            },
+            other => other,
+        }
     }
 
     /// Redis is still loading its data (`LOADING`, after a start) and runs nothing until it
@@ -655,7 +697,9 @@ impl Error {
     /// The error below this one, through which the foreign message is read.
     fn source_of(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Error::Redis { cause, .. } => Some(cause::distinct(cause.as_redis()?)),
+            Error::Redis { cause, .. } | Error::SlotMoving { cause, .. } => {
+                Some(cause::distinct(cause.as_redis()?))
+            }
             Error::Pool { .. } => self.last_connect()?.source_of(),
             Error::Watchdog { source, .. } => Some(source),
             _ => None,
@@ -690,6 +734,12 @@ impl Error {
             Error::Redis { lock, node, .. } | Error::Pool { lock, node, .. } => {
                 write!(f, "redis {node}{}: {}", about(lock), self.what())
             }
+            Error::SlotMoving { lock, node, slot, .. } => write!(
+                f,
+                "{node}{}: slot {slot} is being moved between primaries or has none for now; \
+                 the call did not run",
+                about(lock)
+            ),
             Error::Timeout {
                 lock,
                 waited,

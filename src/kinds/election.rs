@@ -458,7 +458,11 @@ fn resend(
     let mut unanswered = None;
     loop {
         let end = Instant::now() + config.response_timeout;
-        let err = match node.run_settling::<Released>(resign, end, until) {
+        let sent = match unanswered {
+            None => node.run_settling::<Released>(resign, end, until),
+            Some(_) => node.resend_settling::<Released>(resign, end, until),
+        };
+        let err = match sent {
             Ok(released) => return Ok(released),
             Err(err) => err.with_lock(target.subject()),
         };

@@ -376,7 +376,7 @@ fn take_unit(
             Ok(Batch::Busy(at)) => return Ok(Err(unit[at])),
             // Taken too slowly, and given back: waited for as the first one is.
             Ok(Batch::Slow) => return Ok(Err(unit[0])),
-            Err(err) if err.is_slot_unsettled() => {}
+            Err(err) if err.is_slot_moving() => {}
             Err(err) => return Err(err),
         }
     }
@@ -385,7 +385,7 @@ fn take_unit(
         let taken = match members[at].take(lease, Some(Instant::now())) {
             // Its slot still moving when the try's bound passed: waited for as a busy
             // member is, within the caller's deadline.
-            Err(err) if err.is_slot_unsettled() => Ok(None),
+            Err(err) if err.is_slot_moving() => Ok(None),
             taken => taken,
         };
         match taken {

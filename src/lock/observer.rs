@@ -405,7 +405,7 @@ fn fresh_backoff(config: &Config) -> Backoff {
 /// unreachable, a connection broken or silent, Redis loading its data, a cluster slot
 /// moving or without a primary.
 fn passing(err: &Error) -> bool {
-    err.is_connection() || err.is_loading() || err.is_slot_unsettled()
+    err.is_connection() || err.is_loading() || err.is_slot_moving()
 }
 
 impl Iterator for Observer {

@@ -109,15 +109,31 @@ impl Cluster {
     /// primary is waited for, until `settle` (never before `end`), or until the calling
     /// thread's wait is [interrupted](interrupt::pause). A server that cannot be reached is
     /// tried again until `end` only.
+    ///
+    /// A release that a migrating slot refuses for its latch (a key yet to be written) is
+    /// sent without it, if `unlatch` allows and no try so far may have run (see
+    /// [`scripts::unlatched`]); such a send is never repeated after it may have run. An
+    /// error after which the command did not run never stands for an earlier one after which
+    /// it may have; a slot still unsettled at the bound is [`Error::SlotMoving`].
     pub fn run<T: FromRedisValue>(
         &self,
         cmd: &Cmd,
         wait: Option<&Cmd>,
-        end: Instant,
-        settle: Instant,
+        (end, settle): (Instant, Instant),
+        unlatch: bool,
     ) -> Result<Acked<T>> {
         let slot = routing_key(cmd).map_or(0, slots::slot);
-        let cmd = &*self.flavour(cmd);
+        let mut cmd = self.flavour(cmd);
+        let mut unlatched = unlatch.then(|| scripts::unlatched(&cmd)).flatten();
+        let mut bare = false;
+        // The last error after which the command may have run.
+        let mut unsure: Option<Error> = None;
+        let give_up = |err: Error, ran: bool, unsure: Option<Error>| match unsure {
+            _ if ran => err,
+            Some(unsure) if err.is_redirect() || !err.may_have_run() => unsure,
+            _ if err.is_redirect() => err.slot_moving(slot),
+            _ => err,
+        };
         let settle = settle.max(end);
         let round = self.config.connect_timeout + self.config.response_timeout;
         let mut asking: Option<Arc<Shard>> = None;
@@ -127,16 +143,32 @@ impl Cluster {
         loop {
             let (shard, ask) = match asking.take() {
                 Some(shard) => (shard, true),
-                None => (self.shard_for(slot, settle)?, false),
+                None => match self.shard_for(slot, settle) {
+                    Ok(shard) => (shard, false),
+                    Err(err) => return Err(give_up(err, false, unsure)),
+                },
             };
-            let result = shard.run_routed(cmd, wait, ask, try_end);
+            let err = match shard.run_routed(&cmd, wait, ask, try_end) {
+                Ok(acked) => return Ok(acked),
+                Err(err) => err,
+            };
             let failed = Instant::now();
-            let Err(err) = &result else {
-                return result;
+            let Some(redirect) = redirect(&err, &shard) else {
+                return Err(give_up(err, false, unsure));
             };
-            let Some(redirect) = redirect(err, &shard) else {
-                return result;
-            };
+            let ran = matches!(redirect, Redirect::Unreachable) && err.may_have_run();
+            if ran && bare {
+                return Err(err);
+            }
+            // Refused for its latch: sent without it, at once, while nothing may have run.
+            if matches!(redirect, Redirect::Later)
+                && unsure.is_none()
+                && let Some(unlatched) = unlatched.take()
+            {
+                log::debug!("slot {slot} is migrating: a release goes without its latch");
+                (cmd, bare) = (Cow::Owned(unlatched), true);
+                continue;
+            }
             // A server that cannot be reached: the map is read again (or a read begun since
             // is joined). When it names another owner now (a replica promoted), the command
             // follows it as it follows a move, and a call with no time to settle gets one
@@ -155,7 +187,7 @@ impl Cluster {
                 _ => settle,
             };
             if Instant::now() >= bound {
-                return result;
+                return Err(give_up(err, ran, unsure));
             }
             redirects += 1;
             let pause = match redirect {
@@ -166,17 +198,23 @@ impl Cluster {
                     self.refresh_soon();
                     redirects > 3
                 }
-                Redirect::Ask(addr) => {
-                    asking = Some(self.shard_at(&addr)?);
-                    redirects > 3
-                }
+                Redirect::Ask(addr) => match self.shard_at(&addr) {
+                    Ok(shard) => {
+                        asking = Some(shard);
+                        redirects > 3
+                    }
+                    Err(at) => return Err(give_up(at, false, unsure)),
+                },
                 Redirect::Later | Redirect::Unreachable => true,
             };
             if pause {
                 let left = bound.saturating_duration_since(Instant::now());
                 if interrupt::pause(backoff.next_delay(Some(left))) {
-                    return result;
+                    return Err(give_up(err, ran, unsure));
                 }
+            }
+            if ran {
+                unsure = Some(err);
             }
             try_end = (Instant::now() + round).min(bound).max(end);
         }
@@ -268,14 +306,12 @@ impl Cluster {
     }
 
     fn unserved(&self, slot: u16) -> Error {
-        Error::redis_at(
-            &self.name,
-            RedisError::from((
-                ErrorKind::Server(ServerErrorKind::ClusterDown),
-                "no primary is known to serve the slot",
-                format!("slot {slot}"),
-            )),
-        )
+        let down = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ClusterDown),
+            "no primary is known to serve the slot",
+            format!("slot {slot}"),
+        ));
+        Error::redis_at(&self.name, down).slot_moving(slot)
     }
 
     /// The shard of the primary at `addr`, made on first use.

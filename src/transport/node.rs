@@ -153,7 +153,24 @@ impl Node {
         match &self.route {
             Route::One(shard) => shard.run(cmd, end),
             Route::Cluster(cluster) => {
-                (cluster.run(cmd, None, end, settle)).map(|(reply, _)| reply)
+                (cluster.run(cmd, None, (end, settle), true)).map(|(reply, _)| reply)
+            }
+        }
+    }
+
+    /// [`run_settling`](Self::run_settling) for a resend of a release after a send that
+    /// may have run: on a cluster, it keeps its latch even while its slot migrates (see
+    /// [`Cluster::run`]), so that it answers as that send would have.
+    pub fn resend_settling<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        end: Instant,
+        settle: Instant,
+    ) -> Result<T> {
+        match &self.route {
+            Route::One(shard) => shard.run(cmd, end),
+            Route::Cluster(cluster) => {
+                (cluster.run(cmd, None, (end, settle), false)).map(|(reply, _)| reply)
             }
         }
     }
@@ -169,7 +186,7 @@ impl Node {
     ) -> Result<Acked<T>> {
         match &self.route {
             Route::One(shard) => shard.run_routed(cmd, wait, false, end),
-            Route::Cluster(cluster) => cluster.run(cmd, wait, end, settle),
+            Route::Cluster(cluster) => cluster.run(cmd, wait, (end, settle), true),
         }
     }
 
@@ -209,20 +226,13 @@ impl Node {
         };
         let reply = (sent.shard).receive(&mut sent.conn, &flavoured, wait, deadline);
         match (&self.route, &reply) {
-            (Route::Cluster(_), Err(err)) if is_cluster_redirect(err) => {
+            (Route::Cluster(_), Err(err)) if err.is_redirect() => {
                 drop(sent);
                 self.run_acked(cmd, wait, deadline, settle)
             }
             _ => reply,
         }
     }
-}
-
-/// A cluster's answer that the command belongs elsewhere or later.
-fn is_cluster_redirect(err: &Error) -> bool {
-    use redis::{ErrorKind::Server, ServerErrorKind::*};
-    (err.redis())
-        .is_some_and(|source| matches!(source.kind(), Server(Moved | Ask | TryAgain | ClusterDown)))
 }
 
 /// The nodes of one client and how many of them must agree.

@@ -137,6 +137,52 @@ pub(crate) fn sharded(cmd: &Cmd) -> Option<Cmd> {
     Some(flavoured)
 }
 
+/// The releases whose latch, their last key, may be left out (see [`unlatched`]), by the
+/// hash of each flavour.
+static UNLATCHABLE: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let scripts = [
+        &RELEASE,
+        &WRITE_RELEASE,
+        &TOKEN_RELEASE,
+        &ELECTION_RESIGN,
+        &SEMAPHORE_RELEASE,
+    ];
+    let classic = scripts.map(|script| script.get_hash().to_owned());
+    let sharded = (classic.iter()).filter_map(|hash| Some(SHARDED.get(hash)?.1.clone()));
+    sharded.chain(classic.iter().cloned()).collect()
+});
+
+/// `cmd`, a release with a latch of its own, without it: for a cluster slot that is being
+/// migrated, which refuses (`TRYAGAIN`) a script whose keys are partly absent, as a latch
+/// that is yet to be written is. Only for a release that surely has not run yet: a resend
+/// of it would not find what an earlier send did. `None` for any other command (the read
+/// release, which reads every reader's lease keys, needs a settled slot anyway).
+pub(crate) fn unlatched(cmd: &Cmd) -> Option<Cmd> {
+    let args: Vec<&[u8]> = (cmd.args_iter())
+        .map(|arg| match arg {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let [name, hash, keys, rest @ ..] = &args[..] else {
+        return None;
+    };
+    let known = std::str::from_utf8(hash).is_ok_and(|hash| UNLATCHABLE.iter().any(|h| h == hash));
+    if !name.eq_ignore_ascii_case(b"EVALSHA") || !known {
+        return None;
+    }
+    let keys: usize = std::str::from_utf8(keys).ok()?.parse().ok()?;
+    let latch = keys.checked_sub(1)?;
+    let mut bare = redis::cmd("EVALSHA");
+    bare.arg(*hash).arg(latch);
+    for (i, arg) in rest.iter().enumerate() {
+        if i != latch {
+            bare.arg(*arg);
+        }
+    }
+    Some(bare)
+}
+
 /// The acquire reply for a hold taken while the owner's earlier holds were gone.
 pub(crate) const FRESH: i64 = -3;
 

@@ -859,3 +859,122 @@ fn read_holds_and_a_leadership_keep_through_a_long_migration_and_hand_over() {
     assert_eq!(cluster.owner(slot).port(), to.port());
     assert_eq!(short.stats().locks_lost, 0);
 }
+
+/// Whether `key` exists on `server`, asked as a client redirected there by `ASK` would.
+fn exists_asking(server: &support::Server, key: &str) -> bool {
+    let (found,): (bool,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("EXISTS")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    found
+}
+
+/// Whether `key` exists on `server`, the primary of a slot being migrated, which answers
+/// `ASK` for a key it does not have.
+fn exists_migrating(server: &support::Server, key: &str) -> bool {
+    match redis::cmd("EXISTS").arg(key).query(&mut server.conn()) {
+        Ok(found) => found,
+        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => false,
+        Err(err) => panic!("EXISTS {key}: {err}"),
+    }
+}
+
+/// A slot that stays MIGRATING for longer than a lease, as a slow reshard of a big slot
+/// does: releases and a resignation made meanwhile get through, whether the lock's key is
+/// still on the migrating primary or already moved to the importing one, instead of
+/// waiting out the hold's validity for the slot to settle (a release's latch is a key the
+/// migrating slot refuses). A try call, which has no wait of its own, answers within a
+/// response timeout: it takes a free name whose one key can go to the importing primary,
+/// and a call whose keys the migration splits gets the typed "slot moving" error, with
+/// no redirect in its message and nothing left behind.
+#[test]
+fn a_migration_longer_than_a_lease_lets_releases_through_and_try_calls_answer() {
+    let cluster = Cluster::start();
+    // The holds' lease is shorter than the migration, which lasts as long as the test.
+    let client = (cluster.builder())
+        .lease(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let slot = cluster.slot("long");
+    let kinds = [
+        "stays", "moved", "write", "token", "elected", "permits", "free", "fair", "campaign",
+    ];
+    let names = names_in_slot(slot, &kinds);
+    let from = cluster.owner(slot);
+    let to = (cluster.primaries().into_iter())
+        .find(|s| s.port() != from.port())
+        .unwrap();
+
+    let stays = client.lock(&names[0]).lock().unwrap();
+    let moved = client.lock(&names[1]).lock().unwrap();
+    let write = client.read_write_lock(&names[2]).write().lock().unwrap();
+    let token = client.token_lock(&names[3]).lock().unwrap();
+    let leadership = client.election(&names[4]).campaign().unwrap();
+    let semaphore = client.semaphore(&names[5]);
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let permit = semaphore.acquire().unwrap();
+
+    let mut migration = cluster.begin_migration(slot, to);
+    migration.move_named(&[names[1].clone()]);
+    assert!(exists_asking(to, &names[1]) && !exists_migrating(from, &names[1]));
+
+    stays.unlock().unwrap();
+    moved.unlock().unwrap();
+    write.unlock().unwrap();
+    token.unlock().unwrap();
+    leadership.resign().unwrap();
+    permit.release().unwrap();
+    for name in &names[..5] {
+        assert!(
+            !exists_migrating(from, name),
+            "{name} is still on the migrating primary"
+        );
+        assert!(!exists_asking(to, name), "{name} is on the importing primary");
+    }
+
+    // Try calls answer within a response timeout, not the lease (bounded here by half a
+    // lease of a client whose lease is a minute, far from a response timeout).
+    let patient = (cluster.builder())
+        .lease(Duration::from_secs(60))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let free = patient.lock(&names[6]).try_lock().unwrap();
+    assert!(free.is_some(), "a free name whose key can move is taken");
+    assert!(exists_asking(to, &names[6]));
+    drop(free);
+    let fair = patient.fair_lock(&names[7]).try_lock().map(|g| g.is_some());
+    let campaign = (patient.election(&names[8]).try_campaign()).map(|l| l.is_some());
+    assert!(started.elapsed() < Duration::from_secs(30), "the try calls waited");
+    for (what, result) in [("fair", fair), ("campaign", campaign)] {
+        let err = result.expect_err(what);
+        assert!(err.is_slot_moving(), "{what}: {err:#}");
+        assert!(!err.is_outcome_unknown(), "{what}: {err:#}");
+        let said = err.to_string();
+        for raw in ["ASK", "MOVED", "TRYAGAIN"] {
+            assert!(!said.contains(raw), "{what}: {said}");
+        }
+    }
+    // Nothing of theirs is left on either side: no queue place, no candidate listing.
+    for server in [from, to] {
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut server.conn())
+            .unwrap();
+        let left: Vec<&String> = (left.iter())
+            .filter(|key| key.contains(&names[7]) || key.contains(&names[8]))
+            .collect();
+        assert!(left.is_empty(), "{}: {left:?}", server.port());
+    }
+
+    // Once the slot settles, they are taken, and the permit is back.
+    migration.finish();
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+    assert!(patient.fair_lock(&names[7]).try_lock().unwrap().is_some());
+    assert!(patient.election(&names[8]).try_campaign().unwrap().is_some());
+}

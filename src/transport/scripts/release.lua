@@ -2,6 +2,9 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
+-- Without KEYS[2] (sent so only while the slot migrates and no earlier send of this call
+--             may have run: see scripts.rs, unlatched) the last hold deletes the key, and
+--             nothing records the release for a retry, which is never made.
 -- ARGV[1]  message published when the last hold goes ("0", as Redisson sends); empty: none,
 --             for giving back what a failed attempt took
 -- ARGV[2]  lease in milliseconds for the holds that remain
@@ -22,7 +25,7 @@
 -- have deleted the key before (the owner's own thread is inside this call).
 local held, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not held or present == 0 then
-    if redis.call('exists', KEYS[2]) == 1 then
+    if KEYS[2] and redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
@@ -42,18 +45,22 @@ end
 -- the PEXPIRE right (checked, since it runs after the first write), PUBLISH (no write; its
 -- message reaches subscribers only after the script, when the key is gone), then RENAME.
 -- A refusal (ACL) is passed on as NOPERM.
-if check and not check('pexpire', KEYS[2], ARGV[5]) then
+if KEYS[2] and check and not check('pexpire', KEYS[2], ARGV[5]) then
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
 local sent, refused = true, nil
 if ARGV[1] ~= '' then
     sent, refused = pcall(redis.call, 'publish', ARGV[6], ARGV[1])
 end
-if sent then
+if sent and not KEYS[2] then
+    sent, refused = pcall(redis.call, 'del', KEYS[1])
+elseif sent then
     sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[2])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('pexpire', KEYS[2], ARGV[5])
+if KEYS[2] then
+    redis.call('pexpire', KEYS[2], ARGV[5])
+end
 return 1

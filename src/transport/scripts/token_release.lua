@@ -2,6 +2,9 @@
 -- KEYS[1]  lock key: a string holding the owner's token
 -- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
+-- Without KEYS[2] (sent so only while the slot migrates and no earlier send of this call
+--             may have run: see scripts.rs, unlatched) the release deletes the key, and
+--             nothing records the release for a retry, which is never made.
 -- ARGV[1]  the owner's token
 -- ARGV[2]  message published on release ("0"); empty: none, for giving back what a failed
 --             attempt took
@@ -19,12 +22,12 @@
 -- call cannot have deleted it before (tokens are never reused).
 local readable, value = pcall(redis.call, 'get', KEYS[1])
 if not readable or value ~= ARGV[1] then
-    if redis.call('exists', KEYS[2]) == 1 then
+    if KEYS[2] and redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
 end
-if redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[2], ARGV[3]) then
+if KEYS[2] and redis.acl_check_cmd and not redis.acl_check_cmd('pexpire', KEYS[2], ARGV[3]) then
     return redis.error_reply('NOPERM this user may not run PEXPIRE on the unlock latch')
 end
 -- A refusal (ACL) is passed on as NOPERM.
@@ -32,11 +35,15 @@ local sent, refused = true, nil
 if ARGV[2] ~= '' then
     sent, refused = pcall(redis.call, 'publish', ARGV[4], ARGV[2])
 end
-if sent then
+if sent and not KEYS[2] then
+    sent, refused = pcall(redis.call, 'del', KEYS[1])
+elseif sent then
     sent, refused = pcall(redis.call, 'rename', KEYS[1], KEYS[2])
 end
 if not sent then
     return redis.error_reply('NOPERM ' .. tostring(refused.err or refused))
 end
-redis.call('pexpire', KEYS[2], ARGV[3])
+if KEYS[2] then
+    redis.call('pexpire', KEYS[2], ARGV[3])
+end
 return 1

@@ -3,6 +3,10 @@
 -- KEYS[1]  lock key: the hash described in read_acquire.lua
 -- KEYS[2]  unlock latch of this release call, "redisson_unlock_latch:{<key>}:<request id>"
 -- The latch is written, so it is a key: Cluster routes by it and checks it in a migration.
+-- Without KEYS[2] (sent so only while the slot migrates and no earlier send of this call
+--             may have run: see scripts.rs, unlatched) the last write hold deletes the key
+--             (or leaves this owner's read holds), and nothing records the release for a
+--             retry, which is never made.
 -- ARGV[1]  message published when the write lock goes ("1": wake every waiter); empty:
 --             none, for giving back what a failed attempt took
 -- ARGV[2]  lease in milliseconds for the holds that remain (at least)
@@ -20,7 +24,7 @@
 --             or set an expiry.
 local hash, present = pcall(redis.call, 'hexists', KEYS[1], ARGV[3])
 if not hash or present == 0 then
-    if redis.call('exists', KEYS[2]) == 1 then
+    if KEYS[2] and redis.call('exists', KEYS[2]) == 1 then
         return 1
     end
     return nil
@@ -39,8 +43,14 @@ if left > 0 then
     return 0
 end
 if check then
-    if not check('pexpire', KEYS[2], ARGV[5]) or not check('rename', KEYS[1], KEYS[2])
-        or not check('set', KEYS[2], '1') or not check('hset', KEYS[1], 'mode', 'read') then
+    local freed
+    if KEYS[2] then
+        freed = check('pexpire', KEYS[2], ARGV[5]) and check('rename', KEYS[1], KEYS[2])
+            and check('set', KEYS[2], '1')
+    else
+        freed = check('del', KEYS[1])
+    end
+    if not freed or not check('hset', KEYS[1], 'mode', 'read') then
         return redis.error_reply('NOPERM this user may not write the read-write lock keys')
     end
     if ARGV[1] ~= '' and not check('publish', ARGV[6], ARGV[1]) then
@@ -51,10 +61,14 @@ redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) > 1 then
     -- This owner still reads: the lock stays, read, and a marker latch records the release.
     redis.call('hset', KEYS[1], 'mode', 'read')
-    redis.call('set', KEYS[2], '1', 'px', ARGV[5])
-else
+    if KEYS[2] then
+        redis.call('set', KEYS[2], '1', 'px', ARGV[5])
+    end
+elseif KEYS[2] then
     redis.call('rename', KEYS[1], KEYS[2])
     redis.call('pexpire', KEYS[2], ARGV[5])
+else
+    redis.call('del', KEYS[1])
 end
 if ARGV[1] ~= '' then
     redis.call('publish', ARGV[6], ARGV[1])
