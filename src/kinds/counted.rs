@@ -37,10 +37,12 @@ pub(crate) const MAX_TOTAL: u64 = 1 << 50;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Counted;
 
-/// What a guard of counted permits carries: how many it took, under which claim.
+/// What a guard of counted permits carries: how many it took, under which claim, and when
+/// (its marker lasts [`marker_ttl`] from then).
 pub struct CountedHeld {
     pub(crate) count: u64,
     claim: String,
+    taken: Instant,
 }
 
 /// What one attempt takes: `count` permits, recorded under the marker named after `id`.
@@ -151,6 +153,7 @@ impl Machinery for Counted {
             held: CountedHeld {
                 count: claim.count,
                 claim: claim.id.clone(),
+                taken: Instant::now(),
             },
         }))
     }
@@ -159,7 +162,31 @@ impl Machinery for Counted {
         let key = target.begin()?;
         let marker = names::counting_taken(key, &hold.held.claim);
         let count = i64::try_from(hold.held.count).unwrap_or(i64::MAX);
-        add(target, count, Some(&marker)).map(drop)
+        let released = add(target, count, Some(&marker)).map(drop);
+        // Permits never expire: a release that Redis may not have run (unreachable, no
+        // reply, its slot moving) is made sure of by the attempt's own undo, which gives
+        // back what the marker still records, once, and nothing if the release ran (it
+        // deleted the marker). At once, and in the background while the marker lasts.
+        if let Err(err) = &released
+            && (err.is_connection() || err.is_slot_moving())
+        {
+            let held = &hold.held;
+            let claim = CountedClaim {
+                id: held.claim.clone(),
+                count: held.count,
+            };
+            let mut undo = Self::undo(target, &claim);
+            undo.lasts = undo.lasts.saturating_sub(held.taken.elapsed());
+            if !undo.lasts.is_zero() {
+                log::info!(
+                    "{}: a release failed ({err:#}); its permits are given back by the \
+                     attempt's undo instead",
+                    target.subject()
+                );
+                target.give_back(undo);
+            }
+        }
+        released
     }
 
     fn wait_channel(target: &Target) -> Cow<'_, [u8]> {

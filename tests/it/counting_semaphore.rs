@@ -526,6 +526,55 @@ fn a_release_whose_reply_is_cut_counts_once() {
     assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
 }
 
+/// A release that could not reach Redis (every connection cut, new ones refused) fails, and the client gives the permits back itself once Redis is back, through the
+/// acquisition's marker; a release that ran but whose reply came too late fails too, and
+/// the same give-back then adds nothing: the permits count once either way, and no marker
+/// is left to give them back again.
+#[test]
+fn a_release_that_did_not_get_through_is_given_back_once_by_the_client() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let timeout = Duration::from_millis(500);
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(timeout)
+        .build()
+        .unwrap();
+    let sem = client.counting_semaphore(NAME);
+    assert!(sem.try_set_permits(3).unwrap());
+
+    let two = sem.acquire_many(2).unwrap();
+    proxy.cut_all_and_refuse();
+    let err = two.release().unwrap_err();
+    assert!(err.is_connection(), "{err:#}");
+    assert_eq!(get_int(&mut server.conn(), NAME), 1, "not given back yet");
+    proxy.resume();
+    assert!(
+        eventually(NO_HANG, || get_int(&mut server.conn(), NAME) == 3),
+        "given back once Redis was reachable"
+    );
+
+    // Now every send of the release runs, and no reply to it comes back.
+    let two = sem.acquire_many(2).unwrap();
+    proxy.silence_after(&add_sha());
+    let err = two.release().unwrap_err();
+    assert!(err.is_outcome_unknown(), "{err:#}");
+    assert_eq!(sem.available_permits().unwrap(), 3, "counted once");
+    // The give-back found the marker gone (the release ran) and left it "undone".
+    let left: Vec<String> = (markers(&server).into_iter())
+        .map(|key| {
+            let value: String = redis::cmd("GET")
+                .arg(&key)
+                .query(&mut server.conn())
+                .unwrap();
+            format!("{key}={value}")
+        })
+        .collect();
+    assert!(
+        left.len() == 1 && left[0].ends_with("=undone"),
+        "{left:?}"
+    );
+}
+
 /// On a cluster: the count, the markers and the latches share the name's slot; a waiter
 /// subscribes on the primary serving it (sharded or not) and the release wakes it there.
 #[test]
