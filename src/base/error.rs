@@ -214,7 +214,8 @@ pub enum Error {
         lease: Duration,
     },
     /// A release reached a quorum of nodes, so the lock is released, but some nodes could not
-    /// be told; their copies expire with their lease.
+    /// be told; their copies expire with their lease, unless the release, sent again in the
+    /// background to those that could not be reached, gets there first.
     PartialRelease {
         /// The lock or semaphore concerned.
         lock: Subject,
@@ -575,6 +576,12 @@ impl Error {
             Error::NoQuorum { failed, .. } => failed.iter().any(|f| f.error.is_slot_moving()),
             _ => false,
         }
+    }
+
+    /// A failure that a later try may not meet: Redis could not be reached or did not
+    /// answer, or the cluster slot was moving; not a refusal, which it would meet again.
+    pub(crate) fn is_transient(&self) -> bool {
+        self.is_connection() || self.is_slot_moving()
     }
 
     /// A cluster's answer that a command belongs elsewhere or later, as a shard returns it

@@ -166,9 +166,9 @@ impl Machinery for Counted {
         // Permits never expire: a release that Redis may not have run (unreachable, no
         // reply, its slot moving) is made sure of by the attempt's own undo, which gives
         // back what the marker still records, once, and nothing if the release ran (it
-        // deleted the marker). At once, and in the background while the marker lasts.
+        // deleted the marker), in the background while the marker lasts.
         if let Err(err) = &released
-            && (err.is_connection() || err.is_slot_moving())
+            && err.is_transient()
         {
             let held = &hold.held;
             let claim = CountedClaim {
@@ -183,7 +183,7 @@ impl Machinery for Counted {
                      attempt's undo instead",
                     target.subject()
                 );
-                target.give_back(undo);
+                target.shared.give_back_later(target.subject(), undo);
             }
         }
         released

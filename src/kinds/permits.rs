@@ -201,6 +201,9 @@ pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -
             .exclusively(|| nodes.agreed(nodes.run_all_until::<i64>(&cmd, holding.valid_until()))),
         None => nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd)),
     };
+    if let Some(holding) = holding {
+        target.release_later(cmd, holding, None, released.as_ref().err());
+    }
     match released.map_err(|err| err.with_lock(target.subject()))? {
         1 => Ok(()),
         _ => Err(match holding {

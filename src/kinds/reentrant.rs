@@ -477,6 +477,9 @@ pub(crate) fn release<K: Hashed>(
     if gone && shared.holds().forget(&id, holding, false) {
         shared.report_lost(target.subject(), holding, None);
     }
+    if tally.verdict() != Verdict::No {
+        target.release_later(cmd, holding, Some(id.clone()), failed.iter().map(|f| &f.error));
+    }
     match tally.verdict() {
         Verdict::Yes if expired => Err(target.found_lost(holding)),
         Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),

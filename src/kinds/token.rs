@@ -144,6 +144,9 @@ impl Machinery for Token {
             answers.iter().filter(|&&r| r == Released::Deleted).count(),
             &failed,
         );
+        if tally.verdict() != Verdict::No {
+            target.release_later(cmd, &hold.holding, None, failed.iter().map(|f| &f.error));
+        }
         match tally.verdict() {
             Verdict::Yes if expired => Err(target.found_lost(&hold.holding)),
             Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),

@@ -55,6 +55,21 @@ struct Pending {
     done: Mutex<bool>,
 }
 
+impl Pending {
+    /// `undo` for `lock`, alive as long as what it undoes may be (and a little longer, for
+    /// the server's clock).
+    fn new(lock: &Subject, undo: Undo) -> Arc<Pending> {
+        let alive_until = Instant::now() + undo.lasts + undo.lasts / 100 + Duration::from_millis(2);
+        Arc::new(Pending {
+            lock: lock.clone(),
+            cmd: undo.cmd,
+            slot: undo.slot,
+            alive_until,
+            done: Mutex::new(false),
+        })
+    }
+}
+
 /// How long the background waits between two tries of what is pending.
 pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(200);
 
@@ -64,25 +79,11 @@ impl GiveBacks {
     /// owner's next attempt waits for it. True when it failed and no thread retries yet:
     /// the caller is to start one running [`retry`](Self::retry).
     pub fn give_back(&self, nodes: &Nodes, within: Duration, lock: &Subject, undo: Undo) -> bool {
-        let alive_until = Instant::now() + undo.lasts + undo.lasts / 100 + Duration::from_millis(2);
-        let pending = Arc::new(Pending {
-            lock: lock.clone(),
-            cmd: undo.cmd,
-            slot: undo.slot,
-            alive_until,
-            done: Mutex::new(false),
-        });
+        let lasts = undo.lasts;
+        let pending = Pending::new(lock, undo);
+        // Held while it runs, before it is listed: the thread that retries skips it.
         let mut done = pending.done.lock();
-        {
-            let mut state = self.state.lock();
-            // A newer give-back for the same owner slot stands for the older one.
-            if let Some(slot) = &pending.slot {
-                state
-                    .pending
-                    .retain(|other| other.slot.as_ref() != Some(slot));
-            }
-            state.pending.push(pending.clone());
-        }
+        self.list(pending.clone());
         let Err(err) = run(nodes, &pending.cmd, Instant::now() + within) else {
             *done = true;
             drop(done);
@@ -92,11 +93,31 @@ impl GiveBacks {
         drop(done);
         log::warn!(
             "could not give back what {lock} may hold on the server ({err:#}); trying again \
-             in the background for {:?}, until it has surely expired",
-            undo.lasts
+             in the background for {lasts:?}, until it has surely expired",
         );
         let mut state = self.state.lock();
         !std::mem::replace(&mut state.retrying, true)
+    }
+
+    /// Lists `undo` for [`retry`](Self::retry) only, nothing at once: for a call that
+    /// failed just now and returns its own error. True when no thread retries yet: the
+    /// caller is to start one.
+    pub fn later(&self, lock: &Subject, undo: Undo) -> bool {
+        self.list(Pending::new(lock, undo));
+        let mut state = self.state.lock();
+        !std::mem::replace(&mut state.retrying, true)
+    }
+
+    /// Lists `pending`, in place of one pending for the same owner slot.
+    fn list(&self, pending: Arc<Pending>) {
+        let mut state = self.state.lock();
+        // A newer give-back for the same owner slot stands for the older one.
+        if let Some(slot) = &pending.slot {
+            state
+                .pending
+                .retain(|other| other.slot.as_ref() != Some(slot));
+        }
+        state.pending.push(pending);
     }
 
     /// One try of everything pending, each within `within`; false once nothing is left,

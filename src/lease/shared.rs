@@ -73,9 +73,20 @@ impl Shared {
     /// where Redis cannot be reached, again in the background (see `give_back`).
     pub fn give_back(self: &Arc<Self>, lock: &Subject, undo: Undo) {
         let within = self.config.response_timeout;
-        if !self.give_backs.give_back(&self.nodes, within, lock, undo) {
-            return;
+        if self.give_backs.give_back(&self.nodes, within, lock, undo) {
+            self.retry_give_backs();
         }
+    }
+
+    /// Gives back what `undo` undoes in the background only (see `give_back`).
+    pub fn give_back_later(self: &Arc<Self>, lock: &Subject, undo: Undo) {
+        if self.give_backs.later(lock, undo) {
+            self.retry_give_backs();
+        }
+    }
+
+    /// Starts the thread that retries what is pending.
+    fn retry_give_backs(self: &Arc<Self>) {
         let client = Arc::downgrade(self);
         let started = std::thread::Builder::new()
             .name("redmutex-give-back".into())

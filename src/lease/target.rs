@@ -1,11 +1,15 @@
 //! What every call on one lock works on: the client's shared state and the lock's names.
 
 use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use redis::Cmd;
 
 use crate::base::config::MAX_NAME_LEN;
 use crate::base::error::{Error, Noun, Result, Subject};
 use crate::layout::names;
 use crate::lease::give_back::Undo;
+use crate::lease::hold_table::HoldId;
 use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::notify::cancel::Cancel;
@@ -227,6 +231,30 @@ impl Target {
     /// cannot be reached, again in the background (see `give_back`).
     pub(crate) fn give_back(&self, undo: Undo) {
         self.shared.give_back(self.subject(), undo);
+    }
+
+    /// A release `cmd` that failed on some nodes (`failed`) in a way a later try may not (Redis
+    /// unreachable or silent, a cluster slot moving): sent again in the background while
+    /// the hold it ends may be alive, so that the lock is freed as soon as Redis can be
+    /// reached, not when the lease ends. `slot` names a thread-owned hold, whose owner's
+    /// next attempt or release makes it moot.
+    pub(crate) fn release_later<'a>(
+        &self,
+        cmd: Cmd,
+        holding: &Holding,
+        slot: Option<HoldId>,
+        failed: impl IntoIterator<Item = &'a Error>,
+    ) {
+        let lasts = holding.valid_until().saturating_duration_since(Instant::now());
+        if lasts.is_zero() || !failed.into_iter().any(Error::is_transient) {
+            return;
+        }
+        log::info!(
+            "{}: a release did not get through; it is sent again in the background for {lasts:?}",
+            self.subject()
+        );
+        let undo = Undo { cmd, lasts, slot };
+        self.shared.give_back_later(self.subject(), undo);
     }
 
     /// Whether a give-back is to wake a waiter. On one node it does: that node's waiters

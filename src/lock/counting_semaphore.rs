@@ -239,9 +239,9 @@ impl CountedPermits {
     /// Gives the permits back, waking as many waiters, and reports the result. A retry
     /// within the call after a lost reply counts once. When Redis could not be reached, did
     /// not answer or the cluster slot was moving, the client makes sure of it itself: what
-    /// the acquisition took is given back once (and nothing if this release did run), at
-    /// once and, while Redis cannot be reached, in the background for up to an hour after
-    /// the acquisition. Do not give them back again by [`CountingSemaphore::release`].
+    /// the acquisition took is given back once (and nothing if this release did run), in
+    /// the background, until Redis can be reached, for up to an hour after the
+    /// acquisition. Do not give them back again by [`CountingSemaphore::release`].
     pub fn release(self) -> Result<()> {
         self.guard.unlock()
     }

@@ -65,8 +65,12 @@ impl<K: Kind> LockGuard<K> {
     /// Gives the hold back and reports the result: [`Error::Lost`](crate::Error::Lost) when
     /// the hold had already been lost or had expired (the key is then left alone, and the
     /// loss is reported to [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) if this
-    /// release is what found it). On any other error the holds stay on the server until
-    /// their lease runs out; they are no longer renewed.
+    /// release is what found it). On any other error the holds are no longer renewed, and
+    /// stay on the server until their lease runs out, except where Redis could not be
+    /// reached, did not answer or the cluster slot was moving: the client then sends the
+    /// release again in the background until it gets through or the lease has run out, so
+    /// that the lock is freed as soon as Redis can be reached. This thread's next
+    /// acquisition or release of the lock supersedes that.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.release()

@@ -297,7 +297,9 @@ impl Permit {
     }
 
     /// Gives the permit back and reports the result: [`Error::Lost`](crate::Error::Lost)
-    /// when its lease had run out (it was others' again).
+    /// when its lease had run out (it was others' again). Where Redis could not be reached,
+    /// did not answer or the cluster slot was moving, the client sends the release again in
+    /// the background until it gets through or the lease has run out.
     pub fn release(self) -> Result<()> {
         self.guard.unlock()
     }

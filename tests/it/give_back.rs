@@ -185,3 +185,50 @@ fn a_lost_election_attempt_leaves_nothing_held() {
         },
     );
 }
+
+/// A release that cannot reach Redis (every connection cut, new ones refused) fails, and
+/// the client sends it again in the background once Redis is back: the lock is freed then,
+/// not when its lease ends (ten minutes here, with no watchdog). So for the reentrant lock,
+/// the write lock, the token lock and a leased permit; a counted permit is given back by
+/// its acquisition's undo (see `counting_semaphore.rs`).
+#[test]
+fn a_release_that_could_not_reach_redis_is_sent_again_once_it_can() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = client_through(&proxy);
+    let lease = Duration::from_secs(600);
+    let lock = client.lock("unsent:reentrant");
+    let write = client.read_write_lock("unsent:rw");
+    let token = client.token_lock("unsent:token");
+    let semaphore = client.semaphore("unsent:permits");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let held = lock.lock_with_lease(lease).unwrap();
+    let written = write.write().lock_with_lease(lease).unwrap();
+    let tokened = token.lock_with_lease(lease).unwrap();
+    let permit = semaphore.acquire_with_lease(lease).unwrap();
+
+    proxy.cut_all_and_refuse();
+    for (what, result) in [
+        ("reentrant", held.unlock()),
+        ("write", written.unlock()),
+        ("token", tokened.unlock()),
+        ("permit", permit.release()),
+    ] {
+        let err = result.expect_err(what);
+        assert!(err.is_connection(), "{what}: {err:#}");
+    }
+    let direct = LockClient::open(&server.url()).unwrap();
+    assert!(direct.lock("unsent:reentrant").is_locked().unwrap());
+    proxy.resume();
+    let freed = support::eventually(Duration::from_secs(60), || {
+        !direct.lock("unsent:reentrant").is_locked().unwrap()
+            && !direct.read_write_lock("unsent:rw").write().is_locked().unwrap()
+            && !direct.token_lock("unsent:token").is_locked().unwrap()
+            && direct.semaphore("unsent:permits").available_permits().unwrap() == 1
+    });
+    assert!(freed, "the releases were not sent again");
+    // The thread takes its lock again as if nothing had happened.
+    let again = lock.try_lock().unwrap().expect("free");
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    again.unlock().unwrap();
+}
