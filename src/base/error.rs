@@ -741,7 +741,9 @@ impl Error {
             Error::Redis { lock, node, .. } | Error::Pool { lock, node, .. } => {
                 write!(f, "redis {node}{}: {}", about(lock), self.what())
             }
-            Error::SlotMoving { lock, node, slot, .. } => write!(
+            Error::SlotMoving {
+                lock, node, slot, ..
+            } => write!(
                 f,
                 "{node}{}: slot {slot} is being moved between primaries or has none for now; \
                  the call did not run",

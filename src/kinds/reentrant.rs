@@ -478,7 +478,12 @@ pub(crate) fn release<K: Hashed>(
         shared.report_lost(target.subject(), holding, None);
     }
     if tally.verdict() != Verdict::No {
-        target.release_later(cmd, holding, Some(id.clone()), failed.iter().map(|f| &f.error));
+        target.release_later(
+            cmd,
+            holding,
+            Some(id.clone()),
+            failed.iter().map(|f| &f.error),
+        );
     }
     match tally.verdict() {
         Verdict::Yes if expired => Err(target.found_lost(holding)),

@@ -245,7 +245,9 @@ impl Target {
         slot: Option<HoldId>,
         failed: impl IntoIterator<Item = &'a Error>,
     ) {
-        let lasts = holding.valid_until().saturating_duration_since(Instant::now());
+        let lasts = holding
+            .valid_until()
+            .saturating_duration_since(Instant::now());
         if lasts.is_zero() || !failed.into_iter().any(Error::is_transient) {
             return;
         }

@@ -233,9 +233,7 @@ impl<K: Kind> Lock<K> {
             // A cluster slot still being migrated (or without a primary) when the attempt's
             // bound passed: a call without a deadline tries again after a pause.
             let attempt = match attempt {
-                Err(err) if deadline.is_none() && err.is_slot_moving() => {
-                    Ok(Attempt::Retry(err))
-                }
+                Err(err) if deadline.is_none() && err.is_slot_moving() => Ok(Attempt::Retry(err)),
                 attempt => attempt,
             };
             let ttl = match attempt? {

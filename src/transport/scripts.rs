@@ -994,4 +994,38 @@ mod tests {
         let acquire = acquire(b"lock", second, "field", 0);
         assert!(sharded(&acquire).is_none(), "an acquire publishes nothing");
     }
+
+    #[test]
+    fn a_release_without_its_latch_drops_its_last_key_only() {
+        let args = |cmd: &Cmd| -> Vec<String> {
+            (cmd.args_iter())
+                .map(|arg| match arg {
+                    Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                    _ => String::new(),
+                })
+                .collect()
+        };
+        let second = Duration::from_secs(1);
+        let classic = release(
+            b"lock", b"channel", b"latch", second, "field", 1, second, true,
+        );
+        for latched in [classic.clone(), sharded(&classic).unwrap()] {
+            let (with, without) = (args(&latched), args(&unlatched(&latched).unwrap()));
+            assert_eq!(without[..2], with[..2], "the same script");
+            assert_eq!((&with[2], &without[2]), (&"2".to_owned(), &"1".to_owned()));
+            assert_eq!(without[3], "lock");
+            assert_eq!(without[4..], with[5..], "the same arguments");
+        }
+        let permit = semaphore_release((b"k", b"t", b"c"), b"latch", b"id", second);
+        assert_eq!(args(&unlatched(&permit).unwrap())[2..5], ["2", "k", "t"]);
+        let prefixes: (&[u8], &[u8]) = (b"t", b"p");
+        let read = read_release(
+            b"lock", b"channel", b"latch", prefixes, "field", 1, second, true,
+        );
+        assert!(
+            unlatched(&read).is_none(),
+            "a read release needs a settled slot"
+        );
+        assert!(unlatched(&acquire(b"lock", second, "field", 0)).is_none());
+    }
 }

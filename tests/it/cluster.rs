@@ -2,7 +2,9 @@
 //! waits, wakes and releases there; a counter under 200 locks spread over the slots stays
 //! exact through a live resharding of a slot with held locks and a `CLUSTER FAILOVER`; a
 //! SIGKILLed shard's locks are renewed on its promoted replica or reported lost while the
-//! other shards' locks stay as they were; names whose keys would cross slots are refused.
+//! other shards' locks stay as they were; names whose keys would cross slots are refused;
+//! releases get through a migration that outlasts their lease, and try calls made during it
+//! answer within a response timeout, with a typed error where the slot's keys are split.
 
 use crate::support;
 
@@ -933,7 +935,10 @@ fn a_migration_longer_than_a_lease_lets_releases_through_and_try_calls_answer() 
             !exists_migrating(from, name),
             "{name} is still on the migrating primary"
         );
-        assert!(!exists_asking(to, name), "{name} is on the importing primary");
+        assert!(
+            !exists_asking(to, name),
+            "{name} is on the importing primary"
+        );
     }
 
     // Try calls answer within a response timeout, not the lease (bounded here by half a
@@ -950,7 +955,10 @@ fn a_migration_longer_than_a_lease_lets_releases_through_and_try_calls_answer() 
     drop(free);
     let fair = patient.fair_lock(&names[7]).try_lock().map(|g| g.is_some());
     let campaign = (patient.election(&names[8]).try_campaign()).map(|l| l.is_some());
-    assert!(started.elapsed() < Duration::from_secs(30), "the try calls waited");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the try calls waited"
+    );
     for (what, result) in [("fair", fair), ("campaign", campaign)] {
         let err = result.expect_err(what);
         assert!(err.is_slot_moving(), "{what}: {err:#}");
@@ -976,5 +984,11 @@ fn a_migration_longer_than_a_lease_lets_releases_through_and_try_calls_answer() 
     migration.finish();
     assert_eq!(semaphore.available_permits().unwrap(), 1);
     assert!(patient.fair_lock(&names[7]).try_lock().unwrap().is_some());
-    assert!(patient.election(&names[8]).try_campaign().unwrap().is_some());
+    assert!(
+        patient
+            .election(&names[8])
+            .try_campaign()
+            .unwrap()
+            .is_some()
+    );
 }

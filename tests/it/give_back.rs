@@ -8,6 +8,9 @@
 //! slowly. A check through another
 //! client, right after the call returned, finds the lock free; with the default 30 s lease
 //! nothing else could have freed it in that time.
+//!
+//! A release that could not reach Redis is sent again in the background once it can, for
+//! the locks, the token lock and leased permits alike.
 
 use crate::support;
 
@@ -222,9 +225,17 @@ fn a_release_that_could_not_reach_redis_is_sent_again_once_it_can() {
     proxy.resume();
     let freed = support::eventually(Duration::from_secs(60), || {
         !direct.lock("unsent:reentrant").is_locked().unwrap()
-            && !direct.read_write_lock("unsent:rw").write().is_locked().unwrap()
+            && !direct
+                .read_write_lock("unsent:rw")
+                .write()
+                .is_locked()
+                .unwrap()
             && !direct.token_lock("unsent:token").is_locked().unwrap()
-            && direct.semaphore("unsent:permits").available_permits().unwrap() == 1
+            && direct
+                .semaphore("unsent:permits")
+                .available_permits()
+                .unwrap()
+                == 1
     });
     assert!(freed, "the releases were not sent again");
     // The thread takes its lock again as if nothing had happened.
