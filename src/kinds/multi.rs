@@ -106,14 +106,22 @@ pub(crate) fn take(
         return Ok(Batch::Slow);
     };
     // A lock whose earlier holds were gone: as a re-entry of that lock alone would, the
-    // attempt is undone and the loss reported (see `reentrant::take`).
-    let gone = (0..targets.len()).find(|&at| fresh[at] && claims[at].held > 0);
-    if let Some(at) = gone {
-        give_back();
-        if let Some(stale) = shared.holds().remove(&claims[at].id) {
-            shared.report_lost(targets[at].subject(), &stale, None);
+    // attempt is undone, its fresh hold taken away whole, and the loss reported (see
+    // `reentrant::take`).
+    let gone: Vec<usize> = (0..targets.len())
+        .filter(|&at| fresh[at] && claims[at].held > 0)
+        .collect();
+    if let Some(&first) = gone.first() {
+        for (at, (target, claim)) in targets.iter().zip(&claims).enumerate() {
+            let claim = if fresh[at] { &claim.as_first() } else { claim };
+            target.give_back(reentrant::undo::<Reentrant>(target, claim));
         }
-        return Err(targets[at].lost());
+        for &at in &gone {
+            if let Some(stale) = shared.holds().remove(&claims[at].id) {
+                shared.report_lost(targets[at].subject(), &stale, None);
+            }
+        }
+        return Err(targets[first].lost());
     }
     let mut holds = Vec::with_capacity(targets.len());
     for (at, (target, claim)) in targets.iter().zip(&claims).enumerate() {

@@ -184,6 +184,20 @@ pub struct Claim {
     made: Instant,
 }
 
+impl Claim {
+    /// This claim as the owner's first hold: its undo takes the hold away whole, for an
+    /// attempt that found the owner's earlier holds gone.
+    pub(crate) fn as_first(&self) -> Claim {
+        Claim {
+            id: self.id.clone(),
+            field: self.field.clone(),
+            held: 0,
+            lease: self.lease,
+            made: self.made,
+        }
+    }
+}
+
 /// The claim of this thread's next attempt on `target` for a hold of `lease`. A
 /// watchdog-backed holding keeps the watchdog lease even when re-entered with an explicit
 /// one, so a short explicit lease cannot outrun the renewals.
@@ -289,14 +303,7 @@ pub(crate) fn take<K: Hashed>(
         // counting every node that failed as one that does: they are gone, and the code
         // around this re-entry was not protected all along. Undo this attempt, report the
         // loss and say so, rather than quietly taking a fresh hold.
-        let first = Claim {
-            held: 0,
-            field: field.clone(),
-            id: id.clone(),
-            lease: script_lease,
-            made: claim.made,
-        };
-        target.give_back(undo::<K>(target, &first));
+        target.give_back(undo::<K>(target, &claim.as_first()));
         if let Some(stale) = shared.holds().remove(id) {
             shared.report_lost(target.subject(), &stale, None);
         }

@@ -222,6 +222,32 @@ fn a_thread_that_holds_a_member_takes_it_again_and_keeps_its_own_hold() {
     assert!(!server.exists("m6:a"));
 }
 
+/// A thread that holds one member, whose key is then deleted from outside, is told the hold
+/// was lost, as a re-entry of that lock alone would tell it, and leaves nothing held: the
+/// fresh hold the attempt took goes back whole, not down to the count the thread believed
+/// it had, and the other member goes back too.
+#[test]
+fn a_member_whose_earlier_holds_are_gone_is_reported_lost_and_left_free() {
+    let server = Server::start();
+    let client = server.client();
+    let mine = client.lock("m13:a");
+    let outer = mine.lock().unwrap();
+    let () = redis::cmd("DEL")
+        .arg("m13:a")
+        .query(&mut server.conn())
+        .unwrap();
+    let err = client.multi_lock(["m13:a", "m13:b"]).lock().unwrap_err();
+    assert!(err.is_lost(), "{err:#}");
+    assert!(!server.exists("m13:a"), "{:?}", holders(&server, "m13:a"));
+    assert!(!server.exists("m13:b"), "{:?}", holders(&server, "m13:b"));
+    assert!(outer.is_lost());
+    assert!(outer.unlock().unwrap_err().is_lost());
+    // The thread starts afresh.
+    let guard = client.multi_lock(["m13:a", "m13:b"]).lock().unwrap();
+    assert_eq!(mine.hold_count().unwrap(), 1);
+    guard.unlock().unwrap();
+}
+
 #[test]
 fn an_explicit_lease_is_every_member_s_and_the_watchdog_renews_every_member() {
     let server = Server::start();
