@@ -186,26 +186,37 @@ impl CountingSemaphore {
     /// The number of permits available now: 0 when never set, below zero when more were
     /// taken away than there were. Reads only.
     pub fn available_permits(&self) -> Result<i64> {
-        self.read(CsemRead::Get)
+        let target = self.target();
+        let key = target.open()?;
+        counted::node(target)?;
+        self.run(&scripts::csem_read(key, CsemRead::Get))
     }
 
     /// Takes every permit available and returns how many, without a guard: they are gone
     /// until someone adds or releases permits. A count at or below zero is left as it is
     /// (0).
+    ///
+    /// Retried after a lost reply, it answers what the first try did.
     pub fn drain_permits(&self) -> Result<u64> {
-        self.read(CsemRead::Drain)
+        self.change(|latch, ttl| CsemRead::Drain(latch, ttl))
             .map(|drained| u64::try_from(drained).unwrap_or_default())
     }
 
     /// Deletes the semaphore's count; returns whether there was one. Waiters wait for
-    /// permits to be set again; permits held and released later create it again.
+    /// permits to be set again; permits held and released later create it again. Retried
+    /// after a lost reply, it answers what the first try did.
     pub fn delete(&self) -> Result<bool> {
-        self.read(CsemRead::Delete).map(|deleted| deleted == 1)
+        self.change(|latch, ttl| CsemRead::Delete(latch, ttl))
+            .map(|deleted| deleted == 1)
     }
 
-    fn read(&self, op: CsemRead) -> Result<i64> {
-        let key = self.target().open()?;
-        counted::node(self.target())?;
+    /// Runs `op` with a latch of its own call.
+    fn change(&self, op: impl FnOnce(&[u8], Duration) -> CsemRead<'_>) -> Result<i64> {
+        let target = self.target();
+        let key = target.open()?;
+        counted::node(target)?;
+        let latch = names::unlock_latch(key, &names::random_id());
+        let op = op(&latch, target.shared.config().latch_ttl());
         self.run(&scripts::csem_read(key, op))
     }
 

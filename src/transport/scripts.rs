@@ -681,26 +681,37 @@ pub(crate) fn csem_set(
     cmd
 }
 
-/// What to do with the permits at `key` in [`csem_read`].
+/// What to do with the permits at a key in [`csem_read`]; a change leaves the latch of its
+/// call (a key, and how long it lasts), so that a retry answers as the first try did.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum CsemRead {
+pub(crate) enum CsemRead<'a> {
     /// Read them. Replies the number.
     Get,
     /// Take every one available. Replies how many.
-    Drain,
+    Drain(&'a [u8], Duration),
     /// Delete the key. Replies 1 when it existed.
-    Delete,
+    Delete(&'a [u8], Duration),
 }
 
 /// Read, drain or delete the permits at `key`, as `op` says.
 pub(crate) fn csem_read(key: &[u8], op: CsemRead) -> Cmd {
-    let mut cmd = evalsha(&CSEM_READ, &[key]);
-    cmd.arg(match op {
-        CsemRead::Get => "get",
-        CsemRead::Drain => "drain",
-        CsemRead::Delete => "delete",
-    });
-    cmd
+    match op {
+        CsemRead::Get => {
+            let mut cmd = evalsha(&CSEM_READ, &[key]);
+            cmd.arg("get");
+            cmd
+        }
+        CsemRead::Drain(latch, ttl) | CsemRead::Delete(latch, ttl) => {
+            let mut cmd = evalsha(&CSEM_READ, &[key, latch]);
+            let op = if matches!(op, CsemRead::Drain(..)) {
+                "drain"
+            } else {
+                "delete"
+            };
+            cmd.arg(op).arg(millis(ttl));
+            cmd
+        }
+    }
 }
 
 /// Set a count-down latch's count to `count` unless it has one, announced on `channel`,

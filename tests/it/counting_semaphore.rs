@@ -499,7 +499,8 @@ fn an_acquisition_that_comes_after_its_undo_takes_nothing() {
 }
 
 /// A release whose reply is cut after it ran is sent again and counts once, through a
-/// guard or the handle; so does a cut `try_set_permits`.
+/// guard or the handle; so does a cut `try_set_permits`, and a cut drain or delete answers
+/// what its first try did.
 #[test]
 fn a_release_whose_reply_is_cut_counts_once() {
     let server = Server::start();
@@ -524,6 +525,21 @@ fn a_release_whose_reply_is_cut_counts_once() {
     assert_eq!(sem.add_permits(-4).unwrap(), 1);
     assert!(proxy.trap_sprung());
     assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
+    // A drain and a delete answer what their first try did.
+    let read = sha(include_str!("../../src/transport/scripts/csem_read.lua"));
+    sem.release(2).unwrap();
+    proxy.cut_on_reply_to(&read);
+    assert_eq!(
+        sem.drain_permits().unwrap(),
+        3,
+        "what the first try drained"
+    );
+    assert!(proxy.trap_sprung());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    proxy.cut_on_reply_to(&read);
+    assert!(sem.delete().unwrap(), "the first try deleted it");
+    assert!(proxy.trap_sprung());
+    assert!(!server.exists(NAME));
 }
 
 /// A release that could not reach Redis (every connection cut, new ones refused) fails, and the client gives the permits back itself once Redis is back, through the
