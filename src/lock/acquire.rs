@@ -254,7 +254,9 @@ impl<K: Kind> Lock<K> {
                     ttl
                 }
                 Attempt::Queued => {
-                    waiting.woken = false;
+                    // Woken for what it cannot use (more permits than a release gave):
+                    // the wake-up goes to a waiter of this client that has not had it.
+                    waiting.pass_on();
                     woken_at = None;
                     held_for_ever = false;
                     busy_since = sent;

@@ -80,14 +80,27 @@ impl Waiting {
         self.notifications = !self.subscriptions.is_empty();
         caught_up && self.notifications
     }
+
+    /// Hands the wake-up that woke this waiter's last attempt, which it could not use (it
+    /// needs more permits than there are), to a waiter that has not had it, on every node.
+    /// One raised since is kept: it comes from a later message.
+    pub(crate) fn pass_on(&mut self) {
+        if std::mem::take(&mut self.woken) {
+            self.hand_on();
+        }
+    }
+
+    fn hand_on(&self) {
+        for subscription in &self.subscriptions {
+            subscription.pass_on();
+        }
+    }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         if self.woken | self.signal.take() {
-            for subscription in &self.subscriptions {
-                subscription.pass_on();
-            }
+            self.hand_on();
         }
     }
 }

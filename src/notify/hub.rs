@@ -2,7 +2,7 @@
 //! each waiter's signal, where each subscription stands, and how the thread connects.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -117,6 +117,10 @@ pub(crate) struct Channel {
     /// When a message last arrived that raised fewer waiters than it was meant for (there
     /// were fewer, or none left to pass a wake-up on to).
     pub unclaimed: Option<Instant>,
+    /// The waiters the last message raised, or that were handed its wake-up since: one
+    /// that cannot use it (a semaphore's waiter that needs more permits) hands it to one
+    /// that has not had it, so that it goes round once, never back and forth.
+    pub tried: Vec<Weak<Signal>>,
 }
 
 impl Channel {
@@ -130,6 +134,7 @@ impl Channel {
             live_since: None,
             idle_since: None,
             unclaimed: None,
+            tried: Vec::new(),
         }
     }
 }
@@ -320,6 +325,7 @@ impl State {
             return;
         };
         let waiters = entry.waiters.len();
+        entry.tried.clear();
         // Meant for more waiters than there are: one that registers next may be one of
         // them.
         if n.is_none_or(|n| n > waiters) {
@@ -357,8 +363,9 @@ impl State {
         });
     }
 
-    /// Raises the first waiter of `channel` that is not `skip` and not raised already, and
-    /// sends it to the back of the line; with none, the wake-up is kept as unclaimed.
+    /// Raises the first waiter of `channel` that is not `skip`, not raised already and
+    /// not [tried](Channel::tried) by the last message, and sends it to the back of the
+    /// line; with none, the wake-up is kept as unclaimed.
     pub fn raise_one(&mut self, channel: &[u8], skip: Option<&Arc<Signal>>) {
         let Some(entry) = self.channels.get_mut(channel) else {
             return;
@@ -367,7 +374,13 @@ impl State {
             let Some(waiter) = entry.waiters.pop_front() else {
                 break;
             };
-            let raised = !skip.is_some_and(|s| Arc::ptr_eq(s, &waiter)) && waiter.raise();
+            let had = |tried: &Weak<Signal>| std::ptr::eq(tried.as_ptr(), Arc::as_ptr(&waiter));
+            let raised = !skip.is_some_and(|s| Arc::ptr_eq(s, &waiter))
+                && !entry.tried.iter().any(had)
+                && waiter.raise();
+            if raised {
+                entry.tried.push(Arc::downgrade(&waiter));
+            }
             entry.waiters.push_back(waiter);
             if raised {
                 return;

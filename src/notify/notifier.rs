@@ -338,12 +338,35 @@ mod tests {
     fn one_message_raises_one_waiter_in_turn() {
         let (hub, subs) = hub_with(b"c", 3);
         for expected in [0, 1, 2, 0] {
-            hub.state.lock().raise_one(b"c", None);
+            hub.state.lock().raise(b"c", Some(1));
             let raised: Vec<bool> = subs.iter().map(|s| s.signal.take()).collect();
             let mut want = vec![false; 3];
             want[expected] = true;
             assert_eq!(raised, want);
         }
+    }
+
+    #[test]
+    fn a_wake_up_handed_on_goes_round_once() {
+        let (hub, subs) = hub_with(b"c", 3);
+        hub.state.lock().raise(b"c", Some(1));
+        let raised =
+            |subs: &[Subscription]| -> Vec<bool> { subs.iter().map(|s| s.signal.take()).collect() };
+        assert_eq!(raised(&subs), [true, false, false]);
+        // None can use it: each hands it to one that has not had it, then it stops.
+        subs[0].pass_on();
+        assert_eq!(raised(&subs), [false, true, false]);
+        subs[1].pass_on();
+        assert_eq!(raised(&subs), [false, false, true]);
+        subs[2].pass_on();
+        assert_eq!(
+            raised(&subs),
+            [false, false, false],
+            "not back to the first"
+        );
+        // The next message starts afresh.
+        hub.state.lock().raise(b"c", Some(1));
+        assert_eq!(raised(&subs).iter().filter(|r| **r).count(), 1);
     }
 
     #[test]

@@ -225,6 +225,40 @@ fn a_release_from_another_client_wakes_as_many_waiters() {
     assert_eq!(counts, [1, 2]);
 }
 
+/// In one client, W1 waits for 2 permits and W2, after it, for 1. A release of 1 wakes W1
+/// first, which cannot use it: it hands the wake-up on to W2, which takes the permit at
+/// once rather than at its own poll (the sleepy client's first pause, 30 s). W1 then takes
+/// its two when they come. (That a wake-up nobody can use goes round once, not for ever,
+/// is `notifier`'s unit test.)
+#[test]
+fn a_wake_up_a_waiter_cannot_use_goes_to_one_that_can() {
+    let server = Server::start();
+    let sleepy = server.sleepy();
+    let sem = sleepy.counting_semaphore(NAME);
+    sem.try_set_permits(1).unwrap();
+    let held = sem.acquire().unwrap();
+    let (sender, got) = mpsc::channel();
+    let take = |sem: CountingSemaphore, n, sender: mpsc::Sender<_>| {
+        move || {
+            let taken = sem.try_acquire_many_for(n, NO_HANG).unwrap();
+            let _ = sender.send((n, taken.as_ref().map(|p| p.count())));
+            std::thread::park_timeout(NO_HANG);
+            drop(taken);
+        }
+    };
+    let _w1 = waiting(&server, (1, 2), take(sem.clone(), 2, sender.clone()));
+    let _w2 = waiting(&server, (1, 1), take(sem.clone(), 1, sender));
+
+    let other = server.client().counting_semaphore(NAME);
+    assert_eq!(other.release(1).unwrap(), 1);
+    let first = got.recv_timeout(WOKEN).expect("W2 woken by the hand-on");
+    assert_eq!(first, (1, Some(1)));
+    drop(held);
+    other.release(1).unwrap();
+    let second = got.recv_timeout(WOKEN).expect("W1 woken by the releases");
+    assert_eq!(second, (2, Some(2)));
+}
+
 #[test]
 fn deadlines_max_wait_and_cancel_end_waits_taking_nothing() {
     let server = Server::start();
