@@ -66,11 +66,20 @@ pub(crate) fn take(
     }
     let counts: Vec<_> = claims.iter().map(|c| (c.held, c.lease)).collect();
     let cmd = scripts::multi_acquire(&keys, &reentrant::owner(first), &counts);
-    let give_back = || {
-        for (target, claim) in targets.iter().zip(&claims) {
-            target.give_back(reentrant::undo::<Reentrant>(target, claim));
-        }
+    // What the script may have taken goes back for every lock, in one round: `whole`
+    // (by index) a fresh hold taken while the owner believed it had holds.
+    let give_back_from = |from: usize, whole: &dyn Fn(usize) -> bool| {
+        let undos =
+            (targets.iter().zip(&claims).enumerate().skip(from)).map(|(at, (target, claim))| {
+                let claim = if whole(at) { &claim.as_first() } else { claim };
+                (
+                    target.subject(),
+                    reentrant::undo::<Reentrant>(target, claim),
+                )
+            });
+        shared.give_back_all(undos);
     };
+    let give_back = || give_back_from(0, &|_| false);
     let sent = Instant::now();
     let granted = |reply: &MultiTaken| matches!(reply, MultiTaken::Taken(_));
     let (mut answers, failed) = nodes.split(nodes.acquire(&cmd, limit, granted));
@@ -112,10 +121,7 @@ pub(crate) fn take(
         .filter(|&at| fresh[at] && claims[at].held > 0)
         .collect();
     if let Some(&first) = gone.first() {
-        for (at, (target, claim)) in targets.iter().zip(&claims).enumerate() {
-            let claim = if fresh[at] { &claim.as_first() } else { claim };
-            target.give_back(reentrant::undo::<Reentrant>(target, claim));
-        }
+        give_back_from(0, &|at| fresh[at]);
         for &at in &gone {
             if let Some(stale) = shared.holds().remove(&claims[at].id) {
                 shared.report_lost(targets[at].subject(), &stale, None);
@@ -132,9 +138,7 @@ pub(crate) fn take(
                 for (target, hold) in targets.iter().zip(&holds) {
                     let _ = reentrant::release::<Reentrant>(target, &hold.holding, hold.watched);
                 }
-                for (target, claim) in targets.iter().zip(&claims).skip(at + 1) {
-                    target.give_back(reentrant::undo::<Reentrant>(target, claim));
-                }
+                give_back_from(at + 1, &|_| false);
                 return other.map(|_| Batch::Slow);
             }
         }

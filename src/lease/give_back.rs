@@ -74,17 +74,18 @@ impl Pending {
 pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(200);
 
 impl GiveBacks {
-    /// Gives back `undo` on every node of `nodes` for `lock`, within a response timeout
-    /// from now; see the module docs. Listed as pending before it runs, so that its
-    /// owner's next attempt waits for it. True when it failed and no thread retries yet:
-    /// the caller is to start one running [`retry`](Self::retry).
-    pub fn give_back(&self, nodes: &Nodes, within: Duration, lock: &Subject, undo: Undo) -> bool {
+    /// Gives back `undo` on every node of `nodes` for `lock`, by `end` (a response timeout
+    /// from when the caller's give-backs began); see the module docs. Listed as pending
+    /// before it runs, so that its owner's next attempt waits for it. True when it failed
+    /// and no thread retries yet: the caller is to start one running
+    /// [`retry`](Self::retry).
+    pub fn give_back(&self, nodes: &Nodes, end: Instant, lock: &Subject, undo: Undo) -> bool {
         let lasts = undo.lasts;
         let pending = Pending::new(lock, undo);
         // Held while it runs, before it is listed: the thread that retries skips it.
         let mut done = pending.done.lock();
         self.list(pending.clone());
-        let Err(err) = run(nodes, &pending.cmd, Instant::now() + within) else {
+        let Err(err) = run(nodes, &pending.cmd, end) else {
             *done = true;
             drop(done);
             self.remove(&pending);

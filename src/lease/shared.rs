@@ -3,7 +3,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::base::config::Config;
 use crate::base::error::{Error, Result, Subject};
@@ -72,8 +72,21 @@ impl Shared {
     /// Gives back what `undo` undoes, at once within a response timeout of its own and,
     /// where Redis cannot be reached, again in the background (see `give_back`).
     pub fn give_back(self: &Arc<Self>, lock: &Subject, undo: Undo) {
-        let within = self.config.response_timeout;
-        if self.give_backs.give_back(&self.nodes, within, lock, undo) {
+        self.give_back_all([(lock, undo)]);
+    }
+
+    /// Gives back what each undo undoes, as [`give_back`](Self::give_back) does, all within
+    /// one response timeout: a multi-lock's members in one round, not one round each.
+    pub fn give_back_all<'a>(
+        self: &Arc<Self>,
+        undos: impl IntoIterator<Item = (&'a Subject, Undo)>,
+    ) {
+        let end = Instant::now() + self.config.response_timeout;
+        let mut retry = false;
+        for (lock, undo) in undos {
+            retry |= self.give_backs.give_back(&self.nodes, end, lock, undo);
+        }
+        if retry {
             self.retry_give_backs();
         }
     }

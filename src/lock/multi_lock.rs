@@ -92,6 +92,8 @@ trait Member: Send + Sync {
         deadline: Option<Instant>,
     ) -> Result<Option<Box<dyn Held>>>;
     fn max_wait(&self) -> Option<Duration>;
+    /// How long its client waits for a reply.
+    fn response_timeout(&self) -> Duration;
     fn cancellable(&self, cancel: &Cancel) -> Arc<dyn Member>;
     /// The member as a reentrant lock, which may be taken with others by one script.
     fn reentrant(&self) -> Option<&Lock<Reentrant>>;
@@ -126,6 +128,10 @@ impl<K: Kind> Member for Lock<K> {
 
     fn max_wait(&self) -> Option<Duration> {
         self.target.shared.config().max_wait
+    }
+
+    fn response_timeout(&self) -> Duration {
+        self.target.shared.config().response_timeout
     }
 
     fn cancellable(&self, cancel: &Cancel) -> Arc<dyn Member> {
@@ -315,7 +321,7 @@ impl MultiLock {
                     rest.remove(index);
                     holds.extend(waited.take().map(|(_, hold)| hold));
                 }
-                match take_unit(&members, &rest, lease) {
+                match take_unit(&members, &rest, lease, deadline) {
                     Ok(Ok(taken)) => holds.extend(taken),
                     Ok(Err(at)) => {
                         busy = Some(at);
@@ -347,12 +353,24 @@ impl MultiLock {
 /// Takes the members `unit` (indices into `members`) without waiting: their holds, or the
 /// index of one that is busy (or in a cluster slot still moving), having taken none of
 /// them. Several go by one script; where that cannot serve (a slot being migrated), each
-/// is taken alone.
+/// is taken alone. Each try is bounded as a try of the caller's `deadline` is (a response
+/// timeout past it at most), and none starts once that has passed: the member is then
+/// taken as busy.
 fn take_unit(
     members: &[&dyn Member],
     unit: &[usize],
     lease: Option<Duration>,
+    deadline: Option<Instant>,
 ) -> Result<std::result::Result<Vec<Box<dyn Held>>, usize>> {
+    // The deadline of one try started now: now, or the caller's if that has passed.
+    let try_deadline = || {
+        let now = Instant::now();
+        deadline.map_or(now, |deadline| deadline.min(now))
+    };
+    let spent = |at: usize| {
+        let end = deadline.and_then(|d| d.checked_add(members[at].response_timeout()));
+        end.is_some_and(|end| end <= Instant::now())
+    };
     let locks: Option<Vec<&Lock<Reentrant>>> =
         unit.iter().map(|&at| members[at].reentrant()).collect();
     if let Some(locks) = locks.filter(|locks| locks.len() > 1) {
@@ -361,8 +379,11 @@ fn take_unit(
         }
         let targets: Vec<_> = locks.iter().map(|lock| &lock.target).collect();
         let config = targets[0].shared.config();
+        if spent(unit[0]) {
+            return Ok(Err(unit[0]));
+        }
         let started = Instant::now();
-        let limit = started.checked_add(config.response_timeout);
+        let limit = try_deadline().checked_add(config.response_timeout);
         match multi::take(&targets, lease, limit) {
             Ok(Batch::Taken(holds)) => {
                 for _ in &holds {
@@ -382,7 +403,11 @@ fn take_unit(
     }
     let mut holds = Vec::with_capacity(unit.len());
     for &at in unit {
-        let taken = match members[at].take(lease, Some(Instant::now())) {
+        if spent(at) {
+            give_back(holds, members, "to wait");
+            return Ok(Err(at));
+        }
+        let taken = match members[at].take(lease, Some(try_deadline())) {
             // Its slot still moving when the try's bound passed: waited for as a busy
             // member is, within the caller's deadline.
             Err(err) if err.is_slot_moving() => Ok(None),

@@ -432,6 +432,68 @@ fn on_a_cluster_each_slot_s_locks_go_by_one_script_even_while_the_slot_migrates(
     drop(guard);
 }
 
+/// On a server answering every reply 600 ms late (response timeout 1 s), a
+/// `try_lock_for(100 ms)` over 12 fair locks stops trying members a response timeout past
+/// its deadline and gives back what it took (2.9 s measured), instead of trying every
+/// member with a fresh bound of its own (7.2 s measured); it leaves nothing held. The bound
+/// checked lies between the two.
+#[test]
+fn a_try_over_many_members_on_a_slow_server_keeps_the_caller_s_deadline() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let client = redmutex::LockClient::builder(&proxy.url())
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let multi = (0..12).fold(MultiLock::new(), |multi, i| {
+        multi.and(client.fair_lock(&format!("m14:{i:02}")))
+    });
+    // Every script loaded, connections open: only the replies are slow.
+    drop(multi.try_lock().unwrap().expect("free"));
+    proxy.delay_replies(Duration::from_millis(600));
+    let started = std::time::Instant::now();
+    let result = multi.try_lock_for(Duration::from_millis(100));
+    let took = started.elapsed();
+    proxy.delay_replies(Duration::ZERO);
+    assert!(
+        took < Duration::from_millis(4500),
+        "took {took:?}: {result:?}"
+    );
+    let free = support::eventually(NO_HANG, || {
+        (0..12).all(|i| !server.exists(&format!("m14:{i:02}")))
+    });
+    assert!(free, "a member was left held");
+    assert!(multi.try_lock().unwrap().is_some());
+}
+
+/// A multi-lock attempt over 6 reentrant members (one script) on a server that stops
+/// answering: what the script may have taken is given back for all six in one round, so the
+/// call returns within about two response timeouts (the attempt's and the give-back's), not
+/// one more per member. The bound checked is below what one round per member took.
+#[test]
+fn a_lost_batch_is_given_back_for_every_member_in_one_round() {
+    let server = Server::start();
+    let timeout = Duration::from_secs(2);
+    let client = redmutex::LockClient::builder(&server.url())
+        .response_timeout(timeout)
+        .build()
+        .unwrap();
+    let multi = client.multi_lock((0..6).map(|i| format!("m15:{i}")));
+    drop(multi.try_lock().unwrap().expect("free"));
+    server.pause();
+    let started = std::time::Instant::now();
+    let result = multi.try_lock();
+    let took = started.elapsed();
+    server.resume();
+    let err = result.expect_err("no reply");
+    assert!(err.is_outcome_unknown() || err.is_connection(), "{err:#}");
+    assert!(took < timeout * 4, "took {took:?}");
+    let free = support::eventually(NO_HANG, || {
+        (0..6).all(|i| !server.exists(&format!("m15:{i}")))
+    });
+    assert!(free, "a member was left held");
+}
+
 #[test]
 fn on_redlock_each_member_is_taken_on_a_quorum_by_its_own_attempt() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
