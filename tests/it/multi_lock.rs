@@ -446,7 +446,7 @@ fn a_try_over_many_members_on_a_slow_server_keeps_the_caller_s_deadline() {
         .build()
         .unwrap();
     let multi = (0..12).fold(MultiLock::new(), |multi, i| {
-        multi.and(client.fair_lock(&format!("m14:{i:02}")))
+        multi.and(client.fair_lock(format!("m14:{i:02}")))
     });
     // Every script loaded, connections open: only the replies are slow.
     drop(multi.try_lock().unwrap().expect("free"));
