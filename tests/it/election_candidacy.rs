@@ -194,6 +194,34 @@ fn a_leadership_taken_over_by_its_id_is_lost_to_the_old_holder() {
     new.resign().unwrap();
 }
 
+/// A leader replaced while it has not noticed yet (no pub/sub to tell it, its next renewal
+/// a third of a long lease away) proclaims a value: the server refuses it, since the key
+/// holds another leader's token, and observers keep the new leader's value.
+#[test]
+fn a_replaced_leader_that_has_not_noticed_cannot_proclaim_over_its_successor() {
+    let server = Server::start();
+    let deaf = LockClient::builder(&server.url())
+        .client_name("old")
+        .lease(LONG)
+        .pubsub(false)
+        .build()
+        .unwrap();
+    let old = deaf.election(NAME).campaign_with("old").unwrap();
+    let other = patient(&server.url(), "new");
+    assert!(other.election(NAME).force_resign().unwrap());
+    let new = other.election(NAME).campaign_with("new").unwrap();
+    assert!(new.epoch() > old.epoch());
+    assert!(
+        !old.is_lost(),
+        "told already: the test needs a leader that has not noticed"
+    );
+    let err = old.proclaim("stale").unwrap_err();
+    assert!(err.is_lost(), "{err:#}");
+    let leader = server.client().election(NAME).leader().unwrap().unwrap();
+    assert_eq!((leader.name(), leader.value()), ("new", Some("new")));
+    new.resign().unwrap();
+}
+
 /// Without an id of its own, a second campaign of the same thread does not take over the
 /// leadership it holds: it waits like any other candidate.
 #[test]

@@ -84,7 +84,11 @@ struct Candidate {
 
 impl Candidate {
     fn start(server: &Server, name: &str, led: &mpsc::Sender<(String, u64)>) -> Candidate {
-        let election = fcfs(&named(server, name));
+        Candidate::of(fcfs(&named(server, name)), name, led)
+    }
+
+    /// A candidate of `election` named `name`.
+    fn of(election: Election, name: &str, led: &mpsc::Sender<(String, u64)>) -> Candidate {
         let (name, led) = (name.to_owned(), led.clone());
         let (resign, resigned) = mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -332,6 +336,49 @@ fn candidates_in_several_processes_lead_in_the_order_they_came() {
         .unwrap();
     assert_eq!(order, ["w0 2", "w1 3", "w2 4"]);
     assert_queue_empty(&server);
+}
+
+/// A queued candidate's listing lasts as long as its place may: enlisting raises the
+/// expiry that the head's shorter listing gave the candidates' hash, so the queued one is
+/// not dropped from `candidates()` when the head's listing would have run out.
+#[test]
+fn a_queued_candidate_s_listing_outlasts_the_shorter_one_beside_it() {
+    let server = Server::start();
+    let leader = fcfs(&named(&server, "leader")).campaign().unwrap();
+    let (led_by, led) = mpsc::channel();
+    // It tries again only when woken: nothing but the enlisting raises the expiry.
+    let sleepy = (server.builder().client_name("head"))
+        .retry_base(Duration::from_secs(300))
+        .retry_cap(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let head = Candidate::of(fcfs(&sleepy), "head", &led_by);
+    await_head(&server);
+    let pttl = || -> i64 {
+        redis::cmd("PTTL")
+            .arg(LISTED)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    assert!(eventually(NO_HANG, || pttl() > 0), "the head is listed");
+    let hour = 3_600_000;
+    assert!(pttl() < hour, "the head's listing is short: {}", pttl());
+    let behind = Candidate::start(&server, "behind", &led_by);
+    await_queued(&server, 1);
+    // Listed by the script that raises the expiry: seen listed, it is raised already.
+    let election = server.client().election(NAME);
+    let listed = || (election.candidates().unwrap().iter()).any(|c| c.name() == "behind");
+    assert!(
+        eventually(NO_HANG, listed),
+        "the queued candidate is listed"
+    );
+    assert!(pttl() > hour, "{}", pttl());
+
+    leader.resign().unwrap();
+    assert_eq!(next(&led).0, "head");
+    head.resign();
+    assert_eq!(next(&led).0, "behind");
+    behind.resign();
 }
 
 #[test]
