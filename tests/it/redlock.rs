@@ -239,6 +239,46 @@ fn a_node_restarted_empty_gets_the_hold_back_at_the_next_renewal() {
     }
 }
 
+/// A node that lost our hold while another owner took the key there (it restarted empty,
+/// then someone locked it on that node alone): the renewal puts our hold back only where
+/// the key is free, and never writes our field into the other owner's hash.
+#[test]
+fn a_renewal_never_puts_a_hold_back_into_another_owner_s_key() {
+    let five = Five::start();
+    let lease = SHORT_LEASE;
+    let client = five
+        .builder()
+        .lease(lease)
+        .response_timeout(response_timeout_for(lease))
+        .build()
+        .unwrap();
+    let guard = client.lock("taken").lock().unwrap();
+    let mut node = five.servers[0].conn();
+    let () = redis::pipe()
+        .cmd("DEL")
+        .arg("taken")
+        .cmd("HSET")
+        .arg("taken")
+        .arg("other:1")
+        .arg(1)
+        .cmd("PEXPIRE")
+        .arg("taken")
+        .arg(60_000)
+        .query(&mut node)
+        .unwrap();
+    let renewals = client.stats().renewals;
+    assert!(
+        eventually(Duration::from_secs(10), || client.stats().renewals
+            >= renewals + 2),
+        "{:?}",
+        client.stats()
+    );
+    assert_eq!(five.fields(0, "taken"), [("other:1".to_owned(), 1)]);
+    assert!(!guard.is_lost(), "still held on four of five");
+    guard.unlock().unwrap();
+    assert_eq!(five.fields(0, "taken"), [("other:1".to_owned(), 1)]);
+}
+
 #[test]
 fn two_racing_clients_never_both_hold_and_one_always_wins() {
     let five = Five::start();
