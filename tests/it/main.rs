@@ -8,6 +8,7 @@ mod support;
 
 mod acl;
 mod cancel;
+mod cleanup;
 mod cli;
 mod cluster;
 mod counting_semaphore;

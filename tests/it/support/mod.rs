@@ -38,7 +38,7 @@ pub use tool::tool;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use redmutex::{LockClient, LockClientBuilder};
@@ -47,11 +47,18 @@ use redmutex::{LockClient, LockClientBuilder};
 /// with the arguments after it, prints its pid, then waits for its stdin to close, kills the
 /// server and removes its output. A background job of a non-interactive shell reads
 /// /dev/null, so the server itself never holds the pipe.
+///
+/// The server is started under [`dying_with_parent`] where it can be: killed by the
+/// kernel when the supervisor dies, even stopped (SIGSTOP), as when a signal to the whole
+/// process group of a run (Ctrl-C, a CI job's timeout) ends the supervisor before it could
+/// kill the server itself. Else a signal that reaches the supervisor kills the server
+/// first, which works for a server that is not stopped.
 const SUPERVISOR: &str = r#"log=$1
 server=$2
 shift 2
 "$server" "$@" >"$log" 2>&1 &
 pid=$!
+trap 'kill -9 "$pid" 2>/dev/null; rm -f "$log"; exit 1' INT TERM HUP
 echo "$pid"
 read -r _ || :
 kill -9 "$pid" 2>/dev/null
@@ -382,6 +389,7 @@ impl Server {
             .arg(SUPERVISOR)
             .arg("redis-supervisor")
             .arg(&log)
+            .args(dying_with_parent())
             .arg(binary::server_binary())
             .args(&self.args.leading)
             .args(listen)
@@ -499,7 +507,7 @@ pub fn alone(name: &str, body: impl FnOnce()) {
     if std::env::var(ALONE_VAR).is_ok_and(|alone| alone == name) {
         return body();
     }
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = this_binary()
         .args(["--exact", name, "--nocapture", "--test-threads", "1"])
         .env(ALONE_VAR, name)
         .stdin(Stdio::null())
@@ -520,9 +528,10 @@ pub fn alone(name: &str, body: impl FnOnce()) {
 }
 
 /// Runs the ignored test `name` (its path, such as `fair::fair_worker`) of this same test
-/// binary in a new process, with `env` set.
+/// binary in a new process, with `env` set. It dies with the thread that started it (see
+/// [`dying_with_parent`]).
 pub fn spawn_worker(name: &str, env: &[(&str, String)]) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+    this_binary()
         .args([
             "--exact",
             name,
@@ -535,6 +544,41 @@ pub fn spawn_worker(name: &str, env: &[(&str, String)]) -> Child {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// This test binary, to run one of its tests in a process of its own that dies with the
+/// thread that starts it (see [`dying_with_parent`]).
+pub fn this_binary() -> Command {
+    let exe = std::env::current_exe().unwrap();
+    match dying_with_parent().split_first() {
+        Some((wrapper, args)) => {
+            let mut command = Command::new(wrapper);
+            command.args(args).arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
+}
+
+/// What to run a program under so that the kernel kills it (SIGKILL, which ends a stopped
+/// process too) when the thread that started it ends: `setpriv --pdeathsig KILL --`, where
+/// there is `setpriv` (util-linux); nothing elsewhere. For a child that a test's own thread
+/// starts and waits for, and for a server under its supervisor.
+pub fn dying_with_parent() -> &'static [&'static str] {
+    static WRAPPER: OnceLock<&'static [&'static str]> = OnceLock::new();
+    WRAPPER.get_or_init(|| {
+        let setpriv = ["setpriv", "--pdeathsig", "KILL", "--"];
+        let works = Command::new(setpriv[0])
+            .args(&setpriv[1..])
+            .arg("true")
+            .status()
+            .is_ok_and(|status| status.success());
+        if works {
+            &["setpriv", "--pdeathsig", "KILL", "--"]
+        } else {
+            &[]
+        }
+    })
 }
 
 /// Every key of the server with its hash contents.
