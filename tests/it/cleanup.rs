@@ -69,16 +69,15 @@ fn a_run_ended_by_a_signal_leaves_no_server_nor_worker_behind() {
 fn a_run_left_running() {
     let server = Server::start();
     server.pause();
-    let worker = spawn_worker("cleanup::a_worker_left_running", &[]);
+    let mut worker = spawn_worker("cleanup::a_worker_left_running", &[]);
     let stopped = Command::new("kill")
         .args(["-STOP", &worker.id().to_string()])
         .status()
         .unwrap();
     assert!(stopped.success());
     println!("started {} {}", server.pid(), worker.id());
-    loop {
-        std::thread::park();
-    }
+    // The worker is stopped: this waits until the signal ends the run.
+    let _ = worker.wait();
 }
 
 /// A worker of the run above: runs until it is killed.
