@@ -130,7 +130,7 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             (
                 scripts::csem_acquire(key, &marker, 1, lease),
                 scripts::csem_add(
-                    (key, &latch, Some(&marker)),
+                    (key, &latch, Some((&marker, true))),
                     &channel,
                     1,
                     latch_ttl,

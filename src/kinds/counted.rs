@@ -77,10 +77,17 @@ fn marker_ttl(target: &Target) -> Duration {
     config.lease.max(config.latch_ttl()).max(UNDO_HORIZON)
 }
 
+/// How long a guard's marker is surely still there, by this client's clock: its life less
+/// a minute for the server's. Within it, a release finding no marker knows that the
+/// attempt's undo gave the permits back first; past it, the marker may have lapsed.
+fn marker_surely_there(target: &Target) -> Duration {
+    marker_ttl(target).saturating_sub(Duration::from_secs(60))
+}
+
 /// Adds `delta` permits at `key` (taking them away below zero), waking as many waiters,
 /// under a latch of its own so that a retry after a lost reply counts once; with `marker`,
 /// the release of the permits an attempt took. Returns the number available after.
-pub(crate) fn add(target: &Target, delta: i64, marker: Option<&[u8]>) -> Result<i64> {
+pub(crate) fn add(target: &Target, delta: i64, marker: Option<(&[u8], bool)>) -> Result<i64> {
     let key = target.begin()?;
     node(target)?;
     let latch = names::unlock_latch(key, &names::random_id());
@@ -162,11 +169,14 @@ impl Machinery for Counted {
         let key = target.begin()?;
         let marker = names::counting_taken(key, &hold.held.claim);
         let count = i64::try_from(hold.held.count).unwrap_or(i64::MAX);
-        let released = add(target, count, Some(&marker)).map(drop);
+        let alive = hold.held.taken.elapsed() < marker_surely_there(target);
+        let released = add(target, count, Some((&marker, alive))).map(drop);
         // Permits never expire: a release that Redis may not have run (unreachable, no
         // reply, its slot moving) is made sure of by the attempt's own undo, which gives
         // back what the marker still records, once, and nothing if the release ran (it
-        // deleted the marker), in the background while the marker lasts.
+        // deleted the marker), in the background while the marker is surely there. The
+        // release, if it comes later (held up on its way), then finds no marker and adds
+        // nothing.
         if let Err(err) = &released
             && err.is_transient()
         {
@@ -176,7 +186,7 @@ impl Machinery for Counted {
                 count: held.count,
             };
             let mut undo = Self::undo(target, &claim);
-            undo.lasts = undo.lasts.saturating_sub(held.taken.elapsed());
+            undo.lasts = marker_surely_there(target).saturating_sub(held.taken.elapsed());
             if !undo.lasts.is_zero() {
                 log::info!(
                     "{}: a release failed ({err:#}); its permits are given back by the \

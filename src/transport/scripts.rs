@@ -648,23 +648,27 @@ pub(crate) fn csem_undo(key: &[u8], marker: &[u8], channel: &[u8], marker_ttl: D
 
 /// Add `delta` permits (below zero: take away) at `key`, announcing the number available on
 /// `channel`, leaving `latch` for `latch_ttl`, and deleting `marker` if given (the release
-/// of what an attempt took); refused past `bound` either way. Replies the number available
-/// after.
+/// of what an attempt took; with `true`, the marker must still be there, else its undo gave
+/// them back and nothing is added); refused past `bound` either way. Replies the number
+/// available after.
 pub(crate) fn csem_add(
-    (key, latch, marker): (&[u8], &[u8], Option<&[u8]>),
+    (key, latch, marker): (&[u8], &[u8], Option<(&[u8], bool)>),
     channel: &[u8],
     delta: i64,
     latch_ttl: Duration,
     bound: u64,
 ) -> Cmd {
     let mut cmd = match marker {
-        Some(marker) => evalsha(&CSEM_ADD, &[key, latch, marker]),
+        Some((marker, _)) => evalsha(&CSEM_ADD, &[key, latch, marker]),
         None => evalsha(&CSEM_ADD, &[key, latch]),
     };
     cmd.arg(channel)
         .arg(delta)
         .arg(millis(latch_ttl))
         .arg(bound);
+    if let Some((_, alive)) = marker {
+        cmd.arg(if alive { "1" } else { "0" });
+    }
     cmd
 }
 

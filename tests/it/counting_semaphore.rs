@@ -622,6 +622,50 @@ fn a_release_that_did_not_get_through_is_given_back_once_by_the_client() {
     assert_eq!(sem.available_permits().unwrap(), 3, "counted once");
 }
 
+/// A guard's release held up on its way (the proxy holds every byte) fails; while it is
+/// held, the acquisition's undo gives the permits back (run here by hand, as the client's
+/// background undo would once it gets through). When the held release reaches the server
+/// after that, it adds nothing: the permits count once.
+#[test]
+fn a_release_that_comes_after_its_undo_adds_nothing() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let sem = client.counting_semaphore(NAME);
+    assert!(sem.try_set_permits(3).unwrap());
+    let two = sem.acquire_many(2).unwrap();
+    let marker = markers(&server).pop().expect("the acquisition's marker");
+    proxy.pause();
+    let err = two.release().unwrap_err();
+    assert!(err.is_connection(), "{err:#}");
+    let undo = Script::new(include_str!("../../src/transport/scripts/csem_undo.lua"));
+    let given: i64 = undo
+        .key(NAME)
+        .key(&marker)
+        .arg(CHANNEL)
+        .arg(3_600_000)
+        .invoke(&mut server.conn())
+        .unwrap();
+    assert_eq!(given, 2);
+    let latches = |server: &Server| {
+        let keys = keys(server);
+        keys.iter()
+            .filter(|k| k.starts_with("redisson_unlock_latch:"))
+            .count()
+    };
+    let before = latches(&server);
+    proxy.resume();
+    assert!(proxy.flushed(NO_HANG));
+    assert!(
+        eventually(NO_HANG, || latches(&server) > before),
+        "the held release did not run"
+    );
+    assert_eq!(get_int(&mut server.conn(), NAME), 3, "given back twice");
+}
+
 /// On a cluster: the count, the markers and the latches share the name's slot; a waiter
 /// subscribes on the primary serving it (sharded or not) and the release wakes it there.
 #[test]

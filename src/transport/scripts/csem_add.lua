@@ -11,6 +11,10 @@
 -- ARGV[2]  how many permits to add: an integer, below zero to take away, not 0
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
 -- ARGV[4]  the largest number of permits, above or below zero, the key may come to
+-- ARGV[5]  with KEYS[3]: "1" when the marker must still be there (the permits were taken
+--             less than its life ago): if it is not, the attempt's undo (csem_undo.lua)
+--             gave them back first, and this release adds nothing; "0" when it may have
+--             lapsed
 -- Reply    the number available after the call (by this call, or by an earlier try of it
 --             as its latch recorded);
 --          the error "WRONGKIND <type>" when the permits key holds no integer, and
@@ -32,7 +36,11 @@ if kind == 'string' then
 elseif kind ~= 'none' then
     return redis.error_reply('WRONGKIND ' .. kind)
 end
-local total = value + tonumber(ARGV[2])
+local delta = tonumber(ARGV[2])
+if KEYS[3] and ARGV[5] == '1' and redis.call('exists', KEYS[3]) == 0 then
+    delta = 0
+end
+local total = value + delta
 if math.abs(total) > tonumber(ARGV[4]) then
     return redis.error_reply('OVERFLOW ' .. string.format('%d', total))
 end
@@ -41,8 +49,10 @@ if check and (not check('incrby', KEYS[1], '1') or not check('set', KEYS[2], '1'
     or not check('publish', ARGV[1], '1') or (KEYS[3] and not check('del', KEYS[3]))) then
     return redis.error_reply('NOPERM this user may not write the semaphore keys')
 end
-total = redis.call('incrby', KEYS[1], ARGV[2])
-redis.call('publish', ARGV[1], total)
+if delta ~= 0 then
+    total = redis.call('incrby', KEYS[1], delta)
+    redis.call('publish', ARGV[1], total)
+end
 redis.call('set', KEYS[2], total, 'px', ARGV[3])
 if KEYS[3] then
     redis.call('del', KEYS[3])
