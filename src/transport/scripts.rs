@@ -646,13 +646,17 @@ pub(crate) fn csem_undo(key: &[u8], marker: &[u8], channel: &[u8], marker_ttl: D
     cmd
 }
 
+/// The marker of the attempt whose permits a release gives back, and whether it must still
+/// be there (see [`csem_add`]).
+pub(crate) type Marker<'a> = (&'a [u8], bool);
+
 /// Add `delta` permits (below zero: take away) at `key`, announcing the number available on
 /// `channel`, leaving `latch` for `latch_ttl`, and deleting `marker` if given (the release
 /// of what an attempt took; with `true`, the marker must still be there, else its undo gave
 /// them back and nothing is added); refused past `bound` either way. Replies the number
 /// available after.
 pub(crate) fn csem_add(
-    (key, latch, marker): (&[u8], &[u8], Option<(&[u8], bool)>),
+    (key, latch, marker): (&[u8], &[u8], Option<Marker>),
     channel: &[u8],
     delta: i64,
     latch_ttl: Duration,
