@@ -70,6 +70,13 @@ fn a_run_left_running() {
     let server = Server::start();
     server.pause();
     let mut worker = spawn_worker("cleanup::a_worker_left_running", &[]);
+    // Stopped only once it runs this binary: under `setpriv`, which sets it to die with
+    // this run and then starts it, a stop that came first would keep that from happening.
+    let comm = format!("/proc/{}/comm", worker.id());
+    let started = eventually(Duration::from_secs(30), || {
+        std::fs::read_to_string(&comm).is_ok_and(|name| name.trim() != "setpriv")
+    });
+    assert!(started, "the worker did not start");
     let stopped = Command::new("kill")
         .args(["-STOP", &worker.id().to_string()])
         .status()
