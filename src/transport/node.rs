@@ -150,12 +150,7 @@ impl Node {
         end: Instant,
         settle: Instant,
     ) -> Result<T> {
-        match &self.route {
-            Route::One(shard) => shard.run(cmd, end),
-            Route::Cluster(cluster) => {
-                (cluster.run(cmd, None, (end, settle), true)).map(|(reply, _)| reply)
-            }
-        }
+        self.settling(cmd, (end, settle), true)
     }
 
     /// [`run_settling`](Self::run_settling) for a resend of a release after a send that
@@ -167,10 +162,19 @@ impl Node {
         end: Instant,
         settle: Instant,
     ) -> Result<T> {
+        self.settling(cmd, (end, settle), false)
+    }
+
+    fn settling<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        (end, settle): (Instant, Instant),
+        unlatch: bool,
+    ) -> Result<T> {
         match &self.route {
             Route::One(shard) => shard.run(cmd, end),
             Route::Cluster(cluster) => {
-                (cluster.run(cmd, None, (end, settle), false)).map(|(reply, _)| reply)
+                (cluster.run(cmd, None, (end, settle), unlatch)).map(|(reply, _)| reply)
             }
         }
     }
