@@ -70,11 +70,15 @@ fn a_run_left_running() {
     let server = Server::start();
     server.pause();
     let mut worker = spawn_worker("cleanup::a_worker_left_running", &[]);
-    // Stopped only once it runs this binary: under `setpriv`, which sets it to die with
-    // this run and then starts it, a stop that came first would keep that from happening.
-    let comm = format!("/proc/{}/comm", worker.id());
+    // Stopped only once it runs this binary as the worker: `setpriv` sets it to die with
+    // this run and then starts it, and a stop before that (or before `setpriv` itself ran,
+    // while the process still has this run's command line) would keep that from happening.
+    let cmdline = format!("/proc/{}/cmdline", worker.id());
     let started = eventually(Duration::from_secs(30), || {
-        std::fs::read_to_string(&comm).is_ok_and(|name| name.trim() != "setpriv")
+        let line = std::fs::read(&cmdline).unwrap_or_default();
+        let mut args = line.split(|&b| b == 0).map(String::from_utf8_lossy);
+        let first = args.next().unwrap_or_default();
+        !first.ends_with("setpriv") && args.any(|arg| arg == "cleanup::a_worker_left_running")
     });
     assert!(started, "the worker did not start");
     let stopped = Command::new("kill")
