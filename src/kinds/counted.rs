@@ -108,6 +108,7 @@ pub(crate) fn add(target: &Target, delta: i64, marker: Option<(&[u8], bool)>) ->
 
 impl Machinery for Counted {
     const LABEL: &'static str = "counting_semaphore";
+    const HANDS_ON: bool = true;
 
     type Held = CountedHeld;
     type Affinity = ();

@@ -116,6 +116,9 @@ pub(crate) mod sealed {
         /// Whether waiters subscribe to be woken by releases; a kind whose releases publish
         /// nothing only backs off.
         const SUBSCRIBES: bool = true;
+        /// Whether a waiter woken for what it cannot use (it asks for more than a release
+        /// gave) hands the wake-up to another waiter of its client, which may ask for less.
+        const HANDS_ON: bool = false;
         /// The kind's name in metrics.
         const LABEL: &'static str;
         /// The Redis type of the kind's key, as `force_unlock.lua` names it: `"hash"`, or

@@ -256,7 +256,10 @@ impl<K: Kind> Lock<K> {
                 Attempt::Queued => {
                     // Woken for what it cannot use (more permits than a release gave):
                     // the wake-up goes to a waiter of this client that has not had it.
-                    waiting.pass_on();
+                    if K::HANDS_ON {
+                        waiting.pass_on();
+                    }
+                    waiting.woken = false;
                     woken_at = None;
                     held_for_ever = false;
                     busy_since = sent;
