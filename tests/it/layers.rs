@@ -50,30 +50,120 @@ fn modules() -> BTreeMap<String, String> {
     out
 }
 
-/// The modules of the crate each module names (`crate::folder::module`).
+/// The paths a use tree names, flattened: `layout::{names, owner::x}` gives `layout::names`
+/// and `layout::owner::x`. `tree` starts right after `crate::`; `end` is where it stopped.
+fn use_paths(tree: &str) -> (Vec<String>, usize) {
+    let mut paths = Vec::new();
+    let mut prefix = String::new();
+    let mut at = 0;
+    let bytes = tree.as_bytes();
+    while at < bytes.len() {
+        let c = bytes[at] as char;
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            prefix.push(c);
+            at += 1;
+        } else if c == '{' {
+            // A group: each member continues the prefix.
+            at += 1;
+            loop {
+                while at < bytes.len() && (bytes[at] as char).is_whitespace() {
+                    at += 1;
+                }
+                if at >= bytes.len() || bytes[at] == b'}' {
+                    at += 1;
+                    break;
+                }
+                let (inner, used) = use_paths(&tree[at..]);
+                paths.extend(inner.into_iter().map(|p| format!("{prefix}{p}")));
+                at += used;
+                while at < bytes.len() && matches!(bytes[at], b',' | b' ' | b'\n' | b'\t') {
+                    at += 1;
+                }
+            }
+            return (paths, at);
+        } else {
+            break;
+        }
+    }
+    paths.push(prefix);
+    (paths, at)
+}
+
+/// What lib.rs re-exports at the crate root, and from which module: `Error` from
+/// `base::error`, so that `crate::Error` counts as a use of that module.
+fn reexports() -> BTreeMap<String, String> {
+    let lib = std::fs::read_to_string(Path::new(SRC).join("lib.rs")).unwrap();
+    let mut out = BTreeMap::new();
+    for line in lib.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        for path in use_paths(rest.trim_end_matches(';')).0 {
+            let parts: Vec<&str> = path.split("::").collect();
+            if parts.len() >= 3 {
+                let name = parts.last().unwrap().to_string();
+                out.insert(name, format!("{}::{}", parts[0], parts[1]));
+            } else if parts.len() == 2 {
+                // `pub use folder::module;` re-exports a module under its own name.
+                out.insert(parts[1].to_owned(), path.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The modules of the crate each module names, directly (`crate::folder::module`), in a
+/// group (`crate::folder::{a, b}`) or through a crate-root re-export (`crate::Error`).
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let modules = modules();
+    let reexports = reexports();
     modules
         .iter()
         .map(|(name, code)| {
             let mut used = BTreeSet::new();
             for (at, _) in code.match_indices("crate::") {
-                let path: String = code[at + "crate::".len()..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                let mut parts = path.split("::");
-                let (Some(folder), Some(module)) = (parts.next(), parts.next()) else {
-                    continue;
-                };
-                let module = format!("{folder}::{module}");
-                if modules.contains_key(&module) && module != *name {
-                    used.insert(module);
+                for path in use_paths(&code[at + "crate::".len()..]).0 {
+                    let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+                    let module = match parts.as_slice() {
+                        [folder, module, ..]
+                            if modules.contains_key(&format!("{folder}::{module}")) =>
+                        {
+                            format!("{folder}::{module}")
+                        }
+                        [folder, ..] if modules.contains_key(*folder) => (*folder).to_owned(),
+                        [item, ..] => match reexports.get(*item) {
+                            Some(module) => module.clone(),
+                            None => panic!("{name} names crate::{path}, which no module declares"),
+                        },
+                        [] => continue,
+                    };
+                    if module != *name {
+                        used.insert(module);
+                    }
                 }
             }
             (name.clone(), used)
         })
         .collect()
+}
+
+/// The reading above sees what it must: a grouped import and a crate-root name each count,
+/// so that an import against the layers cannot hide in either form.
+#[test]
+fn grouped_and_crate_root_imports_are_read() {
+    let imports = imports();
+    assert!(
+        imports["kinds::election"].contains("layout::owner"),
+        "`use crate::layout::{{names, owner}}` names layout::owner: {:?}",
+        imports["kinds::election"]
+    );
+    assert!(
+        imports["client::bench_hooks"].contains("client::lock_client"),
+        "`use crate::LockClient` names client::lock_client: {:?}",
+        imports["client::bench_hooks"]
+    );
+    let (paths, _) = use_paths("a::{b, c::{d, e}, f}; g");
+    assert_eq!(paths, ["a::b", "a::c::d", "a::c::e", "a::f"]);
 }
 
 #[test]
