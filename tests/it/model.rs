@@ -613,88 +613,97 @@ fn the_read_write_window_check_finds_a_writer_beside_another_owner() {
     assert!(read_write::conflict(&writes, &History::default()).is_some());
 }
 
-/// Runs the property of one kind on one server, with fresh lock names per case.
-fn exclusive_property<K: exclusive::Subject>(java: bool) {
-    let harness = std::cell::RefCell::new(exclusive::Harness::<K>::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&exclusive::ops(java), |ops| {
-        exclusive::check(&mut harness.borrow_mut(), &ops)
+/// A model-based property: a harness that keeps its server and clients across cases, the
+/// random cases it draws, and how one case runs against the model. One runner,
+/// [`follows`], draws and shrinks the cases of every kind; [`replay`] runs one found.
+pub trait Model: Sized {
+    /// Its name in messages.
+    const NAME: &'static str;
+    /// How many cases it runs unless `MODEL_CASES` says otherwise.
+    const CASES: u32 = 40;
+    /// One random case.
+    type Case: std::fmt::Debug + Clone;
+    /// A harness: its server, clients and owners.
+    fn new() -> Self;
+    /// The cases it draws from.
+    fn cases() -> BoxedStrategy<Self::Case>;
+    /// Runs `case`; what went against the model, if anything.
+    fn run_case(&mut self, case: &Self::Case) -> Result<(), String>;
+    /// What it has to say once every case passed.
+    fn summary(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Runs the property of `M` on one harness, with fresh lock names per case.
+fn follows<M: Model>() {
+    let harness = std::cell::RefCell::new(M::new());
+    let config = ProptestConfig {
+        cases: cases_or(M::CASES),
+        ..config()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&M::cases(), |case| {
+        (harness.borrow_mut().run_case(&case)).map_err(TestCaseError::fail)
     });
     if let Err(err) = result {
-        panic!("{}: {err}", K::NAME);
+        panic!("{}: {err}", M::NAME);
     }
-    let grants = harness.borrow().grants_taken();
-    if grants > 0 {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{}: {grants} holds taken on a grant alone",
-            K::NAME
-        );
+    if let Some(summary) = harness.borrow().summary() {
+        let _ = writeln!(std::io::stderr(), "{}: {summary}", M::NAME);
+    }
+}
+
+/// Runs one case of `M`, found by its property, as a plain test.
+fn replay<M: Model>(case: M::Case) {
+    if let Err(err) = M::new().run_case(&case) {
+        panic!("{}: {err}", M::NAME);
     }
 }
 
 #[test]
 fn reentrant_lock_follows_its_model() {
-    exclusive_property::<redmutex::Reentrant>(true);
+    follows::<exclusive::Harness<redmutex::Reentrant>>();
 }
 
 #[test]
 fn fenced_lock_follows_its_model() {
-    exclusive_property::<redmutex::Fenced>(true);
+    follows::<exclusive::Harness<redmutex::Fenced>>();
 }
 
 #[test]
 fn spin_lock_follows_its_model() {
-    exclusive_property::<redmutex::Spin>(true);
+    follows::<exclusive::Harness<redmutex::Spin>>();
 }
 
 #[test]
 fn fair_lock_follows_its_model() {
-    exclusive_property::<redmutex::Fair>(true);
+    follows::<exclusive::Harness<redmutex::Fair>>();
 }
 
 #[test]
 fn non_reentrant_lock_follows_its_model() {
-    exclusive_property::<redmutex::NonReentrant>(true);
+    follows::<exclusive::Harness<redmutex::NonReentrant>>();
 }
 
 #[test]
 fn non_reentrant_fair_lock_follows_its_model() {
-    exclusive_property::<redmutex::NonReentrantFair>(true);
+    follows::<exclusive::Harness<redmutex::NonReentrantFair>>();
 }
 
 #[test]
 fn token_lock_follows_its_model() {
-    exclusive_property::<redmutex::Token>(false);
+    follows::<exclusive::Harness<redmutex::Token>>();
 }
 
 #[test]
 fn multi_lock_follows_its_model() {
-    let harness = std::cell::RefCell::new(multi::Harness::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&multi::ops(), |ops| {
-        multi::check(&mut harness.borrow_mut(), &ops)
-    });
-    if let Err(err) = result {
-        panic!("multi-lock: {err}");
-    }
+    follows::<multi::Harness>();
 }
 
 #[test]
 fn read_write_lock_follows_its_model() {
-    let harness = std::cell::RefCell::new(read_write::Harness::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&read_write::ops(), |ops| {
-        read_write::check(&mut harness.borrow_mut(), &ops)
-    });
-    if let Err(err) = result {
-        panic!("read-write: {err}");
-    }
-    let settled = harness.borrow().settled;
-    let _ = writeln!(
-        std::io::stderr(),
-        "read-write: {settled} failed acquisitions looked at for what they left"
-    );
+    follows::<read_write::Harness>();
 }
 
 /// Found by the property: a release that finds the write holding lost forgets all of it,
@@ -794,83 +803,27 @@ fn read_write_lock_after_a_forced_write_unlock_follows_its_model() {
 
 #[test]
 fn count_down_latch_follows_its_model() {
-    let harness = std::cell::RefCell::new(latch::Harness::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&latch::case(), |ops| {
-        latch::check(&mut harness.borrow_mut(), &ops)
-    });
-    if let Err(err) = result {
-        panic!("count-down latch: {err}");
-    }
+    follows::<latch::Harness>();
 }
 
 #[test]
 fn semaphore_follows_its_model() {
-    let harness = std::cell::RefCell::new(semaphore::Harness::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&semaphore::case(), |(permits, ops)| {
-        semaphore::check(&mut harness.borrow_mut(), permits, &ops)
-    });
-    if let Err(err) = result {
-        panic!("semaphore: {err}");
-    }
+    follows::<semaphore::Harness>();
 }
 
 #[test]
 fn counting_semaphore_follows_its_model() {
-    let harness = std::cell::RefCell::new(counting_semaphore::Harness::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&counting_semaphore::case(), |(permits, ops)| {
-        counting_semaphore::check(&mut harness.borrow_mut(), permits, &ops)
-    });
-    if let Err(err) = result {
-        panic!("counting semaphore: {err}");
-    }
+    follows::<counting_semaphore::Harness>();
 }
 
 /// The election's cases are fewer: each runs longer, with its leases running out.
 #[test]
 fn election_follows_its_model() {
-    let harness = std::cell::RefCell::new(election::Harness::new());
-    let config = ProptestConfig {
-        cases: cases_or(12),
-        ..config()
-    };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
-    let result = runner.run(&election::ops(), |ops| {
-        election::check(&mut harness.borrow_mut(), &ops)
-    });
-    if let Err(err) = result {
-        panic!("election: {err}");
-    }
+    follows::<election::Harness>();
 }
 
 // Sequences found by the properties above (or, where a timing edge kept proptest from
 // shrinking, the same steps with times that make the edge certain), replayed as plain tests.
-
-fn replay<K: exclusive::Subject>(ops: &[exclusive::Op]) {
-    if let Err(err) = exclusive::Harness::<K>::new().run(ops) {
-        panic!("{}: {err}", K::NAME);
-    }
-}
-
-fn replay_read_write(ops: &[read_write::Op]) {
-    if let Err(err) = read_write::Harness::new().run(ops) {
-        panic!("read-write: {err}");
-    }
-}
-
-fn replay_election(ops: &[election::Op]) {
-    if let Err(err) = election::Harness::new().run(ops) {
-        panic!("election: {err}");
-    }
-}
-
-fn replay_semaphore(permits: u64, ops: &[semaphore::Op]) {
-    if let Err(err) = semaphore::Harness::new().run(permits, ops) {
-        panic!("semaphore: {err}");
-    }
-}
 
 /// Found as [Wait { 0, 10 ms, wait 20 }, Pass 9, Take { 2, 71 ms }, Take { 0, 23 ms }]: the
 /// re-entry finds its hold expired and the lock taken, is queued as busy, and reports the
@@ -878,7 +831,7 @@ fn replay_semaphore(permits: u64, ops: &[semaphore::Op]) {
 #[test]
 fn fair_reentry_after_expiry_leaves_no_queue_entry() {
     use exclusive::{Lease::Ms, Op::*};
-    replay::<redmutex::Fair>(&[
+    replay::<exclusive::Harness<redmutex::Fair>>(vec![
         Take {
             owner: 0,
             lease: Ms(10),
@@ -902,7 +855,7 @@ fn fair_reentry_after_expiry_leaves_no_queue_entry() {
 #[test]
 fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
     use exclusive::{Lease::Ms, Op::*};
-    replay::<redmutex::Fair>(&[
+    replay::<exclusive::Harness<redmutex::Fair>>(vec![
         Take {
             owner: 1,
             lease: Ms(500),
@@ -937,7 +890,7 @@ fn fair_waiter_keeps_its_place_when_a_java_owner_takes_the_lock() {
 #[test]
 fn fair_crashed_waiter_behind_a_java_one_is_dropped_after_its_wait() {
     use exclusive::{LONG_LEASE, Lease::Ms, Op::*};
-    replay::<redmutex::Fair>(&[
+    replay::<exclusive::Harness<redmutex::Fair>>(vec![
         Take {
             owner: 0,
             lease: Ms(LONG_LEASE),
@@ -968,7 +921,7 @@ fn fair_crashed_waiter_behind_a_java_one_is_dropped_after_its_wait() {
 #[test]
 fn fair_crashed_waiter_dropped_by_a_java_client_leaves_no_record() {
     use exclusive::{Lease::Ms, Op::*};
-    replay::<redmutex::Fair>(&[
+    replay::<exclusive::Harness<redmutex::Fair>>(vec![
         Take {
             owner: 0,
             lease: Ms(300),
@@ -996,7 +949,7 @@ fn fair_crashed_waiter_dropped_by_a_java_client_leaves_no_record() {
 fn read_release_keeps_the_other_read_guard_within_the_key() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::Read};
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Take {
             owner: 2,
             side: Read,
@@ -1018,7 +971,7 @@ fn read_release_keeps_the_other_read_guard_within_the_key() {
 fn a_late_read_release_leaves_the_other_guard_no_longer_than_its_own_lease() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::Read};
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         JavaTake {
             side: Read,
             lease: 11,
@@ -1048,7 +1001,7 @@ fn a_late_read_release_leaves_the_other_guard_no_longer_than_its_own_lease() {
 fn read_release_of_watched_holds_keeps_the_other_guard_within_the_key() {
     use exclusive::Lease::Watched;
     use read_write::{Op::*, Side::Read};
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Take {
             owner: 0,
             side: Read,
@@ -1080,7 +1033,7 @@ fn a_permit_taken_as_another_lease_ends_is_held() {
         }));
         ops.push(Release { which: 0 });
     }
-    replay_semaphore(1, &ops);
+    replay::<semaphore::Harness>((1, ops));
 }
 
 /// Found by the read-write property once defect 2's failures were set aside: a write
@@ -1093,7 +1046,7 @@ fn write_reentry_keeps_the_same_owners_read_guard_within_the_key() {
         Op::*,
         Side::{Read, Write},
     };
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Take {
             owner: 1,
             side: Write,
@@ -1122,7 +1075,7 @@ fn a_read_release_leaves_no_hash_of_expired_readers() {
         Op::*,
         Side::{Read, Write},
     };
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Take {
             owner: 0,
             side: Read,
@@ -1147,7 +1100,7 @@ fn a_read_release_leaves_no_hash_of_expired_readers() {
 /// forced unlock's message can wake it before its wait ends.
 fn forced_unlock_wakes_the_waiter<K: exclusive::Subject>() {
     use exclusive::{LONG_LEASE, Lease::Ms, Op::*};
-    replay::<K>(&[
+    replay::<exclusive::Harness<K>>(vec![
         Take {
             owner: 0,
             lease: Ms(LONG_LEASE),
@@ -1186,7 +1139,7 @@ fn a_release_or_forced_unlock_wakes_a_read_write_waiter() {
         Side::{Read, Write},
     };
     for side in [Read, Write] {
-        replay_read_write(&[
+        replay::<read_write::Harness>(vec![
             Take {
                 owner: 0,
                 side: Write,
@@ -1276,7 +1229,7 @@ fn a_java_read_lease_key_outlives_a_hash_cut_by_a_java_write_release() {
         side: Write,
         lease: 71,
     };
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         write.clone(),
         JavaTake {
             side: Read,
@@ -1324,7 +1277,7 @@ fn a_release_that_runs_after_the_lease_ends_finds_the_permit_gone() {
 #[test]
 fn fair_java_owner_queued_first_after_a_forced_grant_follows_its_model() {
     use exclusive::{Lease::*, Op::*};
-    replay::<redmutex::Fair>(&[
+    replay::<exclusive::Harness<redmutex::Fair>>(vec![
         Take {
             owner: 0,
             lease: Watched,
@@ -1511,9 +1464,9 @@ fn a_cut_off_holder_knows_its_loss_before_another_holds() {
 fn a_late_permit_acquire_reply_leaves_no_permit() {
     use exclusive::Lease::Watched;
     use semaphore::Op::*;
-    replay_semaphore(
+    replay::<semaphore::Harness>((
         2,
-        &[
+        vec![
             Fault {
                 client: 0,
                 call: Call::Acquire,
@@ -1524,7 +1477,7 @@ fn a_late_permit_acquire_reply_leaves_no_permit() {
                 lease: Watched,
             },
         ],
-    );
+    ));
 }
 
 /// Found by the fenced property once restarts were among its steps: a wait that drew its
@@ -1534,7 +1487,7 @@ fn a_late_permit_acquire_reply_leaves_no_permit() {
 #[test]
 fn fenced_tokens_across_a_restart_follow_their_model() {
     use exclusive::{Lease::Ms, Op::*};
-    replay::<redmutex::Fenced>(&[
+    replay::<exclusive::Harness<redmutex::Fenced>>(vec![
         Wait {
             owner: 1,
             lease: Ms(10),
@@ -1557,7 +1510,7 @@ fn fenced_tokens_across_a_restart_follow_their_model() {
 /// waiter took a free lock only at its deadline.
 fn a_waiter_whose_first_reply_was_late_is_woken<K: exclusive::Subject>() {
     use exclusive::{Lease::Ms, Op::*};
-    replay::<K>(&[
+    replay::<exclusive::Harness<K>>(vec![
         Fault {
             client: client_of(SLEEPY),
             call: Call::Acquire,
@@ -1709,7 +1662,7 @@ fn read_write_calls_held_by_a_stall_follow_their_model() {
 /// the guard left kept the validity of the last renewal and outlived the key.
 fn a_late_release_reply_shortens_the_holds_left<K: exclusive::Subject>() {
     use exclusive::{Lease::*, Op::*};
-    replay::<K>(&[
+    replay::<exclusive::Harness<K>>(vec![
         Take {
             owner: 1,
             lease: Watched,
@@ -1744,7 +1697,7 @@ fn a_stalled_reentry_into_a_watched_read_holding_follows_its_model() {
         Op::*,
         Side::{Read, Write},
     };
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Take {
             owner: 1,
             side: Write,
@@ -1818,7 +1771,7 @@ fn a_stalled_reentry_into_a_watched_read_holding_follows_its_model() {
 fn a_read_release_retried_after_a_lost_reply_beside_another_reader_follows_its_model() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::Read};
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         Fault {
             client: 0,
             side: Read,
@@ -1845,7 +1798,7 @@ fn a_read_release_retried_after_a_lost_reply_beside_another_reader_follows_its_m
 #[test]
 fn election_resignation_with_a_late_reply_follows_its_model() {
     use election::Op::*;
-    replay_election(&[
+    replay::<election::Harness>(vec![
         Campaign {
             owner: 2,
             wait: None,
@@ -1867,7 +1820,7 @@ fn election_resignation_with_a_late_reply_follows_its_model() {
 #[test]
 fn election_renewed_during_a_forced_resignation_follows_its_model() {
     use election::Op::*;
-    replay_election(&[
+    replay::<election::Harness>(vec![
         Campaign {
             owner: 0,
             wait: None,
@@ -1887,7 +1840,7 @@ fn election_renewed_during_a_forced_resignation_follows_its_model() {
 fn a_read_waiter_behind_a_late_write_acquisition_is_woken() {
     use exclusive::Lease::Ms;
     use read_write::{Op::*, Side::*};
-    replay_read_write(&[
+    replay::<read_write::Harness>(vec![
         JavaRelease,
         Stall { client: 0 },
         JavaTake {

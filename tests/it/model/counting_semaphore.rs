@@ -116,7 +116,8 @@ const JAVA_GIVE: &str = "local v = redis.call('incrby', KEYS[1], ARGV[1]) \
     redis.call('publish', KEYS[2], v)";
 
 pub struct Harness {
-    server: Server,
+    /// Kept running while the clients talk to it.
+    _server: Server,
     clients: Clients,
     conn: redis::Connection,
 }
@@ -127,7 +128,7 @@ impl Harness {
         let clients = Clients::new(&server);
         let conn = server.conn();
         Harness {
-            server,
+            _server: server,
             clients,
             conn,
         }
@@ -417,7 +418,16 @@ impl Case<'_> {
     }
 }
 
-pub fn check(harness: &mut Harness, permits: u64, ops: &[Op]) -> Result<(), TestCaseError> {
-    let _ = &harness.server;
-    harness.run(permits, ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "counting semaphore";
+    type Case = (u64, Vec<Op>);
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<(u64, Vec<Op>)> {
+        case().boxed()
+    }
+    fn run_case(&mut self, case: &(u64, Vec<Op>)) -> Result<(), String> {
+        self.run(case.0, &case.1)
+    }
 }

@@ -947,6 +947,18 @@ impl Case<'_> {
     }
 }
 
-pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
-    harness.run(ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "election";
+    /// Fewer: each case runs longer, with its leases running out.
+    const CASES: u32 = 12;
+    type Case = Vec<Op>;
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<Vec<Op>> {
+        ops().boxed()
+    }
+    fn run_case(&mut self, case: &Vec<Op>) -> Result<(), String> {
+        self.run(case)
+    }
 }

@@ -1509,6 +1509,20 @@ impl<K: Subject> Case<'_, K> {
     }
 }
 
-pub fn check<K: Subject>(harness: &mut Harness<K>, ops: &[Op]) -> Result<(), TestCaseError> {
-    harness.run(ops).map_err(TestCaseError::fail)
+impl<K: Subject> crate::model::Model for Harness<K> {
+    const NAME: &'static str = K::NAME;
+    type Case = Vec<Op>;
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<Vec<Op>> {
+        ops(K::JAVA != Java::None).boxed()
+    }
+    fn run_case(&mut self, ops: &Vec<Op>) -> Result<(), String> {
+        self.run(ops)
+    }
+    fn summary(&self) -> Option<String> {
+        let grants = self.grants_taken();
+        (grants > 0).then(|| format!("{grants} holds taken on a grant alone"))
+    }
 }

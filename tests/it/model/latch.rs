@@ -560,7 +560,16 @@ impl Case<'_> {
     }
 }
 
-pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
-    let _ = &harness.server;
-    harness.run(ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "count-down latch";
+    type Case = Vec<Op>;
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<Vec<Op>> {
+        case().boxed()
+    }
+    fn run_case(&mut self, case: &Vec<Op>) -> Result<(), String> {
+        self.run(case)
+    }
 }

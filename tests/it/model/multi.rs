@@ -356,6 +356,16 @@ impl Harness {
     }
 }
 
-pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
-    harness.run(ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "multi-lock";
+    type Case = Vec<Op>;
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<Vec<Op>> {
+        ops().boxed()
+    }
+    fn run_case(&mut self, case: &Vec<Op>) -> Result<(), String> {
+        self.run(case)
+    }
 }

@@ -1239,7 +1239,22 @@ pub(super) fn conflict(writes: &History, reads: &History) -> Option<(Window, Win
     })
 }
 
-pub fn check(harness: &mut Harness, ops: &[Op]) -> Result<(), TestCaseError> {
-    let _ = &harness.server;
-    harness.run(ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "read-write";
+    type Case = Vec<Op>;
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<Vec<Op>> {
+        ops().boxed()
+    }
+    fn run_case(&mut self, case: &Vec<Op>) -> Result<(), String> {
+        self.run(case)
+    }
+    fn summary(&self) -> Option<String> {
+        Some(format!(
+            "{} failed acquisitions looked at for what they left",
+            self.settled
+        ))
+    }
 }

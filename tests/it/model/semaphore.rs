@@ -614,7 +614,16 @@ fn hex(id: &str) -> Vec<u8> {
         .collect()
 }
 
-pub fn check(harness: &mut Harness, permits: u64, ops: &[Op]) -> Result<(), TestCaseError> {
-    let _ = &harness.server;
-    harness.run(permits, ops).map_err(TestCaseError::fail)
+impl crate::model::Model for Harness {
+    const NAME: &'static str = "semaphore";
+    type Case = (u64, Vec<Op>);
+    fn new() -> Self {
+        Harness::new()
+    }
+    fn cases() -> BoxedStrategy<(u64, Vec<Op>)> {
+        case().boxed()
+    }
+    fn run_case(&mut self, case: &(u64, Vec<Op>)) -> Result<(), String> {
+        self.run(case.0, &case.1)
+    }
 }
