@@ -99,6 +99,64 @@
 //! # Ok::<(), redmutex::Error>(())
 //! ```
 //!
+//! # What every kind guarantees
+//!
+//! Each kind the client makes is held to the same guarantees, and one test list checks every
+//! kind against every one of them (`tests/it/conformance/`; a kind missing from it fails the
+//! suite, and so does a guarantee a kind neither meets nor explains). The whole suite runs on
+//! Redis and on Valkey.
+//!
+//! - **takes, waits, is woken**: taken, busy for another client in every acquisition form, and
+//!   a waiter of another client that would not try again for 30 s gets it at once when it is
+//!   given back.
+//! - **deadline**: on a server answering every reply 600 ms late, a wait of 100 ms ends within
+//!   its deadline plus one response timeout, and leaves nothing taken.
+//! - **cancel**, **close**: a [`Cancel`] or closing the client ends any wait, with
+//!   `is_cancelled()` or `is_closed()`, taking nothing.
+//! - **cut attempt**: an attempt whose reply is lost after it ran leaves nothing taken once the
+//!   call returns, and takes once.
+//! - **late attempt**: an attempt whose reply comes after the response timeout leaves nothing
+//!   taken once the call returns, and takes once.
+//! - **cut release**: a release whose reply is lost after it ran counts once.
+//! - **lapse**: a watched hold whose server stops answering is reported lost once its validity
+//!   ends, and another client takes it once its key expires.
+//! - **ACL**: its whole life as the least-privilege user of the README's "Redis users (ACL)".
+//! - **Cluster**, **migration**, **failover**: taken, waited for and woken on whichever shard
+//!   owns its slot; given back and taken while its slot migrates; its waiters follow a killed
+//!   primary to the promoted replica.
+//! - **Redisson**: the real Redisson (3.52 and 4.7) holds and waits beside ours, where
+//!   Redisson has the kind.
+//! - **model**: random steps of several owners, with lost and late replies and stalls, checked
+//!   against a model of the kind.
+//! - **inspect**: `inspect` reads it as its kind while held, holding nothing once given back.
+//!
+//! | kind | takes, waits, is woken | deadline | cancel | close | cut attempt | late attempt | cut release | lapse | ACL | Cluster | migration | failover | Redisson | model | inspect |
+//! |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+//! | `lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `fenced_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `non_reentrant_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `non_reentrant_fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `spin_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `token_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `read_write_lock.read` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `read_write_lock.write` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `multi_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (1) |
+//! | `semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (2) | yes | yes | yes | yes | yes | yes | yes |
+//! | `count_down_latch` | yes | yes | yes | yes | no (3) | no (4) | yes | no (5) | yes | yes | yes | yes | yes | yes | yes |
+//! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (6) | yes | yes |
+//! | `election.first_come_first_served` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (7) | no (8) | yes |
+//!
+//! 1. multi (inspect): a multi-lock has no key of its own: its members are shown.
+//! 2. counting (lapse): counted permits have no lease: they are held until released.
+//! 3. latch (cut attempt): a wait on a latch takes nothing: it reads the count.
+//! 4. latch (late attempt): a wait on a latch takes nothing: it reads the count.
+//! 5. latch (lapse): a latch holds nothing that could lapse.
+//! 6. election (Redisson): Redisson has no leader election.
+//! 7. election_fcfs (Redisson): Redisson has no leader election.
+//! 8. election_fcfs (model): its leader, epochs and resignations are the election's, which has a model; the queue's order is checked across processes by election_fcfs.
+//!
 //! # Semantics
 //!
 //! - **Owner.** A hold belongs to one thread of one [`LockClient`]. Another thread, or the
@@ -117,7 +175,9 @@
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
 //! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`],
-//!   [`Semaphore::with_cancel`] and [`CountDownLatch::with_cancel`] give the same handle,
+//!   [`MultiLock::with_cancel`], [`Semaphore::with_cancel`],
+//!   [`CountingSemaphore::with_cancel`], [`CountDownLatch::with_cancel`] and
+//!   [`Election::with_cancel`] give the same handle,
 //!   whose blocking calls a [`Cancel`] token ends from another thread with
 //!   [`Error::Cancelled`];
 //!   [`LockClient::close`] ends every wait of the client so and refuses new calls.

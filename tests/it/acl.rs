@@ -15,7 +15,7 @@ fn readme_rules() -> Vec<String> {
 
 /// The README's `ACL SETUSER` command that begins with `start`, continuation lines joined,
 /// split into words.
-fn rules(start: &str) -> Vec<String> {
+pub fn rules(start: &str) -> Vec<String> {
     let readme = include_str!("../../README.md");
     let start = readme
         .find(start)
@@ -33,7 +33,6 @@ fn rules(start: &str) -> Vec<String> {
     command.split_whitespace().map(str::to_owned).collect()
 }
 
-/// Creates the README's user on `server` and returns its URL.
 /// The README's user, with the README's cluster rights added, on every node of `cluster`;
 /// a URL of one node as that user.
 fn readme_cluster_user(cluster: &support::Cluster) -> String {
@@ -50,7 +49,8 @@ fn readme_cluster_user(cluster: &support::Cluster) -> String {
     url
 }
 
-fn readme_user(server: &Server) -> String {
+/// Creates the README's user on `server` and returns its URL.
+pub fn readme_user(server: &Server) -> String {
     let words = readme_rules();
     assert_eq!(words[..3], ["ACL", "SETUSER", "locker"], "{words:?}");
     let mut cmd = redis::cmd("ACL");

@@ -11,6 +11,7 @@ mod cancel;
 mod cleanup;
 mod cli;
 mod cluster;
+mod conformance;
 mod counting_semaphore;
 mod data_safety;
 mod defaults;
