@@ -1,6 +1,7 @@
-//! Cancelling waits: a `Cancel` token ends a blocked acquisition of every kind from another
-//! thread, waking its sleep rather than waiting for the holder's lease; a cancelled fair
-//! waiter leaves the queue; closing the client ends all of its waits and refuses new calls.
+//! Cancelling waits: a `Cancel` token ends a blocked acquisition from another thread, waking
+//! its sleep rather than waiting for the holder's lease (every kind's: the conformance list);
+//! a cancelled fair waiter leaves the queue; closing the client ends all of its waits and
+//! refuses new calls.
 
 use crate::support;
 
@@ -61,82 +62,6 @@ fn a_cancel_wakes_a_waiter_asleep_on_a_held_lock() {
     assert!(err.is_cancelled() && !err.is_closed(), "{err}");
     assert!(matches!(&err, Error::Cancelled { lock, .. } if lock == "c"));
     assert!(stop.is_cancelled());
-}
-
-type Wait = Box<dyn FnOnce() -> redmutex::Result<bool> + Send>;
-type MakeWait = Box<dyn Fn(&Cancel) -> Wait>;
-
-#[test]
-fn every_kind_and_every_blocking_call_ends_on_a_cancel() {
-    let server = Server::start();
-    let held = holder(&server);
-    let client = server.client();
-    let cases: Vec<(&'static str, MakeWait)> = vec![
-        ("k-reentrant", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let lock = client.lock("k-reentrant").with_cancel(stop);
-                Box::new(move || lock.try_lock_for(HOLD).map(|g| g.is_some()))
-            })
-        }),
-        ("k-fenced", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let lock = client.fenced_lock("k-fenced").with_cancel(stop);
-                Box::new(move || lock.lock_with_lease(HOLD).map(|_| true))
-            })
-        }),
-        ("k-token", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let lock = client.token_lock("k-token").with_cancel(stop);
-                let until = std::time::Instant::now() + HOLD;
-                Box::new(move || lock.try_lock_until(until).map(|g| g.is_some()))
-            })
-        }),
-        ("k-rw", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let lock = client.read_write_lock("k-rw").with_cancel(stop);
-                Box::new(move || lock.read().lock().map(|_| true))
-            })
-        }),
-        ("k-rw-write", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let lock = client.read_write_lock("k-rw-write").with_cancel(stop);
-                let until = std::time::Instant::now() + HOLD;
-                Box::new(move || {
-                    lock.write()
-                        .try_lock_with_lease_until(until, HOLD)
-                        .map(|g| g.is_some())
-                })
-            })
-        }),
-        ("k-semaphore", {
-            let client = client.clone();
-            Box::new(move |stop| {
-                let semaphore = client.semaphore("k-semaphore").with_cancel(stop);
-                Box::new(move || semaphore.acquire().map(|_| true))
-            })
-        }),
-    ];
-    let _reentrant = held.lock("k-reentrant").lock().unwrap();
-    let _fenced = held.fenced_lock("k-fenced").lock().unwrap();
-    let _token = held.token_lock("k-token").lock().unwrap();
-    let _write = held.read_write_lock("k-rw").write().lock().unwrap();
-    let _read = held.read_write_lock("k-rw-write").read().lock().unwrap();
-    let semaphore = held.semaphore("k-semaphore");
-    semaphore.try_set_permits(1).unwrap();
-    let _permit = semaphore.acquire().unwrap();
-    for (name, make) in cases {
-        let stop = Cancel::new();
-        let subscribed = || server.channels(&format!("*{name}*")) >= 1;
-        let err = cancel_wait(make(&stop), subscribed, || stop.cancel());
-        assert!(err.is_cancelled(), "{name}: {err}");
-        assert_eq!(err.lock_name(), Some(name));
-    }
-    assert_eq!(semaphore.available_permits().unwrap(), 0, "no permit taken");
 }
 
 #[test]
