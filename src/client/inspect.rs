@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::base::config::MAX_NAME_LEN;
 use crate::base::error::{Error, Noun, Result};
 use crate::client::lock_client::LockClient;
 use crate::layout::names;
+use crate::lock::candidate::Candidate;
 use crate::transport::scripts;
 
 /// What kind of lock a key holds, as its layout tells.
@@ -34,13 +36,31 @@ pub enum LockKind {
     Semaphore,
     /// An election's leader: a hash of its token, epoch and name. Its one holder is the
     /// leader, by token, with its name as the holder's client;
-    /// [`LockInfo::epoch`] is its epoch.
+    /// [`LockInfo::epoch`] is its epoch, and [`LockInfo::candidates`] its candidates.
     Election,
+    /// A semaphore without leases ([`CountingSemaphore`](crate::CountingSemaphore),
+    /// Redisson's `RSemaphore`): a string holding the number of permits available, told
+    /// from a counter by the clients waiting on its channel (`redisson_sc:{<key>}`), as
+    /// nothing else is written beside it. Nothing records who holds its permits, so it has
+    /// no [`holders`](LockInfo::holders); [`LockInfo::available`] is its count (0 below
+    /// zero) and [`LockInfo::waiters`] the clients waiting. A leased semaphore of which no
+    /// permit is held, with waiters, looks the same. A number nobody waits on is
+    /// [`NotALock`](Self::NotALock): its shape alone is a counter's.
+    CountingSemaphore,
+    /// A count-down latch ([`CountDownLatch`](crate::CountDownLatch), Redisson's
+    /// `RCountDownLatch`): a string holding a positive count, told from a counter by the
+    /// clients waiting on its channel (`redisson_countdownlatch__channel__{<key>}`).
+    /// [`LockInfo::count`] is its count and [`LockInfo::waiters`] the clients waiting; it
+    /// has no holders. An open latch has no key: [`Free`](Self::Free). A count nobody waits
+    /// on is [`NotALock`](Self::NotALock), as a counter is.
+    CountDownLatch,
     /// A key that has no lock's whole shape (see the README's "What the tool will and will
     /// not touch"): of another Redis type, a hash whose fields are not one owner with a hold
-    /// count (or a read-write lock's), a string that is no lock token, a number without held
-    /// permits beside it (a counter, or a semaphore of which no permit is held). Says what
-    /// it holds; the operations tool neither lists (but with `--all`) nor breaks it.
+    /// count (or a read-write lock's), a string that is no lock token, a number nobody waits
+    /// on and without held permits beside it (a counter, or a semaphore or latch that
+    /// nothing waits for), or a key whose name no lock can have (longer than
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) after the prefix, or the prefix itself). Says
+    /// what it holds; the operations tool neither lists (but with `--all`) nor breaks it.
     NotALock(String),
     /// What could not be read, and why: a key whose look failed, or every key of a server
     /// that could not be listed (then [`LockInfo::name`] is the pattern and
@@ -94,6 +114,13 @@ pub struct LockInfo {
     pub epoch: Option<u64>,
     /// A semaphore's permits left to take.
     pub available: Option<u64>,
+    /// A count-down latch's count.
+    pub count: Option<u64>,
+    /// An election's candidates, as [`Election::candidates`](crate::Election::candidates)
+    /// lists them: its leader first, then those waiting to lead, in their order. Read by
+    /// [`LockClient::inspect`] only (listings leave it `None`), and `None` for other kinds
+    /// and where they could not be read (the reason is logged).
+    pub candidates: Option<Vec<Candidate>>,
     /// The Redis keys and channels this lock is made of (lossily decoded: see
     /// [`keys_bytes`](Self::keys_bytes)).
     pub keys: Vec<String>,
@@ -132,7 +159,7 @@ struct Raw {
     value: String,
     now: i64,
     /// What the script judged the key: "hash", "rwlock", "election", "token",
-    /// "semaphore", or "" for no lock.
+    /// "semaphore", "counting", "latch", or "" for no lock.
     shaped: String,
     /// Why it is no lock, or why it may be data after all; "" for a lock beyond doubt.
     doubt: String,
@@ -140,9 +167,10 @@ struct Raw {
 
 impl LockClient {
     /// Reads the lock `name` of whatever kind it is: its holders, lease left, waiters, the
-    /// fair queue, the fencing counter, a semaphore's permits, and the keys involved. Reads
-    /// only, in one script on the server that owns the name. On Redlock, the first node
-    /// that has the lock answers.
+    /// fair queue, the fencing counter, a semaphore's permits, a latch's count, and the
+    /// keys involved. Reads only, in one script on the server that owns the name (and, for
+    /// an election, one more for its candidates). On Redlock, the first node that has the
+    /// lock answers.
     ///
     /// ```no_run
     /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
@@ -156,6 +184,12 @@ impl LockClient {
         let mut info = self.inspect_unnamed(name.as_ref())?;
         if !info.holders.is_empty() {
             name_holders(&mut info, &self.client_names());
+        }
+        if info.kind == LockKind::Election {
+            let read = self.election(name.as_ref()).candidates();
+            info.candidates = read
+                .map_err(|err| log::debug!("no candidates of {}: {err:#}", info.name))
+                .ok();
         }
         Ok(info)
     }
@@ -173,10 +207,11 @@ impl LockClient {
             names::semaphore_timeouts(key),
             names::rwlock_channel(key),
             names::semaphore_channel(key),
+            names::latch_channel(key),
         ];
-        // The script takes the keys as keys and the three channels as arguments.
+        // The script takes the keys as keys and the four channels as arguments.
         let keys: [&[u8]; 5] = [0, 2, 3, 4, 5].map(|i| &names[i][..]);
-        let channels: [&[u8]; 3] = [1, 6, 7].map(|i| &names[i][..]);
+        let channels: [&[u8]; 4] = [1, 6, 7, 8].map(|i| &names[i][..]);
         let cmd = scripts::inspect(&keys, &channels);
         let nodes = self.shared().nodes();
         let results = nodes.run_all_unhurried::<Value>(&cmd);
@@ -219,8 +254,9 @@ impl LockClient {
     /// The locks under the client's prefix whose names match `pattern` (a Redis glob, `*`
     /// for all), sorted by name: found with `SCAN` (never `KEYS`) on every server, read as
     /// [`inspect`](Self::inspect) does. Auxiliary keys (queues, counters, permits, latches),
-    /// keys without a lock's shape ([`LockKind::NotALock`]) and keys that may be data
-    /// ([`LockInfo::doubt`]) are left out. Reads only.
+    /// keys without a lock's shape or under a name no lock can have
+    /// ([`LockKind::NotALock`]) and keys that may be data ([`LockInfo::doubt`]) are left
+    /// out. Reads only.
     pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let mut locks = self.scan(pattern)?;
         locks.retain(LockInfo::is_lock);
@@ -300,11 +336,16 @@ impl LockClient {
         }
         let names = self.client_names();
         for name in found {
+            let key = || [&prefix[..], &name[..]].concat();
+            if let Some(why) = no_lock_name(&name) {
+                let server = shared.nodes().list()[0].server_of(&key());
+                keys.push(entry(&name, &server, LockKind::NotALock(why.to_owned())));
+                continue;
+            }
             let mut info = match self.inspect_unnamed(&name) {
                 Ok(info) => info,
                 Err(err) => {
-                    let key = [&prefix[..], &name[..]].concat();
-                    let server = shared.nodes().list()[0].server_of(&key);
+                    let server = shared.nodes().list()[0].server_of(&key());
                     keys.push(unreadable(&name, &server, &err));
                     continue;
                 }
@@ -318,12 +359,30 @@ impl LockClient {
     }
 }
 
+/// Why a key whose name under the prefix is `name` can be no lock of any kind, as no
+/// handle can be made for that name; `None` for a name a lock may have.
+fn no_lock_name(name: &[u8]) -> Option<&'static str> {
+    const _: () = assert!(MAX_NAME_LEN == 1024, "the reason names the limit");
+    if name.is_empty() {
+        Some("the prefix itself, which names no lock")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("a name longer than 1024 bytes (MAX_NAME_LEN), which no lock has")
+    } else {
+        None
+    }
+}
+
 /// The entry of a listing for `name` on `server`, which could not be read for `err`.
 fn unreadable(name: &[u8], server: &str, err: &Error) -> LockInfo {
+    entry(name, server, LockKind::Unreadable(format!("{err:#}")))
+}
+
+/// The entry of a listing for `name` on `server`, of `kind`, with nothing else known.
+fn entry(name: &[u8], server: &str, kind: LockKind) -> LockInfo {
     LockInfo {
         name: String::from_utf8_lossy(name).into_owned(),
         name_bytes: name.to_vec(),
-        kind: LockKind::Unreadable(format!("{err:#}")),
+        kind,
         holders: Vec::new(),
         lease_left: None,
         waiters: None,
@@ -331,6 +390,8 @@ fn unreadable(name: &[u8], server: &str, err: &Error) -> LockInfo {
         fence: None,
         epoch: None,
         available: None,
+        count: None,
+        candidates: None,
         keys: Vec::new(),
         keys_bytes: Vec::new(),
         server: server.to_owned(),
@@ -443,9 +504,10 @@ fn pairs<T>(
     Some(out)
 }
 
-fn info(name: &[u8], names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
+fn info(name: &[u8], names: &[Vec<u8>; 9], raw: Raw, server: &str) -> LockInfo {
     let mut holders = Vec::new();
     let mut available = None;
+    let mut count = None;
     let mut epoch = None;
     let holder = |id: &str, holds: u64, mode: Option<&'static str>| Holder {
         id: id.to_owned(),
@@ -500,6 +562,19 @@ fn info(name: &[u8], names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
             }
             LockKind::Semaphore
         }
+        "counting" => {
+            // Below zero, more were taken away than there were: none is left to take.
+            available = raw
+                .value
+                .parse::<i64>()
+                .ok()
+                .map(|n| n.max(0).unsigned_abs());
+            LockKind::CountingSemaphore
+        }
+        "latch" => {
+            count = raw.value.parse().ok();
+            LockKind::CountDownLatch
+        }
         _ if raw.kind == "none" && raw.queue.is_empty() => LockKind::Free,
         _ if raw.kind == "none" => LockKind::Fair,
         _ => LockKind::NotALock(raw.doubt.clone()),
@@ -519,6 +594,8 @@ fn info(name: &[u8], names: &[Vec<u8>; 8], raw: Raw, server: &str) -> LockInfo {
         fence: (raw.fence >= 0).then_some(raw.fence as u64),
         epoch,
         available,
+        count,
+        candidates: None,
         keys: (keys_bytes.iter())
             .map(|key| String::from_utf8_lossy(key).into_owned())
             .collect(),
@@ -553,12 +630,14 @@ fn name_holders(info: &mut LockInfo, names: &HashMap<String, String>) {
 
 /// The keys and channels of `kind` among `names` (in the order `inspect_unnamed` lists
 /// them).
-fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 8]) -> Vec<Vec<u8>> {
+fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 9]) -> Vec<Vec<u8>> {
     let picks: &[usize] = match kind {
         LockKind::Fair => &[0, 1, 2, 3],
         LockKind::Fenced | LockKind::Election => &[0, 1, 4],
         LockKind::ReadWrite => &[0, 6],
         LockKind::Semaphore => &[0, 5, 7],
+        LockKind::CountingSemaphore => &[0, 7],
+        LockKind::CountDownLatch => &[0, 8],
         LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],
         LockKind::NotALock(_) | LockKind::Unreadable(_) => &[0],
     };

@@ -179,7 +179,7 @@ impl Election {
     /// election led under that id takes its leadership back at once, without queuing.
     ///
     /// [`candidates`](Self::candidates) lists the head of the queue, which campaigns, and
-    /// none of those queued behind it.
+    /// then those queued behind it, in their order.
     ///
     /// Only the candidates of handles made by this call queue. A plain candidate of the
     /// same election campaigns at once and competes with the head of the queue only, so it

@@ -845,9 +845,9 @@ pub(crate) fn token_renew(key: &[u8], token: &str, lease: Duration, restore: boo
 
 /// Read what the lock at `keys[0]` is made of, writing nothing: `keys` are the lock key,
 /// the fair queue and timeouts, the fencing counter and the semaphore's held permits;
-/// `channels` the lock's, the read-write lock's and the semaphore's channels, whose
-/// subscribers it counts. Replies as `scripts/inspect.lua` says.
-pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 3]) -> Cmd {
+/// `channels` the lock's, the read-write lock's, the semaphore's and the count-down
+/// latch's channels, whose subscribers it counts. Replies as `scripts/inspect.lua` says.
+pub(crate) fn inspect(keys: &[&[u8]; 5], channels: &[&[u8]; 4]) -> Cmd {
     let mut cmd = evalsha(&INSPECT, keys);
     for channel in channels {
         cmd.arg(*channel);

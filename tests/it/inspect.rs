@@ -137,6 +137,138 @@ fn a_waiter_is_counted_by_its_subscription() {
     assert!(waiter.join().unwrap());
 }
 
+/// A semaphore without leases and a count-down latch are bare numbers: each is read as its
+/// kind, with its count and the clients waiting, once a client waits on its channel, and
+/// as no lock (a counter, for all its shape tells) while nobody does.
+#[test]
+fn a_counting_semaphore_and_a_latch_are_read_with_their_counts_and_waiters() {
+    let server = Server::start();
+    let (ours, theirs) = (client(&server), client(&server));
+    let pool = ours.counting_semaphore("pool");
+    assert!(pool.try_set_permits(2).unwrap());
+    let held = pool.acquire_many(2).unwrap();
+    // More taken away than there are: the count goes below zero.
+    assert_eq!(pool.add_permits(-1).unwrap(), -1);
+    let latch = ours.count_down_latch("ready");
+    assert!(latch.try_set_count(2).unwrap());
+    for name in ["pool", "ready"] {
+        let info = ours.inspect(name).unwrap();
+        assert!(matches!(info.kind, LockKind::NotALock(_)), "{info:?}");
+        assert_eq!(info.waiters, Some(0));
+    }
+    assert!(ours.locks("*").unwrap().is_empty());
+
+    let wanted = theirs.counting_semaphore("pool");
+    let taker = std::thread::spawn(move || {
+        let permit = wanted.try_acquire_for(PATIENCE).unwrap();
+        permit.map(|permit| permit.release().unwrap()).is_some()
+    });
+    let waited = theirs.count_down_latch("ready");
+    let waiter = std::thread::spawn(move || waited.wait_for(PATIENCE).unwrap());
+    let kind_of = |name: &str| ours.inspect(name).unwrap().kind;
+    assert!(eventually(PATIENCE, || kind_of("pool") == LockKind::CountingSemaphore));
+    assert!(eventually(PATIENCE, || kind_of("ready") == LockKind::CountDownLatch));
+
+    let info = ours.inspect("pool").unwrap();
+    assert_eq!(
+        info.available,
+        Some(0),
+        "below zero, none is left: {info:?}"
+    );
+    assert_eq!(info.waiters, Some(1), "{info:?}");
+    assert!(info.holders.is_empty() && info.doubt.is_none(), "{info:?}");
+    assert_eq!(info.count, None);
+    assert_eq!(info.keys, ["app:pool", "redisson_sc:{app:pool}"]);
+    let info = ours.inspect("ready").unwrap();
+    assert_eq!(info.count, Some(2), "{info:?}");
+    assert_eq!(info.waiters, Some(1), "{info:?}");
+    assert!(info.holders.is_empty() && info.doubt.is_none(), "{info:?}");
+    assert_eq!(
+        info.keys,
+        ["app:ready", "redisson_countdownlatch__channel__{app:ready}"]
+    );
+    assert_eq!(latch.count_down().unwrap(), 1);
+    assert_eq!(ours.inspect("ready").unwrap().count, Some(1));
+
+    // Listed as locks, each with its own count.
+    let listed = ours.locks("*").unwrap();
+    let found: Vec<_> = (listed.iter())
+        .map(|info| (&info.name[..], &info.kind, info.available, info.count))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("pool", &LockKind::CountingSemaphore, Some(0), None),
+            ("ready", &LockKind::CountDownLatch, None, Some(1)),
+        ]
+    );
+
+    // Released and opened: the waiters go their ways, and the open latch is free.
+    drop(held);
+    assert!(taker.join().unwrap());
+    assert_eq!(latch.count_down().unwrap(), 0);
+    assert!(waiter.join().unwrap());
+    assert_eq!(kind_of("ready"), LockKind::Free);
+    assert_eq!(pool.available_permits().unwrap(), 1);
+}
+
+/// An election's candidates are read with it: its leader first, then those waiting, in the
+/// order they came (a first-come-first-served election's queue).
+#[test]
+fn an_election_is_read_with_its_candidates_in_order() {
+    let server = Server::start();
+    let named = |name: &str| {
+        (server.builder().key_prefix("app:").client_name(name))
+            .build()
+            .unwrap()
+    };
+    let clients = [named("alpha"), named("bravo"), named("charlie")];
+    let leadership = clients[0]
+        .election("cron")
+        .first_come_first_served()
+        .campaign()
+        .unwrap();
+    let names = |info: &redmutex::LockInfo| -> Vec<(String, bool)> {
+        (info.candidates.as_ref().unwrap().iter())
+            .map(|c| (c.name().to_owned(), c.is_leader()))
+            .collect()
+    };
+    let mut campaigns = Vec::new();
+    for (at, client) in clients.iter().enumerate().skip(1) {
+        let election = client.election("cron").first_come_first_served();
+        campaigns.push(std::thread::spawn(move || {
+            election.try_campaign_for(PATIENCE).unwrap().is_some()
+        }));
+        // The next comes only once this one is listed.
+        assert!(eventually(PATIENCE, || names(
+            &clients[0].inspect("cron").unwrap()
+        )
+        .len()
+            == at + 1));
+    }
+    let info = clients[0].inspect("cron").unwrap();
+    assert_eq!(info.kind, LockKind::Election);
+    assert_eq!(
+        names(&info),
+        [
+            ("alpha".to_owned(), true),
+            ("bravo".to_owned(), false),
+            ("charlie".to_owned(), false)
+        ]
+    );
+    // A listing reads no candidates.
+    let listed = clients[0].locks("cron").unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].candidates.is_none());
+    // Other kinds have none.
+    assert!(clients[0].inspect("free").unwrap().candidates.is_none());
+
+    leadership.resign().unwrap();
+    for campaign in campaigns {
+        assert!(campaign.join().unwrap());
+    }
+}
+
 #[test]
 fn inspection_writes_nothing() {
     let server = Server::start();
@@ -156,55 +288,122 @@ fn inspection_writes_nothing() {
     let semaphore = ours.semaphore("f");
     assert!(semaphore.try_set_permits(2).unwrap());
     let _permit = semaphore.acquire_with_lease(lease).unwrap();
+    // A counting semaphore and a latch, each with a waiter (whose looks write nothing).
+    let pool = ours.counting_semaphore("g");
+    assert!(pool.try_set_permits(1).unwrap());
+    let taken = pool.acquire().unwrap();
+    let latch = ours.count_down_latch("h");
+    assert!(latch.try_set_count(1).unwrap());
+    let theirs = client(&server);
+    let (wanted, waited) = (theirs.counting_semaphore("g"), theirs.count_down_latch("h"));
+    let taker = std::thread::spawn(move || wanted.try_acquire_for(PATIENCE).unwrap().is_some());
+    let waiter = std::thread::spawn(move || waited.wait_for(PATIENCE).unwrap());
+    // An election with a waiting candidate. Neither writes again within the test: the
+    // leader's lease is renewed after a third of it, and the candidate tries again only
+    // when woken or after its retry cap.
+    let slow = || {
+        (server.builder().key_prefix("app:").lease(lease))
+            .retry_base(lease)
+            .retry_cap(lease)
+            .build()
+            .unwrap()
+    };
+    let (leader, rival) = (slow(), slow());
+    let leading = leader.election("i").campaign().unwrap();
+    let candidate = rival.election("i");
+    let campaign = std::thread::spawn(move || {
+        (candidate.try_campaign_for(PATIENCE).unwrap()).map(|led| led.resign().unwrap())
+    });
+    let listed = |info: redmutex::LockInfo| info.candidates.map_or(0, |all| all.len());
+    assert!(eventually(PATIENCE, || listed(ours.inspect("i").unwrap()) == 2));
+    assert!(eventually(PATIENCE, || ours.locks("*").unwrap().len() == 8));
+
     let before = changes(&server);
-    assert_eq!(ours.locks("*").unwrap().len(), 5);
-    assert_eq!(ours.scan("*").unwrap().len(), 6);
-    for name in ["a", "b", "c", "d", "e", "f", "free"] {
+    assert_eq!(ours.locks("*").unwrap().len(), 8);
+    assert_eq!(ours.scan("*").unwrap().len(), 9);
+    for name in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "free"] {
         ours.inspect(name).unwrap();
     }
     assert_eq!(changes(&server), before);
+
+    leading.resign().unwrap();
+    assert!(campaign.join().unwrap().is_some());
+    drop(taken);
+    assert!(taker.join().unwrap());
+    latch.count_down().unwrap();
+    assert!(waiter.join().unwrap());
 }
 
-/// One key under the prefix that cannot be looked at (a name longer than a lock's may
-/// be): the listing goes on, and names it as unreadable.
+/// A key whose name no lock can have (longer than `MAX_NAME_LEN` after the prefix, or the
+/// prefix itself) is no lock: `locks` leaves it out, `scan` lists it as no lock, saying
+/// why, and the listing has nothing unreadable.
 #[test]
-fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
+fn a_key_no_lock_can_be_named_is_no_lock() {
     let server = Server::start();
-    let client = server.client();
-    let guard = client.lock("readable").lock().unwrap();
+    let plain = server.client();
+    let guard = plain.lock("readable").lock().unwrap();
     let long = support::plant_long_key(&server);
-    let listed = client.locks("*").unwrap();
-    assert!(
-        listed.iter().any(|info| info.name == "readable"),
-        "{listed:?}"
-    );
-    let unread: Vec<_> = (listed.iter())
-        .filter(|info| matches!(info.kind, redmutex::LockKind::Unreadable(_)))
-        .collect();
-    assert_eq!(unread.len(), 1, "{listed:?}");
-    assert_eq!(unread[0].name, long);
+    let listed = plain.locks("*").unwrap();
+    let names: Vec<&str> = listed.iter().map(|info| info.name.as_str()).collect();
+    assert_eq!(names, ["readable"], "{listed:?}");
+    let scanned = plain.scan("*").unwrap();
+    assert_eq!(scanned.len(), 2, "{scanned:?}");
+    let entry = (scanned.iter().find(|info| info.name == long)).unwrap();
+    match &entry.kind {
+        LockKind::NotALock(why) => assert!(why.contains("1024"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!entry.is_lock());
     drop(guard);
 
-    // Under a prefix, a key that is the prefix itself names no lock: unreadable, the rest
-    // listed.
-    let prefixed = server.builder().key_prefix("app:").build().unwrap();
+    // Under a prefix, a key that is the prefix itself names no lock either.
+    let prefixed = client(&server);
     let _guard = prefixed.lock("readable").lock().unwrap();
     let () = redis::cmd("SET")
         .arg("app:")
         .arg("1")
         .query(&mut server.conn())
         .unwrap();
-    let listed = prefixed.locks("*").unwrap();
-    let kinds: Vec<_> = listed
-        .iter()
+    let names: Vec<String> = (prefixed.locks("*").unwrap().into_iter())
+        .map(|info| info.name)
+        .collect();
+    assert_eq!(names, ["readable"]);
+    let scanned = prefixed.scan("*").unwrap();
+    let kinds: Vec<_> = (scanned.iter())
         .map(|info| (&info.name[..], &info.kind))
         .collect();
-    assert_eq!(kinds.len(), 2, "{listed:?}");
-    assert_eq!(kinds[1], ("readable", &redmutex::LockKind::Reentrant));
+    assert_eq!(kinds.len(), 2, "{scanned:?}");
+    assert_eq!(kinds[1], ("readable", &LockKind::Reentrant));
     assert!(
-        matches!(kinds[0], ("", redmutex::LockKind::Unreadable(_))),
+        matches!(kinds[0], ("", LockKind::NotALock(_))),
+        "{scanned:?}"
+    );
+}
+
+/// One key under the prefix that cannot be looked at (the user may not read it): the
+/// listing goes on, and names it as unreadable.
+#[test]
+fn a_listing_goes_on_past_a_key_it_cannot_read_and_names_it() {
+    let server = Server::start();
+    let _guard = server.client().lock("readable").lock().unwrap();
+    let () = redis::cmd("SET")
+        .arg("secret")
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    let narrow = LockClient::builder(&support::narrow_user(&server))
+        .build()
+        .unwrap();
+    let listed = narrow.locks("*").unwrap();
+    assert!(
+        listed.iter().any(|info| info.name == "readable"),
         "{listed:?}"
     );
+    let unread: Vec<_> = (listed.iter())
+        .filter(|info| matches!(info.kind, LockKind::Unreadable(_)))
+        .collect();
+    assert_eq!(unread.len(), 1, "{listed:?}");
+    assert_eq!(unread[0].name, "secret");
 }
 
 /// A scan tells how far it has gone, page by page, up to every key that matched.

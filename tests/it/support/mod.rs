@@ -755,14 +755,28 @@ pub fn incr(redis: &mut redis::Connection, key: &str, by: i64) -> i64 {
     redis::cmd("INCRBY").arg(key).arg(by).query(redis).unwrap()
 }
 
-/// Writes, on `server`, a key longer than a lock's name may be (under no prefix), as an
-/// application might: a listing cannot look at it as a lock. Its name.
+/// Writes, on `server`, a cache entry under a key of 1,100 bytes (under no prefix), longer
+/// than a lock's name may be ([`redmutex::MAX_NAME_LEN`]), as an application might: no
+/// lock of any kind. Its name.
 pub fn plant_long_key(server: &Server) -> String {
-    let long = "x".repeat(redmutex::MAX_NAME_LEN + 1);
+    let long = "k".repeat(1100);
+    assert!(long.len() > redmutex::MAX_NAME_LEN);
     let () = redis::cmd("SET")
         .arg(&long)
-        .arg("1")
+        .arg("cached")
         .query(&mut server.conn())
         .unwrap();
     long
+}
+
+/// Makes a user `narrow` (password `pw`) on `server` who may use every command and
+/// channel but no key whose name begins with `s`. Its URL.
+pub fn narrow_user(server: &Server) -> String {
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("narrow")
+        .arg(&["on", ">pw", "~[^s]*", "&*", "+@all"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    format!("redis://narrow:pw@127.0.0.1:{}/", server.port())
 }
