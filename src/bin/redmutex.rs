@@ -164,10 +164,7 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                 locks.retain(LockInfo::is_lock);
             }
             if cli.json {
-                print_json(
-                    out,
-                    &Value::Array(locks.iter().map(|info| lock_json(info, None)).collect()),
-                );
+                print_json(out, &Value::Array(locks.iter().map(lock_json).collect()));
             } else {
                 print_table(out, &locks);
             }
@@ -191,12 +188,9 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
             };
             let client = connect()?;
             let info = client.inspect(&name)?;
-            let candidates = (info.kind == LockKind::Election).then(|| {
-                client.election(&name).candidates().unwrap_or_else(|err| {
-                    say(&format!("the candidates could not be read: {err}"));
-                    Vec::new()
-                })
-            });
+            if info.kind == LockKind::Election && info.candidates.is_none() {
+                say("the candidates could not be read");
+            }
             if info.kind == LockKind::Free
                 && let Some(prefix) = likely_prefix(cli, &name)?
             {
@@ -206,10 +200,10 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                 ));
             }
             if cli.json {
-                print_json(out, &lock_json(&info, candidates.as_deref()));
+                print_json(out, &lock_json(&info));
             } else {
                 print_lock(out, &info);
-                print_candidates(out, candidates.as_deref().unwrap_or_default());
+                print_candidates(out, info.candidates.as_deref().unwrap_or_default());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -269,9 +263,22 @@ fn unlock(
             say(&format!("{shown} is no lock ({what}); nothing removed"));
             return Ok(ExitCode::from(1));
         }
-        LockKind::Semaphore => {
+        LockKind::Semaphore | LockKind::CountingSemaphore => {
             say(&format!(
                 "{shown} is a semaphore, which unlock does not break"
+            ));
+            return Ok(ExitCode::from(1));
+        }
+        LockKind::CountDownLatch => {
+            say(&format!(
+                "{shown} is a count-down latch, which unlock does not break (count it down                  or delete it)"
+            ));
+            return Ok(ExitCode::from(1));
+        }
+        LockKind::Unreadable(why) => {
+            say(&format!(
+                "{shown} could not be read ({}); nothing removed",
+                escape_str(why)
             ));
             return Ok(ExitCode::from(1));
         }

@@ -444,19 +444,220 @@ fn an_auth_failure_says_how_to_give_credentials() {
     );
 }
 
-/// A key under the prefix that cannot be looked at: `locks` lists what it could read and
-/// the key as unreadable, and exits 1, the listing being incomplete.
+/// A key under the prefix that cannot be looked at (the user may not read it): `locks`
+/// lists what it could read and the key as unreadable, and exits 1, the listing being
+/// incomplete. In JSON, its kind is `unreadable` and the reason is in a field of its own.
 #[test]
 fn locks_lists_past_a_key_it_cannot_read_and_exits_1() {
     let server = Server::start();
     let client = server.client();
     let _guard = client.lock("readable").lock().unwrap();
-    support::plant_long_key(&server);
-    let (code, stdout, stderr) = tool_with(&server.url(), &["locks"], &[]);
+    let () = redis::cmd("SET")
+        .arg("secret")
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
+    let url = support::narrow_user(&server);
+    let (code, stdout, stderr) = tool_with(&url, &["locks"], &[]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("readable"), "{stdout}");
-    assert!(stdout.contains("unreadable"), "{stdout}");
+    let line = (stdout.lines().find(|l| l.starts_with("secret"))).unwrap();
+    assert!(line.contains("unreadable: "), "{stdout}");
     assert!(stderr.contains("incomplete"), "{stderr}");
+    let (code, listed) = tool(&url, &["locks", "--json"]);
+    assert_eq!(code, 1);
+    let listed = json(&listed);
+    let secret = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == "secret")
+        .unwrap();
+    assert_eq!(secret["kind"], "unreadable", "{secret}");
+    assert!(!secret["error"].as_str().unwrap().is_empty(), "{secret}");
+    let readable = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == "readable")
+        .unwrap();
+    assert_eq!(readable["kind"], "reentrant", "{readable}");
+    assert_eq!(readable.get("error"), None, "{readable}");
+}
+
+/// A cache entry under a key longer than any lock's name, beside a held lock: no lock.
+/// `locks` leaves it out and exits 0; `locks --all` lists it as no lock, saying why, and
+/// in JSON its kind is `no-lock` with what it holds in a field of its own.
+#[test]
+fn a_key_longer_than_any_lock_name_is_no_lock() {
+    let server = Server::start();
+    let url = server.url();
+    let _guard = server.client().lock("held").lock().unwrap();
+    let long = support::plant_long_key(&server);
+
+    let (code, table, said) = tool_with(&url, &["locks"], &[]);
+    assert_eq!(code, 0, "{table}{said}");
+    assert_eq!(listed_names(&table), ["held"], "{table}");
+    assert!(said.is_empty(), "{said}");
+    let (code, table) = tool(&url, &["locks", "--all"]);
+    assert_eq!(code, 0, "{table}");
+    let line = (table.lines().find(|l| l.starts_with(&long))).unwrap();
+    assert!(line.contains("no lock: "), "{line}");
+    assert!(line.contains("1024"), "{line}");
+    assert!(!line.contains("unreadable"), "{line}");
+
+    let (code, listed) = tool(&url, &["locks", "--json"]);
+    assert_eq!(code, 0);
+    let listed = json(&listed);
+    let names: Vec<&str> = (listed.as_array().unwrap().iter())
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["held"]);
+    let (code, listed) = tool(&url, &["locks", "--all", "--json"]);
+    assert_eq!(code, 0);
+    let listed = json(&listed);
+    let entry = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == long.as_str())
+        .unwrap();
+    assert_eq!(entry["kind"], "no-lock", "{entry}");
+    assert!(
+        entry["contents"].as_str().unwrap().contains("1024"),
+        "{entry}"
+    );
+    assert_eq!(entry.get("error"), None, "{entry}");
+    let held = (listed.as_array().unwrap().iter())
+        .find(|lock| lock["name"] == "held")
+        .unwrap();
+    assert_eq!(held["kind"], "reentrant", "{held}");
+    assert_eq!(held.get("contents"), None, "{held}");
+}
+
+/// A counting semaphore and a count-down latch with a waiter each, and an election with
+/// queued candidates: `locks` lists them with their counts; `show` gives a count and its
+/// waiters, and the candidates in order, in text and JSON; `unlock` breaks neither count,
+/// and inspecting changes nothing.
+#[test]
+fn the_tool_shows_counts_waiters_and_candidates() {
+    let server = Server::start();
+    let url = server.url();
+    let ours = server.client();
+    let pool = ours.counting_semaphore("pool");
+    assert!(pool.try_set_permits(3).unwrap());
+    let held = pool.acquire_many(3).unwrap();
+    let latch = ours.count_down_latch("ready");
+    assert!(latch.try_set_count(2).unwrap());
+    let theirs = server.client();
+    let wanted = theirs.counting_semaphore("pool");
+    let taker = std::thread::spawn(move || wanted.try_acquire_for(PATIENCE).unwrap().is_some());
+    let waited = theirs.count_down_latch("ready");
+    let waiter = std::thread::spawn(move || waited.wait_for(PATIENCE).unwrap());
+    // Waiting, as the tool sees it.
+    let shown = |name: &str| json(&tool(&url, &["show", name, "--json"]).1);
+    assert!(eventually(PATIENCE, || shown("pool")["waiters"] == 1));
+    assert!(eventually(PATIENCE, || shown("ready")["waiters"] == 1));
+
+    let named = |name: &str| server.builder().client_name(name).build().unwrap();
+    let clients = [named("alpha"), named("bravo"), named("charlie")];
+    let fcfs = |at: usize| clients[at].election("cron").first_come_first_served();
+    let leadership = fcfs(0).campaign().unwrap();
+    let mut campaigns = Vec::new();
+    for at in 1..clients.len() {
+        let election = fcfs(at);
+        campaigns.push(std::thread::spawn(move || {
+            election.try_campaign_for(PATIENCE).unwrap().is_some()
+        }));
+        let listed = || shown("cron")["candidates"].as_array().map_or(0, Vec::len);
+        assert!(eventually(PATIENCE, || listed() == at + 1));
+    }
+    let mut redis = server.conn();
+    let dump = |redis: &mut redis::Connection| -> Vec<Vec<u8>> {
+        (["pool", "ready"].iter())
+            .map(|key| redis::cmd("DUMP").arg(key).query(redis).unwrap())
+            .collect()
+    };
+    let before = dump(&mut redis);
+
+    let (code, table) = tool(&url, &["locks"]);
+    assert_eq!(code, 0, "{table}");
+    let line = |name: &str| {
+        (table.lines().find(|l| l.starts_with(name)))
+            .unwrap_or_else(|| panic!("{name} missing:\n{table}"))
+            .to_owned()
+    };
+    let pool_line = line("pool");
+    assert!(pool_line.contains("counting semaphore"), "{pool_line}");
+    assert!(pool_line.contains("0 available"), "{pool_line}");
+    assert!(
+        pool_line.trim_end().ends_with(" 1"),
+        "one waiter: {pool_line}"
+    );
+    let ready_line = line("ready");
+    assert!(ready_line.contains("count-down latch"), "{ready_line}");
+    assert!(ready_line.contains("count 2"), "{ready_line}");
+    assert!(
+        ready_line.trim_end().ends_with(" 1"),
+        "one waiter: {ready_line}"
+    );
+    assert!(line("cron").contains("alpha"), "{table}");
+
+    let (code, text) = tool(&url, &["show", "pool"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("kind:       counting semaphore\n"), "{text}");
+    assert!(text.contains("available:  0\n"), "{text}");
+    assert!(text.contains("waiters:    1\n"), "{text}");
+    assert!(text.contains("redisson_sc:{pool}"), "{text}");
+    let (code, text) = tool(&url, &["show", "ready"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("kind:       count-down latch\n"), "{text}");
+    assert!(text.contains("count:      2\n"), "{text}");
+    assert!(text.contains("waiters:    1\n"), "{text}");
+    let value = shown("pool");
+    assert_eq!(value["kind"], "counting-semaphore", "{value}");
+    assert_eq!(
+        (value["available"].as_u64(), value["waiters"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let value = shown("ready");
+    assert_eq!(value["kind"], "count-down-latch", "{value}");
+    assert_eq!(
+        (value["count"].as_u64(), value["waiters"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    // The candidates, leader first, then in the order they came.
+    let (code, text) = tool(&url, &["show", "cron"]);
+    assert_eq!(code, 0);
+    let candidates: Vec<&str> = (text.lines())
+        .filter_map(|l| l.strip_prefix("candidate:  "))
+        .collect();
+    assert_eq!(candidates.len(), 3, "{text}");
+    for (line, (name, role)) in
+        candidates
+            .iter()
+            .zip([("alpha", "leads"), ("bravo", "waits"), ("charlie", "waits")])
+    {
+        assert!(line.starts_with(&format!("{name} {role} ")), "{text}");
+    }
+    let value = shown("cron");
+    let listed: Vec<(&str, bool)> = (value["candidates"].as_array().unwrap().iter())
+        .map(|c| (c["name"].as_str().unwrap(), c["leader"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("alpha", true), ("bravo", false), ("charlie", false)],
+        "{value}"
+    );
+
+    for name in ["pool", "ready"] {
+        let (code, _, said) = tool_with(&url, &["unlock", name, "--force", "--yes"], &[]);
+        assert_eq!(code, 1, "{name}: {said}");
+        assert!(said.contains("which unlock does not break"), "{said}");
+    }
+    assert_eq!(dump(&mut redis), before, "a count changed");
+
+    leadership.resign().unwrap();
+    for campaign in campaigns {
+        assert!(campaign.join().unwrap());
+    }
+    drop(held);
+    assert!(taker.join().unwrap());
+    latch.count_down().unwrap();
+    latch.count_down().unwrap();
+    assert!(waiter.join().unwrap());
 }
 
 /// Runs the tool against `url` with `args`, its standard output `stdout`; waits for it,

@@ -9,12 +9,12 @@
 use std::fmt::Write;
 use std::time::UNIX_EPOCH;
 
-use redmutex::{Candidate, Holder, LockInfo, Report};
+use redmutex::{Candidate, Holder, LockInfo, LockKind, Report};
 use serde_json::{Map, Value, json};
 
 use crate::escape::{escape, json_escapes};
 use crate::out::Out;
-use crate::text::kind_name;
+use crate::text::kind_word;
 
 /// Sets `field` to `bytes` as text: exact when UTF-8, else escaped, with `<field>_hex`
 /// the bytes.
@@ -68,10 +68,12 @@ pub fn holders_json(holders: &[Holder]) -> Value {
     holders.iter().map(holder_json).collect()
 }
 
-/// Everything known about one lock.
-pub fn lock_json(info: &LockInfo, candidates: Option<&[Candidate]>) -> Value {
+/// Everything known about one lock. `kind` is the kind's word only; what a key that is no
+/// lock holds is in `contents`, and why one could not be read in `error`; an election's
+/// candidates are in `candidates` when they were read.
+pub fn lock_json(info: &LockInfo) -> Value {
     let mut value = json!({
-        "kind": kind_name(&info.kind),
+        "kind": kind_word(&info.kind),
         "holders": holders_json(&info.holders),
         "lease_left_ms": info.lease_left.map(|d| d.as_millis() as u64),
         "waiters": info.waiters,
@@ -79,13 +81,21 @@ pub fn lock_json(info: &LockInfo, candidates: Option<&[Candidate]>) -> Value {
         "fence": info.fence,
         "epoch": info.epoch,
         "available": info.available,
+        "count": info.count,
         "server": info.server,
         "doubt": info.doubt,
     });
     if let Value::Object(object) = &mut value {
         put_bytes(object, "name", &info.name_bytes);
         put_list(object, "keys", &info.keys_bytes);
-        if let Some(candidates) = candidates {
+        match &info.kind {
+            LockKind::NotALock(what) => {
+                drop(object.insert("contents".into(), what.as_str().into()))
+            }
+            LockKind::Unreadable(why) => drop(object.insert("error".into(), why.as_str().into())),
+            _ => {}
+        }
+        if let Some(candidates) = &info.candidates {
             object.insert("candidates".into(), candidates_json(candidates));
         }
     }

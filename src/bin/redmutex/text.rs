@@ -9,20 +9,35 @@ use redmutex::{Candidate, Holder, LockInfo, LockKind, Report};
 use crate::escape::{escape, escape_str};
 use crate::out::Out;
 
-/// The kind's word, as the JSON output gives it too (not escaped).
-pub fn kind_name(kind: &LockKind) -> String {
+/// The kind's word, as the JSON output gives it in its `kind` field: a name only, without
+/// what a key that is no lock holds or why one could not be read.
+pub fn kind_word(kind: &LockKind) -> &'static str {
     match kind {
-        LockKind::Free => "free".into(),
-        LockKind::Reentrant => "reentrant".into(),
-        LockKind::Fenced => "fenced".into(),
-        LockKind::Fair => "fair".into(),
-        LockKind::ReadWrite => "read-write".into(),
-        LockKind::Token => "token".into(),
-        LockKind::Semaphore => "semaphore".into(),
-        LockKind::Election => "election".into(),
+        LockKind::Free => "free",
+        LockKind::Reentrant => "reentrant",
+        LockKind::Fenced => "fenced",
+        LockKind::Fair => "fair",
+        LockKind::ReadWrite => "read-write",
+        LockKind::Token => "token",
+        LockKind::Semaphore => "semaphore",
+        LockKind::CountingSemaphore => "counting-semaphore",
+        LockKind::CountDownLatch => "count-down-latch",
+        LockKind::Election => "election",
+        LockKind::NotALock(_) => "no-lock",
+        LockKind::Unreadable(_) => "unreadable",
+        _ => "unknown",
+    }
+}
+
+/// The kind in words for text output (not escaped): its word, and for a key that is no
+/// lock what it holds, for one that could not be read why.
+fn kind_name(kind: &LockKind) -> String {
+    match kind {
+        LockKind::CountingSemaphore => "counting semaphore".into(),
+        LockKind::CountDownLatch => "count-down latch".into(),
         LockKind::NotALock(what) => format!("no lock: {what}"),
         LockKind::Unreadable(why) => format!("unreadable: {why}"),
-        _ => "unknown".into(),
+        other => kind_word(other).into(),
     }
 }
 
@@ -52,8 +67,16 @@ fn holder_text(holder: &Holder) -> String {
     text
 }
 
-/// An election's leader by name and epoch, or the holders of any other lock.
+/// An election's leader by name and epoch, a counting semaphore's permits available and a
+/// latch's count (neither records holders), or the holders of any other lock.
 fn leader_or_holders(info: &LockInfo) -> String {
+    match (&info.kind, info.available, info.count) {
+        (LockKind::CountingSemaphore, Some(available), _) => {
+            return format!("{available} available");
+        }
+        (LockKind::CountDownLatch, _, Some(count)) => return format!("count {count}"),
+        _ => {}
+    }
     match (&info.kind, info.holders.first(), info.epoch) {
         (
             LockKind::Election,
@@ -140,6 +163,12 @@ pub fn print_lock(out: &mut Out, info: &LockInfo) {
     if info.kind == LockKind::Election {
         out.line(&format!("leader:     {}", leader_or_holders(info)));
         out.line(&format!("candidates: {} waiting", waiters_text(info)));
+    } else if matches!(
+        info.kind,
+        LockKind::CountingSemaphore | LockKind::CountDownLatch
+    ) {
+        out.line("holders:    not recorded");
+        out.line(&format!("waiters:    {}", waiters_text(info)));
     } else {
         out.line(&format!("holders:    {}", holders_text(&info.holders)));
         out.line(&format!("waiters:    {}", waiters_text(info)));
@@ -152,6 +181,9 @@ pub fn print_lock(out: &mut Out, info: &LockInfo) {
     }
     if let Some(available) = info.available {
         out.line(&format!("available:  {available}"));
+    }
+    if let Some(count) = info.count {
+        out.line(&format!("count:      {count}"));
     }
     out.line(&format!("keys:       {}", list_text(&info.keys_bytes)));
 }
