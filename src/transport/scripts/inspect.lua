@@ -14,14 +14,14 @@
 --          doubt, size}:
 --            type         the lock key's Redis type, "none" when there is no key;
 --            pttl         its time to live in milliseconds (-1: none, -2: no key);
---            fields       a hash's fields and values, flat, ARGV[4] of them at most;
+--            fields       a hash's fields and values, flat, ARGV[5] of them at most;
 --                         empty for other types;
---            queue        the fair queue's first ARGV[4] owner fields in order (none when
+--            queue        the fair queue's first ARGV[5] owner fields in order (none when
 --                         the list holds anything but owner fields), each
 --                         followed by when its place lapses (milliseconds since the epoch,
 --                         or -1), flat;
 --            fence        the fencing counter, or -1 when there is none;
---            permits      the first ARGV[4] held permits' ids and when their leases end,
+--            permits      the first ARGV[5] held permits' ids and when their leases end,
 --                         flat;
 --            subscribers  of the lock's, the read-write lock's, the semaphore's and the
 --                         latch's channels, and of each queued owner's own channel

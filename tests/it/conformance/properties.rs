@@ -30,11 +30,17 @@ impl Seen<'_> {
         }
     }
 
-    /// Whether a waiter on `name` is waiting: subscribed to a channel named after it, or
-    /// for a kind whose waiters do not subscribe, attempting again since `calls`.
+    /// What is seen before a waiter starts, for [`waiting`](Self::waiting): scripts run.
+    fn mark(&self) -> u64 {
+        (self.calls)()
+    }
+
+    /// Whether a waiter on `name` started after `mark` is waiting: it made an attempt, and
+    /// a channel named after it has a subscriber (a waiter subscribes before it attempts);
+    /// for a kind whose waiters do not subscribe, it attempted twice.
     fn waiting(&self, entry: &Entry, name: &str, calls: u64) -> bool {
         if entry.subscribes {
-            (self.channels)(&format!("*{name}*")) >= 1
+            (self.calls)() > calls && (self.channels)(&format!("*{name}*")) > 0
         } else {
             (self.calls)() >= calls + 2
         }
@@ -84,13 +90,13 @@ pub fn quartet_on(entry: &Entry, ours: &LockClient, theirs: &LockClient, name: &
     assert!(rival.try_now().unwrap().is_none(), "{}: busy", entry.name);
     let soon = Instant::now() + Duration::from_millis(50);
     assert!(rival.take_until(soon).unwrap().is_none(), "{}", entry.name);
-    let calls = (seen.calls)();
+    let mark = seen.mark();
     let waiter = in_thread(move || {
         let held = rival.take_until(Instant::now() + PATIENCE)?;
         Ok(held.map(|held| held().unwrap()).is_some())
     });
     assert!(
-        eventually(PATIENCE, || seen.waiting(entry, name, calls)),
+        eventually(PATIENCE, || seen.waiting(entry, name, mark)),
         "{}: never waited",
         entry.name
     );
@@ -173,10 +179,10 @@ fn ends_waiting(
     let stop = Cancel::new();
     let rival = (entry.make)(&theirs, NAME, Some(&stop));
     let seen = Seen::of(&server);
-    let calls = (seen.calls)();
+    let mark = seen.mark();
     let waiter = in_thread(move || rival.take().map(|held| held().is_ok()));
     assert!(
-        eventually(PATIENCE, || seen.waiting(entry, NAME, calls)),
+        eventually(PATIENCE, || seen.waiting(entry, NAME, mark)),
         "{}: never waited",
         entry.name
     );
@@ -325,20 +331,54 @@ pub fn lapse(entry: &Entry) {
     );
 }
 
-/// `inspect` reads it as its kind while it is held (a token's key with the doubt every
-/// token's shape carries), and holding nothing once given back.
+/// `inspect` reads it as its kind while it is held and waited for, with its waiter counted
+/// (for kinds whose waiters subscribe), a listing of every key shows it as the same kind,
+/// and once given back it holds nothing. A token's key comes with the doubt every token's
+/// shape carries; a counting semaphore or a latch that nobody waits for is a plain number.
 pub fn inspect(entry: &Entry) {
     let server = Server::start();
-    let ours = server.client();
+    let (ours, theirs) = (server.client(), server.sleepy());
     (entry.prepare)(&ours, NAME);
     let held = entry.occupy(&ours, NAME);
-    let info = ours.inspect(NAME).unwrap();
+    let rival = (entry.make)(&theirs, NAME, None);
+    let seen = Seen::of(&server);
+    let mark = seen.mark();
+    let waiter = in_thread(move || {
+        let held = rival.take_until(Instant::now() + PATIENCE)?;
+        Ok(held.map(|held| held().unwrap()).is_some())
+    });
+    assert!(eventually(PATIENCE, || seen.waiting(entry, NAME, mark)));
+    // Its waiter is counted once its subscription is confirmed.
+    let mut info = ours.inspect(NAME).unwrap();
+    let counted = eventually(PATIENCE, || {
+        info = ours.inspect(NAME).unwrap();
+        !entry.subscribes || info.waiters >= Some(1)
+    });
+    assert!(
+        counted,
+        "{}: its waiter is not counted: {info:?}",
+        entry.name
+    );
     let read = !matches!(
         info.kind,
         LockKind::Free | LockKind::NotALock(_) | LockKind::Unreadable(_)
     );
     assert!(read, "{}: {info:?}", entry.name);
+    let listed = ours.scan("*").unwrap();
+    let found = listed.iter().find(|listed| listed.name == NAME);
+    assert_eq!(
+        found.map(|f| &f.kind),
+        Some(&info.kind),
+        "{}: {listed:?}",
+        entry.name
+    );
     held().unwrap();
+    assert!(
+        waiter
+            .recv_timeout(PATIENCE * 2)
+            .expect("the waiter hung")
+            .unwrap()
+    );
     let info = ours.inspect(NAME).unwrap();
     assert!(info.holders.is_empty(), "{}: {info:?}", entry.name);
 }
