@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use support::{SHORT_LEASE, Server, eventually, thread_ids, threads_named};
+use support::{Proxy, SHORT_LEASE, Server, eventually, thread_ids, threads_named};
 
 const LEASE: Duration = SHORT_LEASE;
 
@@ -88,6 +88,79 @@ fn a_short_explicit_reentry_does_not_cut_a_watched_lease() {
     leased.unlock().unwrap();
     watched.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());
+}
+
+/// A renewal that Redis ran but answered only after the hold's validity had ended extends
+/// nothing: the hold is reported lost as that answer comes, and the lease the renewal put on
+/// the key is given back with the loss, so that the key does not keep everyone out for up to
+/// a lease after its holder was told it is gone.
+#[test]
+fn a_renewal_answered_after_the_validity_ended_is_a_loss_given_back_at_once() {
+    // Renewals every 3 s of a 9 s lease: each is sent with at most 6 s of validity left
+    // (a little less, for the clock drift allowed), and each reply may take 2.9 s. Every
+    // reply comes 2.4 s late; a renewal that finds its script gone from Redis waits for
+    // three replies at least (NOSCRIPT, the loads, its own), 7.2 s in all, so each read is
+    // in time while its "renewed" comes after the validity ended.
+    const DELAY: Duration = Duration::from_millis(2400);
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let observer = std::sync::Mutex::new(server.conn());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let client = redmutex::LockClient::builder(&proxy.url())
+        .lease(Duration::from_secs(9))
+        .renew_interval(Duration::from_secs(3))
+        .response_timeout(Duration::from_millis(2900))
+        .connect_timeout(Duration::from_secs(5))
+        .on_lock_lost(move |lost| {
+            // Whether the key is still on Redis as the loss is told.
+            let kept: bool = redis::cmd("EXISTS")
+                .arg("late-renewal")
+                .query(&mut *observer.lock().unwrap())
+                .unwrap();
+            let _ = tx.send((kept, lost.error.is_none()));
+        })
+        .build()
+        .unwrap();
+    let guard = client.lock("late-renewal").lock().unwrap();
+    let watch = guard.watch();
+
+    proxy.delay_replies(DELAY);
+    // The key outlives the client's validity on Redis (as on a server whose clock runs a
+    // little slow), so that the late renewal finds it and extends it.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("late-renewal")
+        .arg(60_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.conn())
+        .unwrap();
+    let (kept, gone_on_redis) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the hold whose renewal came late was reported lost");
+    let stats = client.stats();
+    // Every round was answered, the last one with "renewed": the loss came from the late
+    // answer, not from a timeout or a key found gone.
+    assert_eq!(stats.renewal_failures, 0, "{stats:?}");
+    assert!(stats.renewals >= 1, "{stats:?}");
+    assert!(gone_on_redis, "the loss carries no error: Redis answered");
+    assert!(
+        !kept,
+        "the late renewal's lease was left on the key of a hold reported lost"
+    );
+    assert!(guard.is_lost() && watch.is_lost());
+    assert_eq!(stats.locks_lost, 1);
+
+    // Another client gets the lock at once, and the lost holder leaves it alone.
+    proxy.delay_replies(Duration::ZERO);
+    let rival = server.client().lock("late-renewal");
+    let taken = rival.try_lock().unwrap().expect("given back with the loss");
+    assert!(guard.unlock().unwrap_err().is_lost());
+    assert!(rival.is_held_by_current_thread().unwrap());
+    assert_eq!(rival.hold_count().unwrap(), 1);
+    drop(taken);
+    assert_eq!(client.stats().locks_lost, 1, "reported once");
 }
 
 /// Watchdog threads, once every thread started by this one has named itself (until it
