@@ -258,3 +258,68 @@ fn a_waiter_whose_subscription_is_never_confirmed_polls() {
         "the waiter slept on a subscription that was never confirmed"
     );
 }
+
+/// A waiter whose attempt was sent before its client's subscription to the lock's channel
+/// was confirmed (made for another waiter on that channel) attempts again before it
+/// sleeps: an unlock published between its attempt and that confirmation reached nobody,
+/// and waiting for a message would leave it asleep on a free lock until it polls.
+#[test]
+fn a_waiter_whose_attempt_came_before_the_confirmation_attempts_again() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    // Its waiters would not try again on their own for a minute.
+    let client = redmutex::LockClient::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
+        .retry_base(LONG)
+        .retry_cap(LONG)
+        .build()
+        .unwrap();
+    // "w" and "{w}" are two locks with one channel, `redisson_lock__channel:{w}`. Both held
+    // for two minutes; the holder's acquisitions load the scripts.
+    let holder = server.client();
+    let held = holder.lock("w").lock_with_lease(2 * LONG).unwrap();
+    let other = holder.lock("{w}").lock_with_lease(2 * LONG).unwrap();
+    let channel = "redisson_lock__channel:{w}";
+
+    // The waiter's attempt runs and finds "w" held; its reply is kept from it for now.
+    let acquire = redis::Script::new(include_str!("../../src/transport/scripts/acquire.lua"));
+    proxy.hold_reply_to(acquire.get_hash().as_bytes());
+    let base = server.calls("evalsha");
+    let (taken, got) = std::sync::mpsc::channel();
+    let lock = client.lock("w");
+    std::thread::spawn(move || {
+        let guard = lock.try_lock_for(2 * LONG).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    await_calls(&server, base + 1);
+    assert!(eventually(Duration::from_secs(10), || proxy.trap_sprung()));
+
+    // "w" is released while the client listens on nothing: its message reaches nobody.
+    assert_eq!(server.subscribers(channel), 0);
+    held.unlock().unwrap();
+
+    // Another waiter of the client, on "{w}": its attempt, the subscription to the shared
+    // channel, and its attempt once the subscription is confirmed.
+    let other_lock = client.lock("{w}");
+    let other_waiter = std::thread::spawn(move || {
+        let guard = other_lock.try_lock_for(2 * LONG).unwrap();
+        guard.map(|guard| guard.unlock()).is_some()
+    });
+    await_calls(&server, base + 4);
+    assert_eq!(server.subscribers(channel), 1);
+
+    // The first waiter now hears that "w" was busy, and joins a subscription confirmed
+    // after its attempt: it must look again, and finds "w" free.
+    proxy.let_reply_go();
+    assert_eq!(
+        got.recv_timeout(LONG / 3),
+        Ok(true),
+        "the waiter slept on a free lock, counting on a message sent before it listened"
+    );
+    other.unlock().unwrap();
+    assert!(
+        other_waiter.join().unwrap(),
+        "woken by the release of {{w}}"
+    );
+}

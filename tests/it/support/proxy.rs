@@ -3,9 +3,11 @@
 //! Each accepted connection gets a connection to the target and two pump threads, one per
 //! direction, which read a chunk, decide under one mutex what to do with it, then write it.
 //! Faults: pause (chunks held, not dropped), silence server→client on the connections open
-//! now or on those that send a given command, delay every reply, drop the reply to one command and close its connection, delay the reply to one
-//! command, drop one command and refuse new connections, answer one command itself (an
-//! error reply of the test's choosing, say) instead of the server, close everything.
+//! now or on those that send a given command, delay every reply, drop the reply to one
+//! command and close its connection, delay the reply to one command, hold the reply to one
+//! command until the test lets it go, drop one command and refuse new connections, answer
+//! one command itself (an error reply of the test's choosing, say) instead of the server,
+//! close everything.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -43,6 +45,8 @@ struct State {
     sprung_at: Option<Instant>,
     /// New connections are closed as soon as they are accepted.
     refusing: bool,
+    /// A reply held by [`Trap::HoldReply`] waits while this is set.
+    holding_reply: bool,
     /// A connection that sends a chunk containing this is silenced from then on.
     silence_after: Option<Vec<u8>>,
     next_id: u64,
@@ -60,6 +64,8 @@ struct Conn {
     doomed: bool,
     /// The reply to the trap's command is held this long before it goes on.
     delay_next: Option<Duration>,
+    /// The reply to the trap's command is held until `let_reply_go`.
+    hold_next: bool,
 }
 
 #[derive(Clone, PartialEq)]
@@ -69,6 +75,9 @@ enum Trap {
     /// The command runs; its reply (and what follows on its connection) comes this late.
     /// With `true`, every other connection is closed as the command goes out.
     DelayReply(Duration, bool),
+    /// The command runs; its reply (and what follows on its connection) is held until
+    /// `let_reply_go`.
+    HoldReply,
     /// The command is dropped, its connection closed, and new connections refused.
     DropRequestThenRefuse,
     /// The command never reaches the server; the client gets these bytes as its reply.
@@ -185,6 +194,21 @@ impl Proxy {
         self.arm(needle, Trap::DelayReply(delay, false));
     }
 
+    /// One-shot: the next client→server chunk containing `needle` reaches the server at
+    /// once, and its reply (with anything after it on that connection) is held until
+    /// [`let_reply_go`](Self::let_reply_go); the trap counts as sprung once the command
+    /// was written to the server.
+    pub fn hold_reply_to(&self, needle: &[u8]) {
+        self.shared.state().holding_reply = true;
+        self.arm(needle, Trap::HoldReply);
+    }
+
+    /// Lets the reply held by [`hold_reply_to`](Self::hold_reply_to) go on.
+    pub fn let_reply_go(&self) {
+        self.shared.state().holding_reply = false;
+        self.shared.changed.notify_all();
+    }
+
     /// As [`delay_reply_to`](Self::delay_reply_to), and every other connection open then
     /// is closed as the command goes out, as in a network failure: connections a client
     /// keeps idle are dead when it next uses them.
@@ -296,6 +320,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             silenced: false,
             doomed: false,
             delay_next: None,
+            hold_next: false,
         };
         state.conns.insert(id, conn);
         state.pumps.retain(|pump| !pump.is_finished());
@@ -319,6 +344,8 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
         // written.
         let mut mark_written = false;
         let mut cut_others = false;
+        // Set when this chunk is the reply a trap holds until the test lets it go.
+        let mut hold = false;
         if direction == Direction::ToClient {
             let delay = shared.state().delay;
             if !delay.is_zero() {
@@ -351,6 +378,10 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                         mark_written = true;
                         cut_others = cut;
                     }
+                    Some((_, Trap::HoldReply)) => {
+                        conn.hold_next = true;
+                        mark_written = true;
+                    }
                     Some((_, Trap::DropRequestThenRefuse)) => {
                         state.refusing = true;
                         state.trap_sprung = true;
@@ -376,6 +407,10 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                 break;
             }
             Direction::ToClient if conn.silenced => continue,
+            Direction::ToClient if conn.hold_next => {
+                conn.hold_next = false;
+                hold = true;
+            }
             Direction::ToClient => {
                 if let Some(delay) = conn.delay_next.take() {
                     drop(guard);
@@ -395,6 +430,12 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
             for other in others {
                 shared.close(state, other);
             }
+        }
+        while hold && guard.holding_reply && guard.conns.contains_key(&id) {
+            guard = shared.changed.wait(guard).unwrap();
+        }
+        if !guard.conns.contains_key(&id) {
+            break;
         }
         // Not under the lock: a write may block while the peer does not read.
         drop(guard);
