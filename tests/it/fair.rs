@@ -11,6 +11,9 @@ use support::{Proxy, Server, eventually, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
 const WAITERS_VAR: &str = "REDMUTEX_TEST_WAITERS";
+/// How long the worker's waiters keep their places without coming back, in milliseconds;
+/// the client's default without it.
+const QUEUE_WAIT_VAR: &str = "REDMUTEX_TEST_QUEUE_WAIT_MS";
 const NAME: &str = "fair";
 const QUEUE: &str = "redisson_lock_queue:{fair}";
 const TIMEOUTS: &str = "redisson_lock_timeout:{fair}";
@@ -71,7 +74,11 @@ fn fair_worker() {
         .split(',')
         .map(|k| k.parse().unwrap())
         .collect();
-    let client = LockClient::open(&url).unwrap();
+    let mut builder = LockClient::builder(&url);
+    if let Ok(ms) = std::env::var(QUEUE_WAIT_VAR) {
+        builder = builder.fair_queue_wait(Duration::from_millis(ms.parse().unwrap()));
+    }
+    let client = builder.build().unwrap();
     std::thread::scope(|scope| {
         for k in waiters {
             let (client, url) = (&client, &url);
@@ -209,6 +216,94 @@ fn a_crashed_waiter_holds_the_queue_up_until_its_place_runs_out() {
     // The dead head is woken by the release and never answers: the next waiter gets in once
     // the dead one's place runs out (its process waited with the default 5 s).
     assert_eq!(got.recv_timeout(NO_HANG), Ok(true));
+    assert_eq!(queued(&server), 0);
+}
+
+/// A waiter behind a crashed head of the queue, on a free lock: the next attempt of anyone,
+/// which drops the dead head, tells it that its turn has come. Nobody else would: the
+/// release went to the dead waiter while its place lasted, and the waiter's own next
+/// attempt is minutes away.
+#[test]
+fn an_attempt_that_drops_a_dead_head_wakes_the_waiter_behind_it() {
+    let server = Server::start();
+    // Held for two minutes; its release wakes the head of the queue, and grants nothing.
+    let holder = server.builder().direct_handoff(false).build().unwrap();
+    let guard = holder.fair_lock(NAME).lock_with_lease(2 * NO_HANG).unwrap();
+    // The head: a waiter in another process that keeps its place for 10 s after each
+    // attempt, then killed.
+    let mut crashed = spawn_worker(
+        "fair::fair_worker",
+        &[
+            (URL_VAR, server.url()),
+            (WAITERS_VAR, "0".into()),
+            (QUEUE_WAIT_VAR, "10000".into()),
+        ],
+    );
+    assert!(eventually(NO_HANG, || queued(&server) == 1));
+    let dead: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    // Behind it, a waiter that would come back on its own only after a minute, and keeps
+    // its place for ten.
+    let client = server
+        .builder()
+        .retry_base(NO_HANG)
+        .retry_cap(NO_HANG)
+        .fair_queue_wait(NO_HANG * 10)
+        .build()
+        .unwrap();
+    let lock = client.fair_lock(NAME);
+    let (taken, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = lock.try_lock_for(NO_HANG * 5).unwrap();
+        let _ = taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert!(eventually(NO_HANG, || queued(&server) == 2
+        && server.channels("redisson_lock__channel:{fair}:*") == 2));
+    crashed.kill().unwrap();
+    crashed.wait().unwrap();
+
+    // The release wakes the dead head, whose place has not run out yet.
+    guard.unlock().unwrap();
+    let head: String = redis::cmd("LINDEX")
+        .arg(QUEUE)
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(
+        head, dead,
+        "the release found the head's place run out already"
+    );
+
+    // Once the dead head's place has run out, a third waiter's attempt drops it, finds the
+    // lock free for the waiter now at the head, and queues behind it.
+    assert!(
+        eventually(NO_HANG, || {
+            let mut redis = server.conn();
+            let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut redis).unwrap();
+            let place: Option<f64> = redis::cmd("ZSCORE")
+                .arg(ALIVE)
+                .arg(&dead)
+                .query(&mut redis)
+                .unwrap();
+            place.is_none_or(|place| place <= (secs * 1000 + micros / 1000) as f64)
+        }),
+        "the dead waiter's place never ran out"
+    );
+    let third = server.sleepy().fair_lock(NAME);
+    let (third_taken, third_got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let guard = third.try_lock_for(NO_HANG * 5).unwrap();
+        let _ = third_taken.send(guard.map(|guard| guard.unlock()).is_some());
+    });
+    assert_eq!(
+        got.recv_timeout(NO_HANG / 3),
+        Ok(true),
+        "the waiter behind the dead head was not told its turn had come"
+    );
+    assert_eq!(third_got.recv_timeout(NO_HANG), Ok(true), "then the third");
     assert_eq!(queued(&server), 0);
 }
 
