@@ -321,7 +321,8 @@ fn a_killed_holder_of_ours_lets_the_java_head_waiter_in_when_its_lease_runs_out(
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let j = java.thread("j");
-        let mut doomed = our_process(&server, SHORT_LEASE, Duration::from_secs(5));
+        // A lease a busy machine's renewals keep alive until the kill, well below JAVA_WAIT.
+        let mut doomed = our_process(&server, Duration::from_secs(5), Duration::from_secs(5));
         assert!(eventually(NO_HANG, || server.exists(NAME)));
         let pending = j.send("tryLock", "fair", NAME, json!({"wait": JAVA_WAIT}));
         await_queued(&server, 1, true);
