@@ -223,11 +223,11 @@ mod client;
 /// The generic lock machine: handle, acquisition quartet, waiting, guards.
 mod lock;
 
+/// The lock machine's holds: a client's shared state, its holds and the watchdog.
+mod lease;
+
 /// One file of protocol per kind, and the seam they implement.
 mod kinds;
-
-/// A client's shared state, its holds, their validity and the watchdog.
-mod lease;
 
 /// Pools, commands on every node, scripts.
 mod transport;

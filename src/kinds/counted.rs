@@ -16,11 +16,10 @@ use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
-use crate::lease::target::Target;
 use crate::transport::node::Node;
 use crate::transport::scripts;
 
@@ -52,8 +51,8 @@ pub struct CountedClaim {
 }
 
 /// The one node of the client, or [`Error::Unsupported`] on Redlock.
-pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
-    match target.shared.nodes().list() {
+pub(crate) fn node(target: &dyn Call) -> Result<&Arc<Node>> {
+    match target.nodes().list() {
         [node] => Ok(node),
         _ => Err(Error::Unsupported {
             lock: target.subject().clone(),
@@ -72,29 +71,29 @@ const UNDO_HORIZON: Duration = Duration::from_secs(3600);
 
 /// How long an attempt's marker lasts: as long as its undo may be tried (see
 /// [`UNDO_HORIZON`]), and never less than the client's lease or a release's latch.
-fn marker_ttl(target: &Target) -> Duration {
-    let config = target.shared.config();
+fn marker_ttl(target: &dyn Call) -> Duration {
+    let config = target.config();
     config.lease.max(config.latch_ttl()).max(UNDO_HORIZON)
 }
 
 /// How long a guard's marker is surely still there, by this client's clock: its life less
 /// a minute for the server's. Within it, a release finding no marker knows that the
 /// attempt's undo gave the permits back first; past it, the marker may have lapsed.
-fn marker_surely_there(target: &Target) -> Duration {
+fn marker_surely_there(target: &dyn Call) -> Duration {
     marker_ttl(target).saturating_sub(Duration::from_secs(60))
 }
 
 /// Adds `delta` permits at `key` (taking them away below zero), waking as many waiters,
 /// under a latch of its own so that a retry after a lost reply counts once; with `marker`,
 /// the release of the permits an attempt took. Returns the number available after.
-pub(crate) fn add(target: &Target, delta: i64, marker: Option<(&[u8], bool)>) -> Result<i64> {
+pub(crate) fn add(target: &dyn Call, delta: i64, marker: Option<(&[u8], bool)>) -> Result<i64> {
     let key = target.begin()?;
     node(target)?;
     let latch = names::unlock_latch(key, &names::random_id());
     let channel = names::semaphore_channel(key);
-    let latch_ttl = target.shared.config().latch_ttl();
+    let latch_ttl = target.config().latch_ttl();
     let cmd = scripts::csem_add((key, &latch, marker), &channel, delta, latch_ttl, MAX_TOTAL);
-    let nodes = target.shared.nodes();
+    let nodes = target.nodes();
     let reply = nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd));
     reply.map_err(|err| match err.server_code() {
         Some("OVERFLOW") => {
@@ -114,14 +113,14 @@ impl Machinery for Counted {
     type Affinity = ();
     type Claim = CountedClaim;
 
-    fn claim(target: &Target, _: Option<Duration>) -> CountedClaim {
+    fn claim(target: &dyn Call, _: Option<Duration>) -> CountedClaim {
         CountedClaim {
             id: names::random_id(),
             count: target.count(),
         }
     }
 
-    fn undo(target: &Target, claim: &CountedClaim) -> Undo {
+    fn undo(target: &dyn Call, claim: &CountedClaim) -> Undo {
         let key = target.shared_key();
         let marker = names::counting_taken(&key, &claim.id);
         Undo {
@@ -133,20 +132,21 @@ impl Machinery for Counted {
             ),
             lasts: marker_ttl(target),
             slot: None,
+            leaves_until: None,
         }
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &CountedClaim,
         _: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<CountedHeld>> {
+    ) -> Result<Attempt<Grant<CountedHeld>>> {
         let node = node(target)?;
         let key = target.key()?;
         let marker = names::counting_taken(key, &claim.id);
         let cmd = scripts::csem_acquire(key, &marker, claim.count, marker_ttl(target));
-        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let taken: i64 = node.run(&cmd, end).map_err(|err| target.wrong_kind(err))?;
         if taken != 1 {
             // Too few permits, for no known time: waited for as a queued waiter, woken by a
@@ -155,19 +155,24 @@ impl Machinery for Counted {
         }
         // Nothing expires: the permits are held until released.
         let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
-        Ok(Attempt::Acquired(Hold {
-            holding: Arc::new(Holding::new(far)),
-            watched: false,
+        Ok(Attempt::Acquired(Grant {
             held: CountedHeld {
                 count: claim.count,
                 claim: claim.id.clone(),
                 taken: Instant::now(),
             },
+            valid_until: far,
+            lease: None,
+            renew: None,
+            slot: None,
         }))
     }
 
-    fn release(target: &Target, hold: &Hold<CountedHeld>) -> Result<()> {
-        let key = target.begin()?;
+    fn release(target: &dyn Call, hold: &Giving<'_, CountedHeld>) -> Given {
+        let key = match target.begin() {
+            Ok(key) => key,
+            Err(err) => return Given::once(Err(err)),
+        };
         let marker = names::counting_taken(key, &hold.held.claim);
         let count = i64::try_from(hold.held.count).unwrap_or(i64::MAX);
         let alive = hold.held.taken.elapsed() < marker_surely_there(target);
@@ -194,20 +199,20 @@ impl Machinery for Counted {
                      attempt's undo instead",
                     target.subject()
                 );
-                target.shared.give_back_later(target.subject(), undo);
+                target.give_back_later(undo);
             }
         }
-        released
+        Given::once(released.map(|()| Freed::Done(Ok(()))))
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
     }
 
-    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
         let key = target.key().ok()?;
         let node = node(target).ok()?;
-        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let cmd = scripts::csem_read(key, scripts::CsemRead::Get);
         let available: i64 = node
             .run(&cmd, end)

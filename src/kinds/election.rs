@@ -11,20 +11,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use redis::Cmd;
 
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::retry::Backoff;
-use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery};
+use crate::kinds::renewal::Renewal;
+use crate::kinds::undo::Undo;
 use crate::layout::{names, owner};
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
-use crate::lease::shared::Shared;
-use crate::lease::target::Target;
-use crate::lease::watchdog::{self, Renewal};
-use crate::lease::workers::{Nudge, Ticket};
 use crate::topology::quorum::validity_end;
 use crate::transport::node::Node;
 use crate::transport::scripts::{self, Released};
@@ -45,8 +41,6 @@ pub struct Leading;
 pub struct LeadingHeld {
     token: String,
     epoch: u64,
-    /// The watchdog's ticket; dropped at resignation.
-    watchdog: Mutex<Option<Ticket>>,
 }
 
 impl LeadingHeld {
@@ -56,12 +50,6 @@ impl LeadingHeld {
 
     pub(crate) fn token(&self) -> &str {
         &self.token
-    }
-
-    /// What makes the watchdog renew this leadership now; none without a watchdog (an
-    /// explicit lease) or once resigned.
-    pub(crate) fn renew_now(&self) -> Option<Nudge> {
-        self.watchdog.lock().as_ref().map(Ticket::nudge)
     }
 }
 
@@ -91,8 +79,8 @@ pub(crate) const MAX_CANDIDATE_ID: usize = 256;
 pub(crate) const MAX_VALUE: usize = 64 * 1024;
 
 /// The election's one node, or [`Error::Unsupported`] on a client over several.
-pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
-    match target.shared.nodes().list() {
+pub(crate) fn node(target: &dyn Call) -> Result<&Arc<Node>> {
+    match target.nodes().list() {
         [node] => Ok(node),
         _ => Err(Error::Unsupported {
             lock: target.subject().clone(),
@@ -102,18 +90,18 @@ pub(crate) fn node(target: &Target) -> Result<&Arc<Node>> {
 }
 
 /// Reads who leads and the leaders recorded after epoch `after`, by `end` at the latest.
-pub(crate) fn read(target: &Target, after: u64, end: Instant) -> Result<Snapshot> {
+pub(crate) fn read(target: &dyn Call, after: u64, end: Instant) -> Result<Snapshot> {
     read_some(target, after, false, end)
 }
 
 /// Reads who leads and the candidates waiting, by `end` at the latest.
-pub(crate) fn read_candidates(target: &Target, end: Instant) -> Result<Snapshot> {
+pub(crate) fn read_candidates(target: &dyn Call, end: Instant) -> Result<Snapshot> {
     read_some(target, u64::MAX, true, end)
 }
 
 /// Reads who leads and the leaders recorded after epoch `after` (and the candidates waiting
 /// if `waiting`), by `end` at the latest.
-fn read_some(target: &Target, after: u64, waiting: bool, end: Instant) -> Result<Snapshot> {
+fn read_some(target: &dyn Call, after: u64, waiting: bool, end: Instant) -> Result<Snapshot> {
     let node = node(target)?;
     let key = target.open()?;
     let (counter, record, candidates) = names_of(key);
@@ -163,15 +151,15 @@ const QUEUED_LISTING: Duration = Duration::from_secs(24 * 3600);
 /// Lists this thread's candidate of `target` while it queues for its turn to campaign,
 /// under its owner field `owner` in the queue. A failure is logged: the candidate then
 /// queues unlisted.
-pub(crate) fn enlist(target: &Target, owner: &str) {
+pub(crate) fn enlist(target: &dyn Call, owner: &str) {
     let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
         return;
     };
     let id = candidate_id(target);
-    let name = &target.shared.config().client_name;
+    let name = &target.config().client_name;
     let candidates = names::election_candidates(key);
     let cmd = scripts::election_enlist(&candidates, owner, (&id, name), QUEUED_LISTING);
-    let end = Instant::now() + target.shared.config().response_timeout;
+    let end = Instant::now() + target.config().response_timeout;
     if let Err(err) = node.run::<i64>(&cmd, end) {
         log::debug!(
             "listing a queued candidate of {}: {err:#}",
@@ -181,14 +169,14 @@ pub(crate) fn enlist(target: &Target, owner: &str) {
 }
 
 /// Removes the listing of `owner`, queued in `target`, once its campaign ends.
-pub(crate) fn delist(target: &Target, owner: &str) {
+pub(crate) fn delist(target: &dyn Call, owner: &str) {
     let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
         return;
     };
     let mut cmd = redis::cmd("HDEL");
     cmd.arg(names::election_candidates(key))
         .arg(format!("queued:{owner}"));
-    let end = Instant::now() + target.shared.config().response_timeout;
+    let end = Instant::now() + target.config().response_timeout;
     if let Err(err) = node.run::<i64>(&cmd, end) {
         log::debug!(
             "removing a queued candidate of {}: {err:#}",
@@ -208,15 +196,15 @@ fn names_of(key: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
 
 /// The candidate id of this thread's campaigns on `target`: the one its user chose, or the
 /// client's id and this thread's number, as a lock's owner field.
-pub(crate) fn candidate_id(target: &Target) -> String {
+pub(crate) fn candidate_id(target: &dyn Call) -> String {
     match target.candidacy().and_then(|c| c.id.clone()) {
         Some(id) => id,
-        None => owner::field(target.shared.id(), owner::current_thread()),
+        None => owner::field(target.client_id(), owner::current_thread()),
     }
 }
 
 /// Refuses a candidate id or value an election cannot take.
-fn check_candidacy(target: &Target) -> Result<()> {
+fn check_candidacy(target: &dyn Call) -> Result<()> {
     let Some(candidacy) = target.candidacy() else {
         return Ok(());
     };
@@ -230,7 +218,7 @@ fn check_candidacy(target: &Target) -> Result<()> {
 }
 
 /// Refuses an empty or oversized candidate id, or one with control characters.
-pub(crate) fn check_id(target: &Target, id: &str) -> Result<()> {
+pub(crate) fn check_id(target: &dyn Call, id: &str) -> Result<()> {
     let reason = if id.is_empty() {
         "empty"
     } else if id.len() > MAX_CANDIDATE_ID {
@@ -244,7 +232,7 @@ pub(crate) fn check_id(target: &Target, id: &str) -> Result<()> {
 }
 
 /// Refuses a value larger than [`MAX_VALUE`].
-pub(crate) fn check_value(target: &Target, value: &str) -> Result<()> {
+pub(crate) fn check_value(target: &dyn Call, value: &str) -> Result<()> {
     if value.len() > MAX_VALUE {
         return Err(
             target.invalid_argument("value", format!("{} bytes, more than 64 KiB", value.len()))
@@ -255,12 +243,12 @@ pub(crate) fn check_value(target: &Target, value: &str) -> Result<()> {
 
 /// Sets the value of the leadership `token`, telling the observers: false when it no longer
 /// leads (nothing changed).
-pub(crate) fn proclaim(target: &Target, token: &str, value: &str) -> Result<bool> {
+pub(crate) fn proclaim(target: &dyn Call, token: &str, value: &str) -> Result<bool> {
     check_value(target, value)?;
     let node = node(target)?;
     let key = target.begin()?;
     let cmd = scripts::election_proclaim(key, token, value, &names::election_channel(key));
-    let end = Instant::now() + target.shared.config().response_timeout;
+    let end = Instant::now() + target.config().response_timeout;
     let set: i64 = node
         .run(&cmd, end)
         .map_err(|err| err.with_lock(target.subject()))?;
@@ -275,27 +263,27 @@ impl Machinery for Leading {
 
     type Claim = TokenClaim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> TokenClaim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> TokenClaim {
         TokenClaim::new(target, lease)
     }
 
-    fn undo(target: &Target, claim: &TokenClaim) -> Undo {
+    fn undo(target: &dyn Call, claim: &TokenClaim) -> Undo {
         Undo {
             cmd: resign_cmd(target, &claim.token, target.give_back_wakes()),
             lasts: claim.lease,
             slot: None,
+            leaves_until: None,
         }
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &TokenClaim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<LeadingHeld>> {
+    ) -> Result<Attempt<Grant<LeadingHeld>>> {
         node(target)?;
         check_candidacy(target)?;
-        let shared = &target.shared;
         let key = target.key()?;
         let (token, script_lease) = (&claim.token, claim.lease);
         let (counter, record, candidates) = names_of(key);
@@ -303,11 +291,11 @@ impl Machinery for Leading {
         let candidacy = target.candidacy();
         let id = candidate_id(target);
         let who = scripts::Campaigner {
-            name: &shared.config().client_name,
+            name: &target.config().client_name,
             id: &id,
             resume: candidacy.is_some_and(|c| c.id.is_some()),
             value: candidacy.and_then(|c| c.value.as_deref()),
-            listed: shared.config().lease,
+            listed: target.config().lease,
         };
         let places = names::fair_alive(&names::election_queue(key));
         let cmd = scripts::election_acquire(
@@ -318,7 +306,7 @@ impl Machinery for Leading {
             RECORD,
         );
         let sent = Instant::now();
-        let nodes = shared.nodes();
+        let nodes = target.nodes();
         let reply = nodes
             .acquire::<(i64, i64)>(&cmd, limit, |&(status, _)| status == 1)
             .pop()
@@ -341,34 +329,37 @@ impl Machinery for Leading {
             }));
         };
         let epoch = u64::try_from(number).unwrap_or_default();
-        acquired(target, lease, claim, epoch, sent, valid_until)
+        Ok(Attempt::Acquired(grant(
+            target,
+            lease,
+            claim,
+            epoch,
+            sent,
+            valid_until,
+        )))
     }
 
-    fn release(target: &Target, hold: &Hold<LeadingHeld>) -> Result<()> {
-        target.begin()?;
-        // Past its validity the hold is lost, whatever the release finds: it still gives
-        // back what may be left (a renewal's late reply, the last moments of a lease).
-        let expired = hold.holding.is_lost();
-        // Stops the renewals; a renewal already on its way finishes first.
-        drop(hold.held.watchdog.lock().take());
-        let node = node(target)?;
-        let holding = &hold.holding;
+    fn release(target: &dyn Call, hold: &Giving<'_, LeadingHeld>) -> Given {
+        let node = match node(target) {
+            Ok(node) => node,
+            Err(err) => return Given::once(Err(err)),
+        };
+        let holding = hold.holding;
         let released = holding.exclusively(|| {
             // Sent again until it answers or the validity ends; its latch outlasts that.
             let until = holding.valid_until();
             let left = until.saturating_duration_since(Instant::now());
-            let latch_ttl = target.shared.config().latch_ttl() + left;
+            let latch_ttl = target.config().latch_ttl() + left;
             let cmd = resign_lasting(target, &hold.held.token, true, latch_ttl);
             resend(target, node, &cmd, until, RESIGNED_UNKNOWN)
         });
-        match released? {
-            Released::NotOurs => Err(target.found_lost(&hold.holding)),
-            _ if expired => Err(target.found_lost(&hold.holding)),
-            _ => Ok(()),
-        }
+        Given::once(released.map(|released| match released {
+            Released::NotOurs => Freed::Gone,
+            _ => Freed::Done(Ok(())),
+        }))
     }
 
-    fn give_up(target: &Target) {
+    fn give_up(target: &dyn Call) {
         // A campaign that ends without leading is no longer a candidate; a listing left
         // behind would go by itself once its time ran out.
         let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
@@ -377,14 +368,14 @@ impl Machinery for Leading {
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(names::election_candidates(key))
             .arg(candidate_id(target));
-        let end = Instant::now() + target.shared.config().response_timeout;
+        let end = Instant::now() + target.config().response_timeout;
         if let Err(err) = node.run::<i64>(&cmd, end) {
             log::debug!("withdrawing a candidate of {}: {err:#}", target.subject());
         }
     }
 
-    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
-        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
+        let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let snapshot = read(target, u64::MAX, end)
             .map_err(|err| log::debug!("asking who leads {}: {err:#}", target.subject()))
             .ok()?;
@@ -402,18 +393,18 @@ impl Machinery for Leading {
 /// its own resignation would: a candidate and every observer are woken. False when nobody
 /// led, or the leader changed between reading its token and resigning it (the new leader
 /// is left alone). A key of another kind is refused, as by every call of the election.
-pub(crate) fn force_resign(target: &Target, leader: Option<&str>) -> Result<bool> {
+pub(crate) fn force_resign(target: &dyn Call, leader: Option<&str>) -> Result<bool> {
     target.begin()?;
     let node = node(target)?;
     let key = target.open()?;
-    let end = Instant::now() + target.shared.config().response_timeout;
+    let end = Instant::now() + target.config().response_timeout;
     if read(target, u64::MAX, end)?.leader.is_none() {
         return Ok(false);
     }
     let token = match leader {
         Some(token) => token.to_owned(),
         None => {
-            let end = Instant::now() + target.shared.config().response_timeout;
+            let end = Instant::now() + target.config().response_timeout;
             let mut read = redis::cmd("HGET");
             read.arg(key).arg("token");
             let token: Option<String> =
@@ -425,7 +416,7 @@ pub(crate) fn force_resign(target: &Target, leader: Option<&str>) -> Result<bool
         }
     };
     // Sent again for as long as one call may take; its latch lasts twice that.
-    let config = target.shared.config();
+    let config = target.config();
     let until = Instant::now() + config.connect_timeout + config.response_timeout;
     let cmd = resign_cmd(target, &token, true);
     match resend(target, node, &cmd, until, FORCED_UNKNOWN)? {
@@ -447,13 +438,13 @@ const FORCED_UNKNOWN: &str = "the forced resignation may or may not have taken e
 /// did. An error after which it surely did not run, before any that it may have, is
 /// returned at once. When no send was answered, the error says `unknown`.
 fn resend(
-    target: &Target,
+    target: &dyn Call,
     node: &Node,
     resign: &Cmd,
     until: Instant,
     unknown: &'static str,
 ) -> Result<Released> {
-    let config = target.shared.config();
+    let config = target.config();
     let mut backoff = Backoff::new(config.retry_base, config.retry_cap);
     let mut unanswered = None;
     loop {
@@ -473,7 +464,7 @@ fn resend(
             None => return Err(err),
         };
         let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() || target.shared.closing().is_cancelled() {
+        if left.is_zero() || target.closing() {
             return Err(unsure.unsettled(unknown));
         }
         log::debug!(
@@ -487,13 +478,13 @@ fn resend(
 
 /// The resignation of the leadership `token`, with a latch of its own, waking a candidate
 /// if it is to `wake` one; observers are always told.
-fn resign_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
-    let latch_ttl = target.shared.config().latch_ttl();
+fn resign_cmd(target: &dyn Call, token: &str, wake: bool) -> Cmd {
+    let latch_ttl = target.config().latch_ttl();
     resign_lasting(target, token, wake, latch_ttl)
 }
 
 /// [`resign_cmd`], with a latch that lasts `latch_ttl`.
-fn resign_lasting(target: &Target, token: &str, wake: bool, latch_ttl: Duration) -> Cmd {
+fn resign_lasting(target: &dyn Call, token: &str, wake: bool, latch_ttl: Duration) -> Cmd {
     let key = target.shared_key();
     let latch = names::unlock_latch(&key, &names::random_id());
     let observers = names::election_channel(&key);
@@ -505,33 +496,31 @@ fn resign_lasting(target: &Target, token: &str, wake: bool, latch_ttl: Duration)
     )
 }
 
-fn acquired(
-    target: &Target,
+/// What a campaign under `claim`, sent at `sent`, grants: the leadership of `epoch`,
+/// renewed by the watchdog unless taken with an explicit `lease`.
+fn grant(
+    target: &dyn Call,
     lease: Option<Duration>,
     claim: &TokenClaim,
     epoch: u64,
     sent: Instant,
     valid_until: Instant,
-) -> Result<Attempt<LeadingHeld>> {
-    let holding = Arc::new(Holding::new(valid_until));
+) -> Grant<LeadingHeld> {
     let token = claim.token.clone();
-    let renewal = || -> Box<dyn Renewal> {
-        Box::new(Renew {
+    let renew = lease.is_none().then(|| {
+        let renewal = Renew {
             key: target.shared_key(),
             token: token.clone(),
-        })
-    };
-    let undo = || Leading::undo(target, claim);
-    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
-    Ok(Attempt::Acquired(Hold {
-        holding,
-        watched: lease.is_none(),
-        held: LeadingHeld {
-            token,
-            epoch,
-            watchdog: Mutex::new(ticket),
-        },
-    }))
+        };
+        (sent, Arc::new(renewal) as Arc<dyn Renewal>)
+    });
+    Grant {
+        held: LeadingHeld { token, epoch },
+        valid_until,
+        lease,
+        renew,
+        slot: None,
+    }
 }
 
 /// What the watchdog renews for a leadership.
@@ -541,20 +530,14 @@ struct Renew {
 }
 
 impl Renewal for Renew {
-    fn command(&self, _: &Shared, lease: Duration, _: bool) -> Cmd {
+    fn command(&self, lease: Duration, _: bool, _: &dyn Fn() -> u32) -> Cmd {
         scripts::election_renew(&self.key, &self.token, lease)
     }
 
-    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
-        // Only a resignation stops a leadership's renewals, and the watchdog checks for
-        // that before it calls a leadership lost.
-        true
-    }
-
-    fn undo(&self, target: &Target) -> Undo {
+    fn undo(&self, target: &dyn Call, _: u32) -> Undo {
         let claim = TokenClaim {
             token: self.token.clone(),
-            lease: target.shared.config().lease,
+            lease: target.config().lease,
         };
         Leading::undo(target, &claim)
     }

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
-use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
+use crate::kinds::slot::Mode;
+use crate::kinds::undo::Undo;
 use crate::layout::names::{self, Granted};
 use crate::layout::owner::current_thread;
-use crate::lease::give_back::Undo;
-use crate::lease::hold_table::Mode;
-use crate::lease::target::Target;
 use crate::topology::quorum::validity_end;
 use crate::transport::scripts;
 
@@ -134,21 +134,21 @@ impl Machinery for Fair {
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         reentrant::undo::<Self>(target, claim)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
-        if target.shared.nodes().list().len() > 1 {
+    ) -> Result<Attempt<Grant<()>>> {
+        if target.nodes().list().len() > 1 {
             return Err(Error::Unsupported {
                 lock: target.subject().clone(),
                 reason: "a queue needs one order, and Redlock's masters each keep their own",
@@ -165,23 +165,23 @@ impl Machinery for Fair {
         attempt
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
+        reentrant::release::<Self>(target, hold)
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::waiter_channel(&target.shared_key(), &owner(target)))
     }
 
     /// Wakes the head of the queue on its own channel, where it waits, after dropping the
     /// waiters before it whose places ran out.
-    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let keys = QueueKeys::of(key);
         scripts::fair_force_unlock(key, target.channel(), keys.get(), forced)
     }
 
-    fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {
-        let config = target.shared.config();
+    fn takes_grants(target: &dyn Call, lease: Option<Duration>) -> bool {
+        let config = target.config();
         lease.is_none() && config.direct_handoff && config.replica_acks.is_none()
     }
 
@@ -189,15 +189,15 @@ impl Machinery for Fair {
     /// confirms by an attempt instead when it has an explicit lease, needs replica
     /// acknowledgements, or when less than a third of that validity is left.
     fn granted(
-        target: &Target,
+        target: &dyn Call,
         lease: Option<Duration>,
         since: Instant,
         grant: Granted,
-    ) -> Option<Result<Attempt<()>>> {
+    ) -> Option<Result<Attempt<Grant<()>>>> {
         if !Self::takes_grants(target, lease) {
             return None;
         }
-        let config = target.shared.config();
+        let config = target.config();
         // Granted at the place the last busy attempt set: no attempt came after the grant.
         // A grant made before that attempt was undone by the time it ran (it found the
         // lock busy): a late message of it is no hold.
@@ -217,20 +217,20 @@ impl Machinery for Fair {
         reentrant::take_granted::<Self>(target, valid_until)
     }
 
-    fn longest_wait(target: &Target) -> Option<Duration> {
-        Some(target.shared.config().fair_queue_wait / 3)
+    fn longest_wait(target: &dyn Call) -> Option<Duration> {
+        Some(target.config().fair_queue_wait / 3)
     }
 
-    fn give_up(target: &Target) {
+    fn give_up(target: &dyn Call) {
         let Ok(key) = target.begin() else {
             return;
         };
-        if target.shared.nodes().list().len() > 1 {
+        if target.nodes().list().len() > 1 {
             return; // refused before anything was sent: see `attempt`
         }
         let keys = QueueKeys::of(key);
         let id = (target.shared_key(), current_thread(), Mode::Only);
-        let held = target.shared.holds().state(&id).0;
+        let held = target.holds(&id).0;
         let cmd = scripts::fair_give_up(
             key,
             target.channel(),
@@ -239,7 +239,7 @@ impl Machinery for Fair {
             held,
             grant_cap(target),
         );
-        let nodes = target.shared.nodes();
+        let nodes = target.nodes();
         for result in nodes.run_all::<i64>(&cmd, None) {
             if let Err(err) = result {
                 log::warn!(
@@ -254,15 +254,15 @@ impl Machinery for Fair {
 
 /// The longest lease this client's releases and give-ups grant the next waiter: its
 /// watchdog lease, or `None` with the hand-off off.
-fn grant_cap(target: &Target) -> Option<Duration> {
-    let config = target.shared.config();
+fn grant_cap(target: &dyn Call) -> Option<Duration> {
+    let config = target.config();
     config.direct_handoff.then_some(config.lease)
 }
 
 impl Hashed for Fair {
-    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let keys = QueueKeys::of(key);
-        let place = target.shared.config().fair_queue_wait;
+        let place = target.config().fair_queue_wait;
         scripts::fair_acquire(
             key,
             target.channel(),
@@ -275,11 +275,11 @@ impl Hashed for Fair {
         )
     }
 
-    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());
         let keys = QueueKeys::of(&key);
-        let latch_ttl = target.shared.config().latch_ttl();
+        let latch_ttl = target.config().latch_ttl();
         scripts::fair_release(
             &key,
             target.channel(),
@@ -296,13 +296,13 @@ impl Hashed for Fair {
 
     /// As the reentrant lock's, but busy is `{pttl, place}`: the place is kept for this
     /// thread (see `LAST_PLACE`).
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         let Value::Array(_) = reply else {
             return Reentrant::grant(reply);
         };
         let (ttl, place): (i64, u64) = redis::from_redis_value(reply)?;
         PLACE_SEEN.set(Some(place));
-        Ok(Grant::Busy(ttl))
+        Ok(Answer::Busy(ttl))
     }
 
     fn held(_: Option<u64>) -> Self::Held {}

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
-use crate::kinds::reentrant::{self, Grant, Hashed};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::reentrant::{self, Answer, Hashed};
+use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::lease::give_back::Undo;
-use crate::lease::target::Target;
 use crate::transport::scripts;
 
 /// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
@@ -35,21 +35,21 @@ impl Machinery for Fenced {
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         reentrant::undo::<Self>(target, claim)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<u64>> {
-        if target.shared.nodes().list().len() > 1 {
+    ) -> Result<Attempt<Grant<u64>>> {
+        if target.nodes().list().len() > 1 {
             return Err(Error::Unsupported {
                 lock: target.subject().clone(),
                 reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
@@ -58,21 +58,21 @@ impl Machinery for Fenced {
         reentrant::take::<Self>(target, claim, lease, limit)
     }
 
-    fn release(target: &Target, hold: &Hold<u64>) -> Result<()> {
-        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, u64>) -> Given {
+        reentrant::release::<Self>(target, hold)
     }
 }
 
 impl Hashed for Fenced {
-    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(_: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::fenced_acquire(key, &names::fence_counter(key), lease, field, held)
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         let (status, number): (i64, i64) = redis::from_redis_value(reply)?;
         Ok(match status {
-            0 => Grant::Busy(number),
-            _ => Grant::Taken {
+            0 => Answer::Busy(number),
+            _ => Answer::Taken {
                 fresh: status == 2,
                 token: u64::try_from(number).ok(),
             },

@@ -1,11 +1,12 @@
 //! The seam between the lock machine and the kinds of lock.
 //!
-//! A kind says how one attempt takes a hold on every node, how a hold is given back, what a
-//! guard carries, whether a guard may move to another thread, and how its waiters wait: on
-//! which channel (or none), with which back-off, for how long at most, and what they undo
-//! when they give up. Everything else — the acquisition quartet, deadlines and retries,
-//! pub/sub waiting and hand-on, guards, loss reporting — is written once, in `lock`,
-//! `acquire` and `guard`, and the watchdog in `watchdog`.
+//! A kind says how one attempt takes a hold on every node and what it grants, how a hold
+//! is renewed and given back, what a guard carries, whether a guard may move to another
+//! thread, and how its waiters wait: on which channel (or none), with which back-off, for
+//! how long at most, and what they undo when they give up. It sees its lock through a
+//! [`Call`]. Everything else — the acquisition quartet, deadlines and retries, pub/sub
+//! waiting and hand-on, making a grant a hold, its watchdog, guards, loss reporting — is
+//! written once, in the lock machine (`lock` and `lease`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,10 +17,12 @@ use redis::Cmd;
 use crate::base::error::{Error, NodeError, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::retry::Backoff;
+use crate::kinds::call::Call;
+use crate::kinds::holding::Holding;
+use crate::kinds::renewal::Renewal;
+use crate::kinds::slot::HoldId;
+use crate::kinds::undo::Undo;
 use crate::layout::names::Granted;
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
-use crate::lease::target::Target;
 use crate::topology::quorum::Outcome;
 use crate::transport::scripts;
 
@@ -32,18 +35,76 @@ pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}
 
-/// One hold, as a guard keeps it.
-pub struct Hold<H> {
-    pub(crate) holding: Arc<Holding>,
-    /// Whether the watchdog renews it (taken without an explicit lease).
-    pub(crate) watched: bool,
+/// What an attempt that took a hold grants: what the kind keeps for it and how long it
+/// lasts. The lock machine makes it a hold: its holding, its place in the client's table of
+/// thread-owned holds, its watchdog.
+pub struct Grant<H> {
     /// What the kind keeps per hold, such as its token.
     pub(crate) held: H,
+    /// Until when the hold is surely held.
+    pub(crate) valid_until: Instant,
+    /// The explicit lease it was taken with; `None`: the watchdog renews it, as `renew`
+    /// says.
+    pub(crate) lease: Option<Duration>,
+    /// When the acquire was sent (the lease counts from then, and the first renewal is due
+    /// a renew interval after it) and how the hold is renewed; `None` for a hold that
+    /// nothing renews.
+    pub(crate) renew: Option<(Instant, Arc<dyn Renewal>)>,
+    /// For a hold its thread owns: its owner slot, and the holds the owner had before.
+    pub(crate) slot: Option<(HoldId, u32)>,
 }
 
-/// What one attempt on every node came to.
-pub enum Attempt<H> {
-    Acquired(Hold<H>),
+impl<H> Grant<H> {
+    /// Whether the watchdog renews the hold.
+    pub(crate) fn watched(&self) -> bool {
+        self.lease.is_none() && self.renew.is_some()
+    }
+}
+
+/// A hold being given back, as the lock machine hands it to its kind.
+pub struct Giving<'a, H> {
+    pub(crate) holding: &'a Arc<Holding>,
+    pub(crate) held: &'a H,
+    /// For a hold its thread owns: the owner's count before this release, and the lease to
+    /// leave on the holds that remain.
+    pub(crate) count: Option<(u32, Duration)>,
+}
+
+/// What giving a hold back came to, for the lock machine to settle.
+pub struct Given {
+    /// Given back, or found gone; an error where too few nodes answered to tell.
+    pub(crate) freed: Result<Freed>,
+    /// The release, to send again in the background while the hold may live: it failed on
+    /// some nodes in a way a later try may not (Redis unreachable or silent, a cluster slot
+    /// moving).
+    pub(crate) again: Option<Cmd>,
+    /// The holds the owner keeps after this release were found gone.
+    pub(crate) kept_gone: bool,
+}
+
+/// Whether a release found its hold.
+pub enum Freed {
+    /// Given back; the error of a release that reached too few of the nodes it was sent to.
+    Done(Result<()>),
+    /// Not held any more: found gone.
+    Gone,
+}
+
+impl Given {
+    /// What a release that ran once came to, with nothing to send again.
+    pub(crate) fn once(freed: Result<Freed>) -> Self {
+        Given {
+            freed,
+            again: None,
+            kept_gone: false,
+        }
+    }
+}
+
+/// What one attempt on every node came to: for a kind, taken with a [`Grant`]; for the
+/// lock machine, taken with the hold it makes of the grant.
+pub enum Attempt<A> {
+    Acquired(A),
     /// Held by someone else; `None`: with no expiry.
     Busy(Option<Duration>),
     /// Free, but others are ahead of this waiter (a fair lock's queue): waited for as a
@@ -55,18 +116,29 @@ pub enum Attempt<H> {
     Retry(Error),
 }
 
-impl<H> Attempt<H> {
+impl<A> Attempt<A> {
+    /// This attempt, with what it took made into what `make` makes of it; its error when
+    /// that fails.
+    pub(crate) fn acquired<B>(self, make: impl FnOnce(A) -> Result<B>) -> Result<Attempt<B>> {
+        Ok(match self {
+            Attempt::Acquired(taken) => Attempt::Acquired(make(taken)?),
+            Attempt::Busy(ttl) => Attempt::Busy(ttl),
+            Attempt::Queued => Attempt::Queued,
+            Attempt::Retry(err) => Attempt::Retry(err),
+        })
+    }
+
     /// What an attempt comes to that was neither taken nor found busy: too few nodes
     /// answered (an error), or a grant too slow or not confirmed (retried). `None` for the
     /// other outcomes, which the kind decides.
     pub(crate) fn unmet(
-        target: &Target,
+        target: &dyn Call,
         outcome: Outcome,
         failed: Vec<NodeError>,
         elapsed: Duration,
         lease: Duration,
     ) -> Option<Result<Self>> {
-        let nodes = target.shared.nodes();
+        let nodes = target.nodes();
         Some(match outcome {
             Outcome::NoQuorum => Err(nodes.no_quorum(failed).with_lock(target.subject())),
             Outcome::Slow => Ok(Attempt::Retry(Error::ValidityExhausted {
@@ -92,10 +164,10 @@ pub struct TokenClaim {
 
 impl TokenClaim {
     /// A fresh token, for a hold of `lease` (the client's lease by default).
-    pub(crate) fn new(target: &Target, lease: Option<Duration>) -> Self {
+    pub(crate) fn new(target: &dyn Call, lease: Option<Duration>) -> Self {
         TokenClaim {
             token: crate::layout::names::random_id(),
-            lease: lease.unwrap_or(target.shared.config().lease),
+            lease: lease.unwrap_or(target.config().lease),
         }
     }
 }
@@ -131,7 +203,7 @@ pub(crate) mod sealed {
         type Claim;
 
         /// The claim of this thread's next attempt, for a hold of `lease`.
-        fn claim(target: &Target, lease: Option<Duration>) -> Self::Claim;
+        fn claim(target: &dyn Call, lease: Option<Duration>) -> Self::Claim;
 
         /// One round on every node: take a hold under `claim`, or learn why not. Rounds
         /// end by `limit`. Where it ends with an error after its command may have run
@@ -139,27 +211,29 @@ pub(crate) mod sealed {
         /// taken through [`undo`](Self::undo); what an attempt knows it took and does
         /// not keep (granted too slowly, or on too few nodes) it gives back itself.
         fn attempt(
-            target: &Target,
+            target: &dyn Call,
             claim: &Self::Claim,
             lease: Option<Duration>,
             limit: Option<Instant>,
-        ) -> Result<Attempt<Self::Held>>;
+        ) -> Result<Attempt<Grant<Self::Held>>>;
 
         /// The give-back of what an attempt under `claim` may have taken: safe to run
         /// more than once, and a no-op where the attempt took nothing.
-        fn undo(target: &Target, claim: &Self::Claim) -> Undo;
+        fn undo(target: &dyn Call, claim: &Self::Claim) -> Undo;
 
-        /// Gives `hold` back.
-        fn release(target: &Target, hold: &Hold<Self::Held>) -> Result<()>;
+        /// Gives `hold` back, as far as its kind's protocol goes: the lock machine has
+        /// checked the client, taken it off the client's table (a thread-owned hold) or
+        /// stopped its watchdog, and settles what the release found.
+        fn release(target: &dyn Call, hold: &Giving<'_, Self::Held>) -> Given;
 
         /// How a waiter sleeps between attempts: by default the client's jittered retries.
-        fn backoff(target: &Target) -> Backoff {
-            let config = target.shared.config();
+        fn backoff(target: &dyn Call) -> Backoff {
+            let config = target.config();
             Backoff::new(config.retry_base, config.retry_cap)
         }
 
         /// The channel this thread waits on for its turn: the lock's, or one of its own.
-        fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+        fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
             Cow::Borrowed(target.channel())
         }
 
@@ -168,22 +242,22 @@ pub(crate) mod sealed {
         /// [`STORED_AS`](Self::STORED_AS), woken on its channel with Redisson's unlock
         /// message (wakes one). A kind whose waiters listen elsewhere, or that may delete
         /// only in one mode, says so here.
-        fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+        fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
             scripts::force_unlock(key, target.channel(), "0", Self::STORED_AS, forced)
         }
 
         /// The longest a waiter may wait between two attempts, however long the holder's
         /// lease: a fair-lock waiter comes back before its place in the queue runs out.
-        fn longest_wait(_: &Target) -> Option<Duration> {
+        fn longest_wait(_: &dyn Call) -> Option<Duration> {
             None
         }
 
         /// What holds the lock, by one look at Redis within `limit`, for a waiter that
         /// explains its wait: by default the lock key's type, expiry and (for a hash) its
         /// first owner field. `None` when nothing answered or the key is gone.
-        fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+        fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
             let key = target.key().ok()?;
-            let nodes = target.shared.nodes();
+            let nodes = target.nodes();
             let results =
                 nodes.run_all::<(String, i64, Option<String>)>(&scripts::busy(key), limit);
             let (kind, ttl, holder) = results.into_iter().find_map(|result| {
@@ -203,7 +277,7 @@ pub(crate) mod sealed {
         /// word: a release that hands the lock straight to its waiter (the fair lock's
         /// direct hand-off). A waiter that would confirm a grant by an attempt anyway does
         /// not need its signal armed for them.
-        fn takes_grants(_: &Target, _lease: Option<Duration>) -> bool {
+        fn takes_grants(_: &dyn Call, _lease: Option<Duration>) -> bool {
             false
         }
 
@@ -212,11 +286,11 @@ pub(crate) mod sealed {
         /// the grant's word, if the grant shows it came after that attempt; `None` when the
         /// waiter is to confirm it by an attempt instead.
         fn granted(
-            _: &Target,
+            _: &dyn Call,
             _lease: Option<Duration>,
             _since: Instant,
             _grant: Granted,
-        ) -> Option<Result<Attempt<Self::Held>>> {
+        ) -> Option<Result<Attempt<Grant<Self::Held>>>> {
             None
         }
 
@@ -224,6 +298,6 @@ pub(crate) mod sealed {
         /// error, a re-entry that found its hold lost) after an attempt that may have
         /// queued it: one that found the lock busy, or failed after it may have reached
         /// Redis. A fair-lock waiter leaves the queue.
-        fn give_up(_: &Target) {}
+        fn give_up(_: &dyn Call) {}
     }
 }

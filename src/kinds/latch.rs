@@ -18,8 +18,8 @@
 use std::time::Instant;
 
 use crate::base::error::{Error, Result};
+use crate::kinds::call::Call;
 use crate::layout::names;
-use crate::lease::target::Target;
 use crate::topology::slots::slot;
 use crate::transport::scripts;
 
@@ -30,9 +30,9 @@ pub(crate) const MAX_COUNT: u64 = 1 << 40;
 /// valid, the client on one deployment (a count cannot be split over Redlock's masters),
 /// and on a cluster the channel in the key's slot (Redisson names the channel with the
 /// key in braces, whatever braces the key holds itself).
-pub(crate) fn key(target: &Target) -> Result<&[u8]> {
+pub(crate) fn key(target: &dyn Call) -> Result<&[u8]> {
     let key = target.open()?;
-    let nodes = target.shared.nodes();
+    let nodes = target.nodes();
     if nodes.list().len() > 1 {
         return Err(Error::Unsupported {
             lock: target.subject().clone(),
@@ -50,7 +50,7 @@ pub(crate) fn key(target: &Target) -> Result<&[u8]> {
 }
 
 /// Sets the count to `count` (checked by the caller) unless the latch has one.
-pub(crate) fn try_set(target: &Target, count: u64) -> Result<bool> {
+pub(crate) fn try_set(target: &dyn Call, count: u64) -> Result<bool> {
     let key = key(target)?;
     let (latch, ttl) = call_latch(target, key);
     let cmd = scripts::latch_set((key, &names::latch_channel(key)), (&latch, ttl), count);
@@ -58,7 +58,7 @@ pub(crate) fn try_set(target: &Target, count: u64) -> Result<bool> {
 }
 
 /// Counts down by one; the count left.
-pub(crate) fn count_down(target: &Target) -> Result<u64> {
+pub(crate) fn count_down(target: &dyn Call) -> Result<u64> {
     let key = key(target)?;
     let (latch, ttl) = call_latch(target, key);
     let cmd = scripts::latch_count_down((key, &names::latch_channel(key)), (&latch, ttl));
@@ -69,7 +69,7 @@ pub(crate) fn count_down(target: &Target) -> Result<u64> {
 }
 
 /// Deletes the latch; whether it had a count.
-pub(crate) fn delete(target: &Target) -> Result<bool> {
+pub(crate) fn delete(target: &dyn Call) -> Result<bool> {
     let key = key(target)?;
     let (latch, ttl) = call_latch(target, key);
     let cmd = scripts::latch_delete((key, &names::latch_channel(key)), (&latch, ttl));
@@ -77,20 +77,20 @@ pub(crate) fn delete(target: &Target) -> Result<bool> {
 }
 
 /// The count, 0 when open; the first try ends by `end` at the latest.
-pub(crate) fn count(target: &Target, end: Option<Instant>) -> Result<u64> {
+pub(crate) fn count(target: &dyn Call, end: Option<Instant>) -> Result<u64> {
     let cmd = scripts::latch_count(key(target)?);
     Ok(u64::try_from(run(target, &cmd, end)?).unwrap_or_default())
 }
 
 /// The latch key of one call, and how long it lasts.
-fn call_latch(target: &Target, key: &[u8]) -> (Vec<u8>, std::time::Duration) {
+fn call_latch(target: &dyn Call, key: &[u8]) -> (Vec<u8>, std::time::Duration) {
     let latch = names::unlock_latch(key, &names::random_id());
-    (latch, target.shared.config().latch_ttl())
+    (latch, target.config().latch_ttl())
 }
 
 /// `cmd` on the one node, within a round (and by `end` at the latest).
-fn run(target: &Target, cmd: &redis::Cmd, end: Option<Instant>) -> Result<i64> {
-    let nodes = target.shared.nodes();
+fn run(target: &dyn Call, cmd: &redis::Cmd, end: Option<Instant>) -> Result<i64> {
+    let nodes = target.nodes();
     let results = match end {
         Some(end) => nodes.run_all::<i64>(cmd, Some(end)),
         None => nodes.run_all_unhurried::<i64>(cmd),

@@ -1,15 +1,14 @@
 //! A multi-lock's attempt on several [`Reentrant`] locks of one client and one cluster slot:
-//! one script takes a hold of each, or of none, in one round trip. What each hold becomes
-//! afterwards (its record, its watchdog, its release) is the reentrant lock's own.
+//! one script takes a hold of each, or of none, in one round trip. Each hold it grants is
+//! the reentrant lock's, which the lock machine then makes a hold as it makes any other.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
-use crate::kinds::kind::{Attempt, Hold};
+use crate::kinds::call::Call;
+use crate::kinds::kind::Grant;
 use crate::kinds::reentrant::{self, Claim, Reentrant};
 use crate::layout::names;
-use crate::lease::target::Target;
 use crate::topology::quorum::validity_end;
 use crate::topology::slots;
 use crate::transport::scripts::{self, MultiTaken};
@@ -17,7 +16,7 @@ use crate::transport::scripts::{self, MultiTaken};
 /// What one attempt on a batch came to.
 pub(crate) enum Batch {
     /// A hold of every lock, in the batch's order.
-    Taken(Vec<Hold<()>>),
+    Taken(Vec<Grant<()>>),
     /// The lock at this index of the batch is held by someone else; nothing was taken.
     Busy(usize),
     /// Taken too slowly to be valid, and given back: another try may do better.
@@ -27,13 +26,14 @@ pub(crate) enum Batch {
 /// Which batch a lock of this client may join: locks with the same answer can be taken by
 /// one script. `None` for a client over several nodes (Redlock), where each lock counts
 /// its holds per node in an attempt of its own, and for a name that cannot be a key.
-pub(crate) fn batch_of(target: &Target) -> Option<(usize, u16)> {
-    let nodes = target.shared.nodes();
+pub(crate) fn batch_of(target: &dyn Call) -> Option<(usize, u16)> {
+    let nodes = target.nodes();
     let key = target.key().ok()?;
     if nodes.list().len() != 1 {
         return None;
     }
-    let client = Arc::as_ptr(&target.shared) as usize;
+    // A client's nodes are its own, where the client keeps them.
+    let client = std::ptr::from_ref(nodes) as usize;
     let slot = if nodes.routes_by_slot() {
         slots::slot(key)
     } else {
@@ -45,27 +45,26 @@ pub(crate) fn batch_of(target: &Target) -> Option<(usize, u16)> {
 /// One attempt on `targets`, all of one batch (see [`batch_of`]): a hold of each for this
 /// thread, or none. Where the reply is lost, what the script may have taken is given back.
 pub(crate) fn take(
-    targets: &[&Target],
+    targets: &[&dyn Call],
     lease: Option<Duration>,
     limit: Option<Instant>,
 ) -> Result<Batch> {
     let [first, ..] = targets else {
         return Ok(Batch::Taken(Vec::new()));
     };
-    let shared = &first.shared;
-    let nodes = shared.nodes();
+    let nodes = first.nodes();
     let keys = (targets.iter())
         .map(|target| target.open())
         .collect::<Result<Vec<_>>>()?;
     let claims: Vec<Claim> = (targets.iter())
-        .map(|target| reentrant::claim::<Reentrant>(target, lease))
+        .map(|target| reentrant::claim::<Reentrant>(*target, lease))
         .collect();
     // The attempt sets each owner's count: a give-back still pending for it has no work.
     for claim in &claims {
-        shared.give_backs().supersede(&claim.id);
+        first.supersede(&claim.id);
     }
     let counts: Vec<_> = claims.iter().map(|c| (c.held, c.lease)).collect();
-    let cmd = scripts::multi_acquire(&keys, &reentrant::owner(first), &counts);
+    let cmd = scripts::multi_acquire(&keys, &reentrant::owner(*first), &counts);
     // What the script may have taken goes back for every lock, in one round: `whole`
     // (by index) a fresh hold taken while the owner believed it had holds.
     let give_back_from = |from: usize, whole: &dyn Fn(usize) -> bool| {
@@ -74,10 +73,10 @@ pub(crate) fn take(
                 let claim = if whole(at) { &claim.as_first() } else { claim };
                 (
                     target.subject(),
-                    reentrant::undo::<Reentrant>(target, claim),
+                    reentrant::undo::<Reentrant>(*target, claim),
                 )
             });
-        shared.give_back_all(undos);
+        first.give_back_all(undos.collect());
     };
     let give_back = || give_back_from(0, &|_| false);
     let sent = Instant::now();
@@ -123,25 +122,14 @@ pub(crate) fn take(
     if let Some(&first) = gone.first() {
         give_back_from(0, &|at| fresh[at]);
         for &at in &gone {
-            if let Some(stale) = shared.holds().remove(&claims[at].id) {
-                shared.report_lost(targets[at].subject(), &stale, None);
-            }
+            targets[at].lose(&claims[at].id);
         }
         return Err(targets[first].lost());
     }
-    let mut holds = Vec::with_capacity(targets.len());
-    for (at, (target, claim)) in targets.iter().zip(&claims).enumerate() {
-        match reentrant::acquired::<Reentrant>(target, lease, claim, sent, valid[at], None) {
-            Ok(Attempt::Acquired(hold)) => holds.push(hold),
-            other => {
-                // Its watchdog could not start, and it was given back: so are the others.
-                for (target, hold) in targets.iter().zip(&holds) {
-                    let _ = reentrant::release::<Reentrant>(target, &hold.holding, hold.watched);
-                }
-                give_back_from(at + 1, &|_| false);
-                return other.map(|_| Batch::Slow);
-            }
-        }
-    }
-    Ok(Batch::Taken(holds))
+    let grants = (claims.iter().zip(valid))
+        .map(|(claim, valid_until)| {
+            reentrant::grant::<Reentrant>(lease, claim, sent, valid_until, None)
+        })
+        .collect();
+    Ok(Batch::Taken(grants))
 }

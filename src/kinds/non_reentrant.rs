@@ -8,13 +8,13 @@ use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
+use crate::kinds::call::Call;
 use crate::kinds::fair::Fair;
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
-use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant};
+use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
+use crate::kinds::undo::Undo;
 use crate::layout::names::Granted;
 use crate::layout::owner::current_thread;
-use crate::lease::give_back::Undo;
-use crate::lease::target::Target;
 use crate::transport::scripts;
 
 /// The non-reentrant kind, Redisson's `RNonReentrantLock` layout: the [`Reentrant`] lock's
@@ -77,9 +77,9 @@ impl Once for NonReentrantFair {
 }
 
 /// Refuses a second hold by this thread, before anything is sent.
-fn once<K: Hashed>(target: &Target) -> Result<()> {
+fn once<K: Hashed>(target: &dyn Call) -> Result<()> {
     let id = (target.shared_key(), current_thread(), K::MODE);
-    match target.shared.holds().count(&id) {
+    match target.holds(&id).0 {
         0 => Ok(()),
         _ => Err(Error::Reentry {
             lock: target.subject().clone(),
@@ -96,70 +96,70 @@ impl<T: Once> Machinery for T {
     type Affinity = *const ();
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         <T::Of as Machinery>::claim(target, lease)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Grant<()>>> {
         once::<T::Of>(target)?;
         <T::Of as Machinery>::attempt(target, claim, lease, limit)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         <T::Of as Machinery>::undo(target, claim)
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
         <T::Of as Machinery>::release(target, hold)
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         <T::Of as Machinery>::wait_channel(target)
     }
 
-    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         <T::Of as Machinery>::force_unlock_cmd(target, key, forced)
     }
 
-    fn longest_wait(target: &Target) -> Option<Duration> {
+    fn longest_wait(target: &dyn Call) -> Option<Duration> {
         <T::Of as Machinery>::longest_wait(target)
     }
 
-    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
         <T::Of as Machinery>::describe(target, limit)
     }
 
-    fn takes_grants(target: &Target, lease: Option<Duration>) -> bool {
+    fn takes_grants(target: &dyn Call, lease: Option<Duration>) -> bool {
         <T::Of as Machinery>::takes_grants(target, lease)
     }
 
     /// A grant is one hold, which this thread cannot have had: taken as the fair lock
     /// takes it.
     fn granted(
-        target: &Target,
+        target: &dyn Call,
         lease: Option<Duration>,
         since: Instant,
         grant: Granted,
-    ) -> Option<Result<Attempt<()>>> {
+    ) -> Option<Result<Attempt<Grant<()>>>> {
         <T::Of as Machinery>::granted(target, lease, since, grant)
     }
 
-    fn give_up(target: &Target) {
+    fn give_up(target: &dyn Call) {
         <T::Of as Machinery>::give_up(target)
     }
 }
 
 /// The hash of the kind it is taken once of, field for field.
 impl<T: Once> Hashed for T {
-    const MODE: crate::lease::hold_table::Mode = <T::Of as Hashed>::MODE;
+    const MODE: crate::kinds::slot::Mode = <T::Of as Hashed>::MODE;
     const RELEASE_SETS_LEASE: bool = <T::Of as Hashed>::RELEASE_SETS_LEASE;
 
-    fn field(target: &Target) -> String {
+    fn field(target: &dyn Call) -> String {
         <T::Of as Hashed>::field(target)
     }
 
@@ -173,15 +173,15 @@ impl<T: Once> Hashed for T {
         <T::Of as Hashed>::renew_cmd(key, lease, field, held, restore)
     }
 
-    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         <T::Of as Hashed>::acquire_cmd(target, key, lease, field, held)
     }
 
-    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         <T::Of as Hashed>::release_cmd(target, field, held, lease, wake)
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         <T::Of as Hashed>::grant(reply)
     }
 

@@ -7,20 +7,17 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use redis::Cmd;
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::call::Call;
+use crate::kinds::holding::Holding;
+use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::renewal::Renewal;
+use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
-use crate::lease::shared::Shared;
-use crate::lease::target::Target;
-use crate::lease::watchdog::{self, Renewal};
-use crate::lease::workers::Ticket;
 use crate::topology::quorum::validity_end;
 use crate::transport::scripts::{self, Renewed};
 
@@ -33,8 +30,6 @@ pub struct Permits;
 /// What a permit carries.
 pub struct PermitHeld {
     id: u128,
-    /// The watchdog's ticket, for a permit taken without a lease; dropped at release.
-    watchdog: Mutex<Option<Ticket>>,
 }
 
 impl PermitHeld {
@@ -45,7 +40,7 @@ impl PermitHeld {
 }
 
 /// The semaphore's keys and channel: permits, held permits, channel.
-fn keys(target: &Target) -> Result<Keys> {
+fn keys(target: &dyn Call) -> Result<Keys> {
     Ok(keys_of(target.key()?))
 }
 
@@ -67,31 +62,30 @@ impl Machinery for Permits {
 
     type Claim = Claimed;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> Claimed {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> Claimed {
         Claimed {
             id: rand::random(),
-            lease: lease.unwrap_or(target.shared.config().lease),
+            lease: lease.unwrap_or(target.config().lease),
         }
     }
 
-    fn undo(target: &Target, claim: &Claimed) -> Undo {
+    fn undo(target: &dyn Call, claim: &Claimed) -> Undo {
         let key = target.shared_key();
         Undo {
             cmd: release_cmd(target, &keys_of(&key), claim.id),
             lasts: claim.lease,
             slot: None,
+            leaves_until: None,
         }
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &Claimed,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<PermitHeld>> {
-        let shared = &target.shared;
-        let nodes = shared.nodes();
-        let [node] = nodes.list() else {
+    ) -> Result<Attempt<Grant<PermitHeld>>> {
+        let [node] = target.nodes().list() else {
             return Err(Error::Unsupported {
                 lock: target.subject().clone(),
                 reason: "a semaphore needs one count, and Redlock's masters each keep their own",
@@ -106,7 +100,7 @@ impl Machinery for Permits {
             true,
         );
         let sent = Instant::now();
-        let deadline = limit.unwrap_or_else(|| Instant::now() + shared.config().response_timeout);
+        let deadline = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let (taken, ends): (i64, i64) =
             (node.run(&cmd, deadline)).map_err(|err| target.wrong_kind(err))?;
         if taken != 1 {
@@ -123,33 +117,46 @@ impl Machinery for Permits {
                 lease: script_lease,
             }));
         };
-        acquired(target, lease, claim, sent, valid_until)
+        Ok(Attempt::Acquired(grant(
+            target,
+            lease,
+            claim,
+            sent,
+            valid_until,
+        )))
     }
 
-    fn release(target: &Target, hold: &Hold<PermitHeld>) -> Result<()> {
-        target.begin()?;
-        // Past its validity the hold is lost, whatever the release finds: it still gives
-        // back what may be left (a renewal's late reply, the last moments of a lease).
-        let expired = hold.holding.is_lost();
-        // Stops the renewals; a renewal already on its way finishes first.
-        drop(hold.held.watchdog.lock().take());
-        release_id(target, hold.held.id, Some(&hold.holding))?;
-        match expired {
-            true => Err(target.found_lost(&hold.holding)),
-            false => Ok(()),
+    fn release(target: &dyn Call, hold: &Giving<'_, PermitHeld>) -> Given {
+        let cmd = match keys(target) {
+            Ok(keys) => release_cmd(target, &keys, hold.held.id),
+            Err(err) => return Given::once(Err(err)),
+        };
+        let nodes = target.nodes();
+        let holding = hold.holding;
+        let released = holding
+            .exclusively(|| nodes.agreed(nodes.run_all_until::<i64>(&cmd, holding.valid_until())));
+        let transient = released.as_ref().err().is_some_and(Error::is_transient);
+        Given {
+            freed: match released.map_err(|err| err.with_lock(target.subject())) {
+                Ok(1) => Ok(Freed::Done(Ok(()))),
+                Ok(_) => Ok(Freed::Gone),
+                Err(err) => Err(err),
+            },
+            again: transient.then_some(cmd),
+            kept_gone: false,
         }
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
     }
 
-    fn describe(target: &Target, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
         let (key, timeouts, _) = keys(target).ok()?;
-        let [node] = target.shared.nodes().list() else {
+        let [node] = target.nodes().list() else {
             return None;
         };
-        let end = limit.unwrap_or_else(|| Instant::now() + target.shared.config().response_timeout);
+        let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let cmd = scripts::semaphore_busy(&key, &timeouts);
         let (kind, available, held, ends): (String, i64, u64, i64) = node
             .run(&cmd, end)
@@ -180,9 +187,9 @@ pub struct Claimed {
 }
 
 /// The release of the permit `id`, with a latch of its own.
-fn release_cmd(target: &Target, (key, timeouts, channel): &Keys, id: u128) -> Cmd {
+fn release_cmd(target: &dyn Call, (key, timeouts, channel): &Keys, id: u128) -> Cmd {
     let latch = names::unlock_latch(key, &names::random_id());
-    let latch_ttl = target.shared.config().latch_ttl();
+    let latch_ttl = target.config().latch_ttl();
     scripts::semaphore_release(
         (key, timeouts, channel),
         &latch,
@@ -191,76 +198,68 @@ fn release_cmd(target: &Target, (key, timeouts, channel): &Keys, id: u128) -> Cm
     )
 }
 
-/// Gives the permit `id` back; `holding`, if known, is reported lost when the permit was
-/// not held any more.
-pub(crate) fn release_id(target: &Target, id: u128, holding: Option<&Holding>) -> Result<()> {
+/// Gives the permit `id` back, whoever holds it: [`Error::NotHeld`] when it was not held.
+pub(crate) fn release_id(target: &dyn Call, id: u128) -> Result<()> {
     let cmd = release_cmd(target, &keys(target)?, id);
-    let nodes = target.shared.nodes();
-    let released = match holding {
-        Some(holding) => holding
-            .exclusively(|| nodes.agreed(nodes.run_all_until::<i64>(&cmd, holding.valid_until()))),
-        None => nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd)),
-    };
-    if let Some(holding) = holding {
-        target.release_later(cmd, holding, None, released.as_ref().err());
-    }
+    let nodes = target.nodes();
+    let released = nodes.agreed(nodes.run_all_unhurried::<i64>(&cmd));
     match released.map_err(|err| err.with_lock(target.subject()))? {
         1 => Ok(()),
-        _ => Err(match holding {
-            Some(holding) => target.found_lost(holding),
-            None => target.not_held(),
-        }),
+        _ => Err(target.not_held()),
     }
 }
 
-/// Sets the remaining lease of the held permit `hold` to `lease`: [`Error::Lost`] when the
-/// permit is gone or its lease had run out.
-pub(crate) fn extend(target: &Target, hold: &Hold<PermitHeld>, lease: Duration) -> Result<()> {
+/// Sets the remaining lease of the held permit `held`, as `holding`, to `lease`:
+/// [`Error::Lost`] when the permit is gone or its lease had run out.
+pub(crate) fn extend(
+    target: &dyn Call,
+    holding: &Holding,
+    held: &PermitHeld,
+    lease: Duration,
+) -> Result<()> {
     check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
     target.begin()?;
-    if hold.holding.is_lost() {
-        return Err(target.found_lost(&hold.holding));
+    if holding.is_lost() {
+        return Err(target.found_lost(holding));
     }
-    let [node] = target.shared.nodes().list() else {
+    let [node] = target.nodes().list() else {
         return Err(target.lost());
     };
     let timeouts = names::semaphore_timeouts(&target.shared_key());
-    let cmd = scripts::semaphore_renew(&timeouts, &hold.held.id.to_be_bytes(), lease);
-    let end = Instant::now() + target.shared.config().response_timeout;
-    let renewed = hold.holding.lease_round(lease, || {
-        let renewed = node.run_settling::<Renewed>(&cmd, end, hold.holding.valid_until());
+    let cmd = scripts::semaphore_renew(&timeouts, &held.id.to_be_bytes(), lease);
+    let end = Instant::now() + target.config().response_timeout;
+    let renewed = holding.lease_round(lease, || {
+        let renewed = node.run_settling::<Renewed>(&cmd, end, holding.valid_until());
         let kept = matches!(renewed, Ok(Renewed::Kept));
         (renewed, kept)
     });
     match renewed.map_err(|err| err.with_lock(target.subject()))? {
         Renewed::Kept => Ok(()),
-        _ => Err(target.found_lost(&hold.holding)),
+        _ => Err(target.found_lost(holding)),
     }
 }
 
-fn acquired(
-    target: &Target,
+/// What an attempt under `claim`, sent at `sent`, grants: the permit, renewed by the
+/// watchdog unless taken with an explicit `lease`.
+fn grant(
+    target: &dyn Call,
     lease: Option<Duration>,
     claim: &Claimed,
     sent: Instant,
     valid_until: Instant,
-) -> Result<Attempt<PermitHeld>> {
-    let holding = Arc::new(Holding::new(valid_until));
+) -> Grant<PermitHeld> {
     let id = claim.id;
-    let renewal = || -> Box<dyn Renewal> {
+    let renew = lease.is_none().then(|| {
         let timeouts = names::semaphore_timeouts(&target.shared_key());
-        Box::new(Renew { timeouts, id })
-    };
-    let undo = || Permits::undo(target, claim);
-    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
-    Ok(Attempt::Acquired(Hold {
-        holding,
-        watched: lease.is_none(),
-        held: PermitHeld {
-            id,
-            watchdog: Mutex::new(ticket),
-        },
-    }))
+        (sent, Arc::new(Renew { timeouts, id }) as Arc<dyn Renewal>)
+    });
+    Grant {
+        held: PermitHeld { id },
+        valid_until,
+        lease,
+        renew,
+        slot: None,
+    }
 }
 
 /// What the watchdog renews for a permit: its lease in the sorted set.
@@ -270,20 +269,14 @@ struct Renew {
 }
 
 impl Renewal for Renew {
-    fn command(&self, _: &Shared, lease: Duration, _: bool) -> Cmd {
+    fn command(&self, lease: Duration, _: bool, _: &dyn Fn() -> u32) -> Cmd {
         scripts::semaphore_renew(&self.timeouts, &self.id.to_be_bytes(), lease)
     }
 
-    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
-        // Only the permit's release stops its renewals, and the watchdog checks for that
-        // before it calls a permit lost.
-        true
-    }
-
-    fn undo(&self, target: &Target) -> Undo {
+    fn undo(&self, target: &dyn Call, _: u32) -> Undo {
         let claim = Claimed {
             id: self.id,
-            lease: target.shared.config().lease,
+            lease: target.config().lease,
         };
         Permits::undo(target, &claim)
     }

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
-use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant, owner};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
+use crate::kinds::slot::Mode;
+use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::current_thread;
-use crate::lease::give_back::Undo;
-use crate::lease::hold_table::Mode;
-use crate::lease::target::Target;
 use crate::transport::scripts;
 
 /// The read side of a [`ReadWriteLock`](crate::ReadWriteLock).
@@ -26,8 +26,8 @@ pub struct Read;
 pub struct Write;
 
 /// A read-write lock needs one node: Redlock's masters would each decide its mode alone.
-fn one_node(target: &Target) -> Result<()> {
-    if target.shared.nodes().list().len() > 1 {
+fn one_node(target: &dyn Call) -> Result<()> {
+    if target.nodes().list().len() > 1 {
         return Err(Error::Unsupported {
             lock: target.subject().clone(),
             reason: "a read-write lock needs one node, and Redlock's masters each keep their own mode",
@@ -44,35 +44,35 @@ impl Machinery for Read {
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         reentrant::undo::<Self>(target, claim)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Grant<()>>> {
         one_node(target)?;
         reentrant::take::<Self>(target, claim, lease, limit)
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
+        reentrant::release::<Self>(target, hold)
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
     }
 
     /// Only a lock held for reading; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
         scripts::force_unlock(key, &channel, "1", "read", forced)
     }
@@ -83,13 +83,13 @@ impl Hashed for Read {
     /// Each read hold keeps its own lease key, which a release leaves as it was.
     const RELEASE_SETS_LEASE: bool = false;
 
-    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let timeouts = names::read_timeouts(key, field);
         let writer = writer(target);
         scripts::read_acquire(key, &timeouts, lease, (field, &writer), held)
     }
 
-    fn release_cmd(target: &Target, field: &str, held: u32, _: Duration, wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, _: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());
         let timeouts = names::read_timeouts(&key, field);
@@ -101,7 +101,7 @@ impl Hashed for Read {
             (&timeouts, &prefix),
             field,
             held,
-            target.shared.config().latch_ttl(),
+            target.config().latch_ttl(),
             wake,
         )
     }
@@ -121,7 +121,7 @@ impl Hashed for Read {
             .collect()
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         Reentrant::grant(reply)
     }
 
@@ -136,25 +136,24 @@ impl Machinery for Write {
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         reentrant::undo::<Self>(target, claim)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Grant<()>>> {
         one_node(target)?;
         let reading = (target.shared_key(), current_thread(), Mode::Read);
         let writing = (target.shared_key(), current_thread(), Mode::Write);
-        let holds = target.shared.holds();
-        if holds.count(&reading) > 0 && holds.count(&writing) == 0 {
+        if target.holds(&reading).0 > 0 && target.holds(&writing).0 == 0 {
             return Err(Error::Upgrade {
                 lock: target.subject().clone(),
             });
@@ -162,17 +161,17 @@ impl Machinery for Write {
         reentrant::take::<Self>(target, claim, lease, limit)
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
+        reentrant::release::<Self>(target, hold)
     }
 
-    fn wait_channel(target: &Target) -> Cow<'_, [u8]> {
+    fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
     }
 
     /// Only a lock held for writing; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
         scripts::force_unlock(key, &channel, "1", "write", forced)
     }
@@ -181,11 +180,11 @@ impl Machinery for Write {
 impl Hashed for Write {
     const MODE: Mode = Mode::Write;
 
-    fn field(target: &Target) -> String {
+    fn field(target: &dyn Call) -> String {
         writer(target)
     }
 
-    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(_: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::write_acquire(key, lease, field, held)
     }
 
@@ -195,7 +194,7 @@ impl Hashed for Write {
         scripts::write_renew(key, lease, field)
     }
 
-    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());
         scripts::write_release(
@@ -205,12 +204,12 @@ impl Hashed for Write {
             lease,
             field,
             held,
-            target.shared.config().latch_ttl(),
+            target.config().latch_ttl(),
             wake,
         )
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         Reentrant::grant(reply)
     }
 
@@ -218,6 +217,6 @@ impl Hashed for Write {
 }
 
 /// This thread's writer field: its owner field and `:write`.
-fn writer(target: &Target) -> String {
+fn writer(target: &dyn Call) -> String {
     format!("{}:write", owner(target))
 }

@@ -9,15 +9,13 @@ use redis::{Cmd, Value};
 
 use crate::base::config::MAX_LEASE;
 use crate::base::error::{Error, Result};
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::renewal::Renewal;
+use crate::kinds::slot::{HoldId, Mode};
+use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
-use crate::lease::give_back::Undo;
-use crate::lease::hold_table::{HoldId, Mode, Release};
-use crate::lease::holding::Holding;
-use crate::lease::shared::Shared;
-use crate::lease::target::Target;
-use crate::lease::watchdog::{self, Renewal};
 use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::transport::scripts::{self, FRESH, Released};
 
@@ -36,44 +34,44 @@ impl Machinery for Reentrant {
 
     type Claim = Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> Claim {
         claim::<Self>(target, lease)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Grant<()>>> {
         take::<Self>(target, claim, lease, limit)
     }
 
-    fn undo(target: &Target, claim: &Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &Claim) -> Undo {
         undo::<Self>(target, claim)
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
+        release::<Self>(target, hold)
     }
 }
 
 impl Hashed for Reentrant {
-    fn acquire_cmd(_: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(_: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::acquire(key, lease, field, held)
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         Ok(match redis::from_redis_value::<Option<i64>>(reply)? {
-            None => Grant::Taken {
+            None => Answer::Taken {
                 fresh: false,
                 token: None,
             },
-            Some(FRESH) => Grant::Taken {
+            Some(FRESH) => Answer::Taken {
                 fresh: true,
                 token: None,
             },
-            Some(ttl) => Grant::Busy(ttl),
+            Some(ttl) => Answer::Busy(ttl),
         })
     }
 
@@ -93,7 +91,7 @@ pub trait Hashed: Machinery {
     const RELEASE_SETS_LEASE: bool = true;
 
     /// This thread's field in the hash.
-    fn field(target: &Target) -> String {
+    fn field(target: &dyn Call) -> String {
         owner(target)
     }
 
@@ -119,15 +117,15 @@ pub trait Hashed: Machinery {
     }
 
     /// One acquisition attempt for the owner `field`, who believes it has `held` holds.
-    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
+    fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd;
 
     /// The release script for one call, with a latch of its own: a retry of this command
     /// after a lost reply reports the first attempt's release instead of "not ours". The
     /// last hold's release publishes the unlock message if it is to `wake` a waiter.
-    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, lease: Duration, wake: bool) -> Cmd {
         let key = target.shared_key();
         let latch = names::unlock_latch(&key, &names::random_id());
-        let latch_ttl = target.shared.config().latch_ttl();
+        let latch_ttl = target.config().latch_ttl();
         scripts::release(
             &key,
             target.channel(),
@@ -141,13 +139,13 @@ pub trait Hashed: Machinery {
     }
 
     /// One node's reply to it.
-    fn grant(reply: Value) -> redis::RedisResult<Grant>;
+    fn grant(reply: Value) -> redis::RedisResult<Answer>;
     /// What the guard of a hold granted with `token` carries.
     fn held(token: Option<u64>) -> Self::Held;
 }
 
 /// One node's answer to an acquisition.
-pub enum Grant {
+pub enum Answer {
     /// Taken; `fresh` when the owner's earlier holds were gone from this node.
     Taken { fresh: bool, token: Option<u64> },
     /// Someone else's: the key's PTTL in milliseconds (-1 without expiry).
@@ -155,11 +153,11 @@ pub enum Grant {
 }
 
 /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
-pub(crate) fn hold_count<K: Hashed>(target: &Target) -> Result<u32> {
+pub(crate) fn hold_count<K: Hashed>(target: &dyn Call) -> Result<u32> {
     let key = target.open()?;
     let mut cmd = redis::cmd("HGET");
     cmd.arg(key).arg(K::field(target));
-    let nodes = target.shared.nodes();
+    let nodes = target.nodes();
     let counts = nodes.run_all_unhurried::<Option<u32>>(&cmd);
     // A key of another type is someone else's lock: no holds of ours.
     let counts = counts.into_iter().map(|count| match count {
@@ -201,13 +199,12 @@ impl Claim {
 /// The claim of this thread's next attempt on `target` for a hold of `lease`. A
 /// watchdog-backed holding keeps the watchdog lease even when re-entered with an explicit
 /// one, so a short explicit lease cannot outrun the renewals.
-pub(crate) fn claim<K: Hashed>(target: &Target, lease: Option<Duration>) -> Claim {
-    let shared = &target.shared;
+pub(crate) fn claim<K: Hashed>(target: &dyn Call, lease: Option<Duration>) -> Claim {
     let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
-    let (held, watchdog_running) = shared.holds().state(&id);
+    let (held, watchdog_running) = target.holds(&id);
     let lease = match lease {
         Some(lease) if !watchdog_running => lease,
-        _ => shared.config().lease,
+        _ => target.config().lease,
     };
     let field = K::field(target);
     Claim {
@@ -223,18 +220,14 @@ pub(crate) fn claim<K: Hashed>(target: &Target, lease: Option<Duration>) -> Clai
 /// the key at 0) wherever the attempt may have counted. The attempt, and the undo where
 /// holds remain, set the key's expiry to the claim's lease, so the holding of those can
 /// count on no more than that from when the claim was made.
-pub(crate) fn undo<K: Hashed>(target: &Target, claim: &Claim) -> Undo {
-    if claim.held > 0
-        && let Some(holding) = target.shared.holds().holding(&claim.id)
-    {
-        let made = claim.made;
-        holding.shorten_to(validity_end(made, claim.lease).unwrap_or(made));
-    }
+pub(crate) fn undo<K: Hashed>(target: &dyn Call, claim: &Claim) -> Undo {
+    let made = claim.made;
     let wake = target.give_back_wakes();
     Undo {
         cmd: K::release_cmd(target, &claim.field, claim.held + 1, claim.lease, wake),
         lasts: claim.lease,
         slot: Some(claim.id.clone()),
+        leaves_until: (claim.held > 0).then(|| validity_end(made, claim.lease).unwrap_or(made)),
     }
 }
 
@@ -243,13 +236,12 @@ pub(crate) fn undo<K: Hashed>(target: &Target, claim: &Claim) -> Undo {
 /// given back on every node (what failed nodes may have taken, the lock machine gives
 /// back).
 pub(crate) fn take<K: Hashed>(
-    target: &Target,
+    target: &dyn Call,
     claim: &Claim,
     lease: Option<Duration>,
     limit: Option<Instant>,
-) -> Result<Attempt<K::Held>> {
-    let shared = &target.shared;
-    let nodes = shared.nodes();
+) -> Result<Attempt<Grant<K::Held>>> {
+    let nodes = target.nodes();
     let Claim {
         id,
         field,
@@ -259,10 +251,10 @@ pub(crate) fn take<K: Hashed>(
     } = claim;
     let (held, script_lease) = (*held, *script_lease);
     // The attempt sets the owner's count: a give-back still pending for it has no work.
-    shared.give_backs().supersede(id);
+    target.supersede(id);
     let cmd = K::acquire_cmd(target, &id.0, script_lease, field, held);
     let sent = Instant::now();
-    let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Grant::Taken { .. }));
+    let granted = |reply: &Value| matches!(K::grant(reply.clone()), Ok(Answer::Taken { .. }));
     let replies = (nodes.list().iter()).zip(nodes.acquire::<Value>(&cmd, limit, granted));
     let results = replies.map(|(node, reply)| match reply {
         Ok(reply) => K::grant(reply).map_err(|source| Error::redis_at(&node.name, source)),
@@ -278,7 +270,7 @@ pub(crate) fn take<K: Hashed>(
     let taken = |fresh: bool| {
         answers
             .iter()
-            .filter(move |reply| matches!(reply, Grant::Taken { fresh: f, .. } if *f == fresh))
+            .filter(move |reply| matches!(reply, Answer::Taken { fresh: f, .. } if *f == fresh))
     };
     let grants = Grants {
         kept: taken(false).count(),
@@ -292,11 +284,12 @@ pub(crate) fn take<K: Hashed>(
     if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
         let token = taken(false)
             .filter_map(|reply| match reply {
-                Grant::Taken { token, .. } => *token,
-                Grant::Busy(_) => None,
+                Answer::Taken { token, .. } => *token,
+                Answer::Busy(_) => None,
             })
             .max();
-        return acquired::<K>(target, lease, claim, sent, valid_until, token);
+        let grant = grant::<K>(lease, claim, sent, valid_until, token);
+        return Ok(Attempt::Acquired(grant));
     }
     if outcome == Outcome::Lost {
         // This thread held the lock before, and too few nodes still have its holds even
@@ -304,9 +297,7 @@ pub(crate) fn take<K: Hashed>(
         // around this re-entry was not protected all along. Undo this attempt, report the
         // loss and say so, rather than quietly taking a fresh hold.
         target.give_back(undo::<K>(target, &claim.as_first()));
-        if let Some(stale) = shared.holds().remove(id) {
-            shared.report_lost(target.subject(), &stale, None);
-        }
+        target.lose(id);
         return Err(target.lost());
     }
     let may_have_run = failed.iter().any(|f| f.error.may_have_run());
@@ -324,12 +315,12 @@ pub(crate) fn take<K: Hashed>(
     let ttl = answers
         .iter()
         .filter_map(|reply| match *reply {
-            Grant::Busy(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
+            Answer::Busy(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
             _ => None,
         })
         .min();
     // A fair lock's "free, but others are ahead" (-2) is no holder at all.
-    let queued = |reply: &Grant| matches!(reply, Grant::Busy(QUEUED));
+    let queued = |reply: &Answer| matches!(reply, Answer::Busy(QUEUED));
     if ttl.is_none() && !answers.is_empty() && answers.iter().all(queued) {
         return Ok(Attempt::Queued);
     }
@@ -339,110 +330,70 @@ pub(crate) fn take<K: Hashed>(
 /// The busy reply of a fair lock that is free while others are ahead in its queue.
 const QUEUED: i64 = -2;
 
-/// Records a watched hold that a release granted to this thread (a fair lock's direct
-/// hand-off), valid until `valid_until` as the grant lease alone keeps it, and starts its
-/// watchdog with its first renewal due a third of the way there: that renewal confirms the
-/// grant, setting the watchdog lease (a hold released before then needs none). `None`
-/// when the thread holds the lock already by its own count (a grant is one hold, which its
-/// next attempt will find) or the clock cannot say when the renewal is due.
+/// The watched hold that a release granted to this thread (a fair lock's direct
+/// hand-off), valid until `valid_until` as the grant lease alone keeps it, with its first
+/// renewal due a third of the way there: that renewal confirms the grant, setting the
+/// watchdog lease (a hold released before then needs none). `None` when the thread holds
+/// the lock already by its own count (a grant is one hold, which its next attempt will
+/// find) or the clock cannot say when the renewal is due.
 pub(crate) fn take_granted<K: Hashed>(
-    target: &Target,
+    target: &dyn Call,
     valid_until: Instant,
-) -> Option<Result<Attempt<K::Held>>> {
-    let shared = &target.shared;
+) -> Option<Result<Attempt<Grant<K::Held>>>> {
     let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
-    if shared.holds().state(&id).0 != 0 {
+    if target.holds(&id).0 != 0 {
         return None;
     }
     let now = Instant::now();
     let confirm = now + valid_until.saturating_duration_since(now) / 3;
     // The watchdog renews a renew interval after the acquisition it is given.
-    let since = confirm.checked_sub(shared.config().renew_interval())?;
+    let since = confirm.checked_sub(target.config().renew_interval())?;
     let claim = Claim {
         id,
         field: K::field(target),
         held: 0,
-        lease: shared.config().lease,
+        lease: target.config().lease,
         made: Instant::now(),
     };
-    let taken = acquired::<K>(target, None, &claim, since, valid_until, None);
-    if matches!(taken, Ok(Attempt::Acquired(_))) {
-        shared.counters().grant_taken();
-    }
-    Some(taken)
+    let grant = grant::<K>(None, &claim, since, valid_until, None);
+    Some(Ok(Attempt::Acquired(grant)))
 }
 
-/// Records a hold taken under `claim`, starting the watchdog for the first watched one.
-pub(crate) fn acquired<K: Hashed>(
-    target: &Target,
+/// What an attempt under `claim`, sent at `sent`, grants: one more hold of the owner's
+/// field, renewed by the watchdog unless taken with an explicit `lease`.
+pub(crate) fn grant<K: Hashed>(
     lease: Option<Duration>,
     claim: &Claim,
     sent: Instant,
     valid_until: Instant,
     token: Option<u64>,
-) -> Result<Attempt<K::Held>> {
-    let shared = &target.shared;
-    let config = shared.config();
-    let id = &claim.id;
-    let watch = |holding: &Arc<Holding>| {
-        let renewal = Box::new(Renew::<K> {
-            id: id.clone(),
+) -> Grant<K::Held> {
+    let renew = lease.is_none().then(|| {
+        let renewal = Renew::<K> {
+            id: claim.id.clone(),
             field: claim.field.clone(),
             kind: PhantomData,
-        });
-        watchdog::start(target, holding, sent, renewal)
-    };
-    let holds = shared.holds();
-    match holds.add(id, claim.held, lease, config.lease, valid_until, watch) {
-        Ok(holding) => Ok(Attempt::Acquired(Hold {
-            holding,
-            watched: lease.is_none(),
-            held: K::held(token),
-        })),
-        Err((_, source)) => {
-            let taken = Claim {
-                held: shared.holds().count(id),
-                lease: config.lease,
-                id: id.clone(),
-                field: claim.field.clone(),
-                made: Instant::now(),
-            };
-            target.give_back(undo::<K>(target, &taken));
-            Err(Error::Watchdog {
-                lock: target.subject().clone(),
-                source,
-            })
-        }
+        };
+        (sent, Arc::new(renewal) as Arc<dyn Renewal>)
+    });
+    Grant {
+        held: K::held(token),
+        valid_until,
+        lease,
+        renew,
+        slot: Some((claim.id.clone(), claim.held)),
     }
 }
 
-/// Gives back one hold of `holding`, taken with (`watched`) or without the watchdog.
-pub(crate) fn release<K: Hashed>(
-    target: &Target,
-    holding: &Arc<Holding>,
-    watched: bool,
-) -> Result<()> {
-    target.begin()?;
-    let shared = &target.shared;
-    let nodes = shared.nodes();
-    let id: HoldId = (target.shared_key(), current_thread(), K::MODE);
-    let Some(Release { held, lease, .. }) =
-        shared
-            .holds()
-            .release(&id, holding, watched, shared.config().lease)
-    else {
-        // Lost, or already ended: the key may be someone else's now. Leave it.
-        return Err(match holding.is_lost() {
-            true => target.lost(),
-            false => target.not_held(),
-        });
+/// Gives back one hold of the owner's field, whose count before it and the lease to leave
+/// on the rest the lock machine read off its table.
+pub(crate) fn release<K: Hashed>(target: &dyn Call, hold: &Giving<'_, K::Held>) -> Given {
+    let nodes = target.nodes();
+    let holding = hold.holding;
+    let Some((held, lease)) = hold.count else {
+        return Given::once(Err(target.not_held()));
     };
-    // The release sets the owner's count: a give-back still pending for it has no work.
-    shared.give_backs().supersede(&id);
     let cmd = K::release_cmd(target, &K::field(target), held, lease, true);
-    // Past its validity the holding is lost, whatever the release finds: it still gives
-    // back what may be left (a renewal's late reply), and says it was lost.
-    let expired = holding.is_lost();
     // Not while a renewal round is on its way: it could put back what this deletes. Where
     // holds remain, they now expire `lease` after this release, or, for a kind whose
     // release leaves their leases alone, when the reply says.
@@ -481,28 +432,23 @@ pub(crate) fn release<K: Hashed>(
         }
         ((tally, failed, gone), kept && K::RELEASE_SETS_LEASE)
     });
-    if gone && shared.holds().forget(&id, holding, false) {
-        shared.report_lost(target.subject(), holding, None);
-    }
-    if tally.verdict() != Verdict::No {
-        target.release_later(
-            cmd,
-            holding,
-            Some(id.clone()),
-            failed.iter().map(|f| &f.error),
-        );
-    }
-    match tally.verdict() {
-        Verdict::Yes if expired => Err(target.found_lost(holding)),
-        Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
+    let transient = failed.iter().any(|f| f.error.is_transient());
+    let freed = match tally.verdict() {
+        Verdict::Yes => Ok(Freed::Done(nodes.partial_release(
+            tally.yes,
+            failed,
+            target.subject(),
+        ))),
         // Too few answers to tell whether a quorum still has our holds.
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
         // Too many nodes no longer have our field for a quorum to: the holds expired or
-        // were deleted, and every guard of this holding is stale.
-        Verdict::No => {
-            shared.holds().forget(&id, holding, false);
-            Err(target.found_lost(holding))
-        }
+        // were deleted.
+        Verdict::No => Ok(Freed::Gone),
+    };
+    Given {
+        again: (tally.verdict() != Verdict::No && transient).then_some(cmd),
+        freed,
+        kept_gone: gone,
     }
 }
 
@@ -519,8 +465,8 @@ fn kept_until(answers: &[Released], sent: Instant) -> Instant {
 }
 
 /// This thread's owner field in the hash.
-pub(crate) fn owner(target: &Target) -> String {
-    field(target.shared.id(), current_thread())
+pub(crate) fn owner(target: &dyn Call) -> String {
+    field(target.client_id(), current_thread())
 }
 
 /// What the watchdog renews for a holding of a hash-kept kind: this thread's field.
@@ -531,26 +477,19 @@ struct Renew<K> {
 }
 
 impl<K: Hashed> Renewal for Renew<K> {
-    fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> Cmd {
-        // Where the key is gone (a node restarted empty), the hold goes back with its count.
-        let held = || shared.holds().count(&self.id);
-        K::renew_cmd(&self.id.0, lease, &self.field, &held, restore)
+    fn command(&self, lease: Duration, restore: bool, held: &dyn Fn() -> u32) -> Cmd {
+        K::renew_cmd(&self.id.0, lease, &self.field, held, restore)
     }
 
-    fn strays(&self, shared: &Shared, lease: Duration) -> Vec<Cmd> {
-        let held = shared.holds().count(&self.id);
+    fn strays(&self, lease: Duration, held: u32) -> Vec<Cmd> {
         K::stray_cmds(&self.id.0, lease, &self.field, held)
     }
 
-    fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool {
-        shared.holds().forget(&self.id, holding, true)
-    }
-
-    /// Every hold of the field at once: the undo of a first hold deletes the field.
-    fn undo(&self, target: &Target) -> Undo {
+    /// The holds of the field past `held`: the undo of a first hold deletes the field.
+    fn undo(&self, target: &dyn Call, held: u32) -> Undo {
         let whole = Claim {
-            held: 0,
-            lease: target.shared.config().lease,
+            held,
+            lease: target.config().lease,
             id: self.id.clone(),
             field: self.field.clone(),
             made: Instant::now(),

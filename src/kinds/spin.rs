@@ -7,10 +7,10 @@ use redis::{Cmd, Value};
 
 use crate::base::error::Result;
 use crate::base::retry::Backoff;
-use crate::kinds::kind::{Attempt, Hold, sealed::Machinery};
-use crate::kinds::reentrant::{self, Grant, Hashed, Reentrant};
-use crate::lease::give_back::Undo;
-use crate::lease::target::Target;
+use crate::kinds::call::Call;
+use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
+use crate::kinds::undo::Undo;
 use crate::transport::scripts;
 
 /// The spin kind, Redisson's `RSpinLock` layout: the [`Reentrant`] lock's hash (so a
@@ -49,48 +49,48 @@ impl Machinery for Spin {
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &reentrant::Claim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Grant<()>>> {
         reentrant::take::<Self>(target, claim, lease, limit)
     }
 
-    fn undo(target: &Target, claim: &reentrant::Claim) -> Undo {
+    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
         reentrant::undo::<Self>(target, claim)
     }
 
-    fn release(target: &Target, hold: &Hold<()>) -> Result<()> {
-        reentrant::release::<Self>(target, &hold.holding, hold.watched)
+    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
+        reentrant::release::<Self>(target, hold)
     }
 
-    fn backoff(target: &Target) -> Backoff {
-        let (initial, max) = target.shared.config().spin_backoff;
+    fn backoff(target: &dyn Call) -> Backoff {
+        let (initial, max) = target.config().spin_backoff;
         Backoff::new(initial, max)
     }
 
-    fn force_unlock_cmd(target: &Target, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
         scripts::force_unlock(key, target.channel(), "", Self::STORED_AS, forced)
     }
 }
 
 impl Hashed for Spin {
-    fn acquire_cmd(target: &Target, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
+    fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         Reentrant::acquire_cmd(target, key, lease, field, held)
     }
 
     /// Redisson's spin release: nothing published, whether the last hold goes or not.
-    fn release_cmd(target: &Target, field: &str, held: u32, lease: Duration, _wake: bool) -> Cmd {
+    fn release_cmd(target: &dyn Call, field: &str, held: u32, lease: Duration, _wake: bool) -> Cmd {
         Reentrant::release_cmd(target, field, held, lease, false)
     }
 
-    fn grant(reply: Value) -> redis::RedisResult<Grant> {
+    fn grant(reply: Value) -> redis::RedisResult<Answer> {
         Reentrant::grant(reply)
     }
 

@@ -4,19 +4,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use redis::{Cmd, Value};
 
 use crate::base::config::check_lease;
 use crate::base::error::{Error, NodeError, Result};
-use crate::kinds::kind::{Attempt, Hold, TokenClaim, sealed::Machinery};
+use crate::kinds::call::Call;
+use crate::kinds::holding::Holding;
+use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery};
+use crate::kinds::renewal::Renewal;
+use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
-use crate::lease::shared::Shared;
-use crate::lease::target::Target;
-use crate::lease::watchdog::{self, Renewal};
-use crate::lease::workers::Ticket;
 use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
 use crate::transport::scripts::{self, Released, Renewed, millis};
 
@@ -38,8 +35,6 @@ pub struct Token;
 /// What a token guard carries.
 pub struct TokenHeld {
     token: String,
-    /// The watchdog's ticket, for a hold taken without a lease; dropped at release.
-    watchdog: Mutex<Option<Ticket>>,
 }
 
 impl Machinery for Token {
@@ -52,26 +47,26 @@ impl Machinery for Token {
 
     type Claim = TokenClaim;
 
-    fn claim(target: &Target, lease: Option<Duration>) -> TokenClaim {
+    fn claim(target: &dyn Call, lease: Option<Duration>) -> TokenClaim {
         TokenClaim::new(target, lease)
     }
 
-    fn undo(target: &Target, claim: &TokenClaim) -> Undo {
+    fn undo(target: &dyn Call, claim: &TokenClaim) -> Undo {
         Undo {
             cmd: release_cmd(target, &claim.token, target.give_back_wakes()),
             lasts: claim.lease,
             slot: None,
+            leaves_until: None,
         }
     }
 
     fn attempt(
-        target: &Target,
+        target: &dyn Call,
         claim: &TokenClaim,
         lease: Option<Duration>,
         limit: Option<Instant>,
-    ) -> Result<Attempt<TokenHeld>> {
-        let shared = &target.shared;
-        let nodes = shared.nodes();
+    ) -> Result<Attempt<Grant<TokenHeld>>> {
+        let nodes = target.nodes();
         let key = target.key()?;
         let (token, script_lease) = (&claim.token, claim.lease);
         let mut cmd = Cmd::with_capacity(6, key.len() + 64);
@@ -103,7 +98,13 @@ impl Machinery for Token {
         let outcome = round.grants.outcome();
         let valid_until = validity_end(sent, script_lease).filter(|end| *end > Instant::now());
         if let (Outcome::Taken, Some(valid_until)) = (outcome, valid_until) {
-            return acquired(target, lease, claim, sent, valid_until);
+            return Ok(Attempt::Acquired(grant(
+                target,
+                lease,
+                claim,
+                sent,
+                valid_until,
+            )));
         }
         let may_have_run = !round.failed.is_empty();
         let elapsed = sent.elapsed();
@@ -127,14 +128,8 @@ impl Machinery for Token {
         })
     }
 
-    fn release(target: &Target, hold: &Hold<TokenHeld>) -> Result<()> {
-        target.begin()?;
-        // Past its validity the hold is lost, whatever the release finds: it still gives
-        // back what may be left (a renewal's late reply, the last moments of a lease).
-        let expired = hold.holding.is_lost();
-        // Stops the renewals; a renewal already on its way finishes first.
-        drop(hold.held.watchdog.lock().take());
-        let nodes = target.shared.nodes();
+    fn release(target: &dyn Call, hold: &Giving<'_, TokenHeld>) -> Given {
+        let nodes = target.nodes();
         let cmd = release_cmd(target, &hold.held.token, true);
         let settle = hold.holding.valid_until();
         let (answers, failed) = hold
@@ -144,14 +139,21 @@ impl Machinery for Token {
             answers.iter().filter(|&&r| r == Released::Deleted).count(),
             &failed,
         );
-        if tally.verdict() != Verdict::No {
-            target.release_later(cmd, &hold.holding, None, failed.iter().map(|f| &f.error));
-        }
-        match tally.verdict() {
-            Verdict::Yes if expired => Err(target.found_lost(&hold.holding)),
-            Verdict::Yes => nodes.partial_release(tally.yes, failed, target.subject()),
+        let transient = failed.iter().any(|f| f.error.is_transient());
+        let again = (tally.verdict() != Verdict::No && transient).then_some(cmd);
+        let freed = match tally.verdict() {
+            Verdict::Yes => Ok(Freed::Done(nodes.partial_release(
+                tally.yes,
+                failed,
+                target.subject(),
+            ))),
             Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
-            Verdict::No => Err(target.found_lost(&hold.holding)),
+            Verdict::No => Ok(Freed::Gone),
+        };
+        Given {
+            freed,
+            again,
+            kept_gone: false,
         }
     }
 }
@@ -162,19 +164,24 @@ impl TokenHeld {
     }
 }
 
-/// Sets `hold`'s remaining lease to `lease` if the key still holds its token on a quorum of
-/// nodes; [`Error::Lost`] when it no longer does.
-pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -> Result<()> {
+/// Sets the remaining lease of the hold `held`, as `holding`, to `lease` if the key still
+/// holds its token on a quorum of nodes; [`Error::Lost`] when it no longer does.
+pub(crate) fn extend(
+    target: &dyn Call,
+    holding: &Holding,
+    held: &TokenHeld,
+    lease: Duration,
+) -> Result<()> {
     check_lease(lease).map_err(|reason| target.invalid_argument("lease", reason))?;
     let key = target.begin()?;
-    if hold.holding.is_lost() {
-        return Err(target.found_lost(&hold.holding));
+    if holding.is_lost() {
+        return Err(target.found_lost(holding));
     }
-    let nodes = target.shared.nodes();
-    let cmd = scripts::token_renew(key, &hold.held.token, lease, false);
-    let (tally, failed) = hold.holding.lease_round(lease, || {
+    let nodes = target.nodes();
+    let cmd = scripts::token_renew(key, &held.token, lease, false);
+    let (tally, failed) = holding.lease_round(lease, || {
         let (answers, failed) =
-            nodes.split(nodes.run_all_until::<Renewed>(&cmd, hold.holding.valid_until()));
+            nodes.split(nodes.run_all_until::<Renewed>(&cmd, holding.valid_until()));
         let tally = nodes.tally(
             answers.iter().filter(|&&r| r == Renewed::Kept).count(),
             &failed,
@@ -184,35 +191,34 @@ pub(crate) fn extend(target: &Target, hold: &Hold<TokenHeld>, lease: Duration) -
     match tally.verdict() {
         Verdict::Yes => Ok(()),
         Verdict::Unknown => Err(nodes.no_quorum(failed).with_lock(target.subject())),
-        Verdict::No => Err(target.found_lost(&hold.holding)),
+        Verdict::No => Err(target.found_lost(holding)),
     }
 }
 
-fn acquired(
-    target: &Target,
+/// What an attempt under `claim`, sent at `sent`, grants: the token's hold, renewed by
+/// the watchdog unless taken with an explicit `lease`.
+fn grant(
+    target: &dyn Call,
     lease: Option<Duration>,
     claim: &TokenClaim,
     sent: Instant,
     valid_until: Instant,
-) -> Result<Attempt<TokenHeld>> {
-    let holding = Arc::new(Holding::new(valid_until));
+) -> Grant<TokenHeld> {
     let token = claim.token.clone();
-    let renewal = || -> Box<dyn Renewal> {
-        Box::new(Renew {
+    let renew = lease.is_none().then(|| {
+        let renewal = Renew {
             key: target.shared_key(),
             token: token.clone(),
-        })
-    };
-    let undo = || Token::undo(target, claim);
-    let ticket = watchdog::unless_leased(target, lease, &holding, sent, renewal, undo)?;
-    Ok(Attempt::Acquired(Hold {
-        holding,
-        watched: lease.is_none(),
-        held: TokenHeld {
-            token,
-            watchdog: Mutex::new(ticket),
-        },
-    }))
+        };
+        (sent, Arc::new(renewal) as Arc<dyn Renewal>)
+    });
+    Grant {
+        held: TokenHeld { token },
+        valid_until,
+        lease,
+        renew,
+        slot: None,
+    }
 }
 
 /// One attempt's answers: its grants, the nodes that gave no answer, and the probe's
@@ -246,14 +252,14 @@ fn grants(of: usize, kept: usize, failed: usize, sent: Instant, lease: Duration)
 /// holds the token (acknowledged by the replicas, when they must acknowledge), granted it;
 /// one whose replicas did not acknowledge it, or that answers neither command, failed.
 fn probe(
-    target: &Target,
+    target: &dyn Call,
     token: &str,
     replies: Vec<Result<Value>>,
     sent: Instant,
     lease: Duration,
     limit: Option<Instant>,
 ) -> Result<Round> {
-    let nodes = target.shared.nodes();
+    let nodes = target.nodes();
     let cmd = scripts::token_probe(target.key()?, token, lease);
     let probed = nodes.acquire::<Probe>(&cmd, limit, |(.., mine)| *mine == 1);
     let mut kept = 0;
@@ -297,7 +303,7 @@ fn probe(
 type Probe = (String, i64, i64);
 
 /// Why the key is taken: busy with the shortest PTTL among the nodes that hold a string.
-fn busy(probe: &[Probe]) -> Attempt<TokenHeld> {
+fn busy(probe: &[Probe]) -> Attempt<Grant<TokenHeld>> {
     let ttl = probe
         .iter()
         .filter_map(|&(_, ttl, _)| u64::try_from(ttl).ok())
@@ -308,10 +314,10 @@ fn busy(probe: &[Probe]) -> Attempt<TokenHeld> {
 
 /// The release script for `token`, with a latch of its own (see the reentrant kind's),
 /// publishing the unlock message if it is to `wake` a waiter.
-fn release_cmd(target: &Target, token: &str, wake: bool) -> Cmd {
+fn release_cmd(target: &dyn Call, token: &str, wake: bool) -> Cmd {
     let key = target.shared_key();
     let latch = names::unlock_latch(&key, &names::random_id());
-    let latch_ttl = target.shared.config().latch_ttl();
+    let latch_ttl = target.config().latch_ttl();
     scripts::token_release(&key, target.channel(), &latch, token, latch_ttl, wake)
 }
 
@@ -322,20 +328,14 @@ struct Renew {
 }
 
 impl Renewal for Renew {
-    fn command(&self, _: &Shared, lease: Duration, restore: bool) -> Cmd {
+    fn command(&self, lease: Duration, restore: bool, _: &dyn Fn() -> u32) -> Cmd {
         scripts::token_renew(&self.key, &self.token, lease, restore)
     }
 
-    fn forget(&self, _: &Shared, _: &Arc<Holding>) -> bool {
-        // Only the guard's release stops a token hold's renewals, and the watchdog checks
-        // for that before it calls a hold lost.
-        true
-    }
-
-    fn undo(&self, target: &Target) -> Undo {
+    fn undo(&self, target: &dyn Call, _: u32) -> Undo {
         let claim = TokenClaim {
             token: self.token.clone(),
-            lease: target.shared.config().lease,
+            lease: target.config().lease,
         };
         Token::undo(target, &claim)
     }

@@ -20,16 +20,9 @@ use parking_lot::Mutex;
 use redis::{Cmd, Value};
 
 use crate::base::error::{Result, Subject};
-use crate::lease::hold_table::HoldId;
+use crate::kinds::slot::HoldId;
+use crate::kinds::undo::Undo;
 use crate::transport::node::Nodes;
-
-/// One give-back: the command that undoes, how long what it undoes may live on the server
-/// from now, and the owner slot it concerns, for thread-owned holds.
-pub struct Undo {
-    pub(crate) cmd: Cmd,
-    pub(crate) lasts: Duration,
-    pub(crate) slot: Option<HoldId>,
-}
 
 /// The give-backs of one client that could not reach Redis yet.
 #[derive(Default)]

@@ -11,20 +11,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::lease::holding::Holding;
+use crate::kinds::holding::Holding;
+use crate::kinds::slot::HoldId;
 use crate::lease::workers::Ticket;
-
-/// A lock key, the owning thread's number, and which of its fields the holds count.
-pub(crate) type HoldId = (Arc<[u8]>, u64, Mode);
-
-/// Which of an owner's fields in a lock's hash a holding counts: its one field, or, in a
-/// read-write lock, its reader field or its writer field (two holdings of one thread).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mode {
-    Only,
-    Read,
-    Write,
-}
 
 /// The table of one client.
 #[derive(Default)]
@@ -203,6 +192,7 @@ impl HoldTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::slot::Mode;
     use crate::lease::workers::Workers;
 
     #[test]

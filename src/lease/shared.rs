@@ -10,9 +10,10 @@ use crate::base::error::{Error, Result, Subject};
 use crate::base::health::{Health, HealthChange};
 use crate::base::lost::LockLost;
 use crate::base::stats::Counters;
-use crate::lease::give_back::{GiveBacks, RETRY_EVERY, Undo};
+use crate::kinds::holding::Holding;
+use crate::kinds::undo::Undo;
+use crate::lease::give_back::{GiveBacks, RETRY_EVERY};
 use crate::lease::hold_table::HoldTable;
-use crate::lease::holding::Holding;
 use crate::lease::workers::Workers;
 use crate::notify::cancel::Cancel;
 use crate::transport::node::Nodes;
@@ -84,6 +85,12 @@ impl Shared {
         let end = Instant::now() + self.config.response_timeout;
         let mut retry = false;
         for (lock, undo) in undos {
+            // The holds it leaves their owner last no longer than it says.
+            if let (Some(slot), Some(until)) = (&undo.slot, undo.leaves_until)
+                && let Some(holding) = self.holds.holding(slot)
+            {
+                holding.shorten_to(until);
+            }
             retry |= self.give_backs.give_back(&self.nodes, end, lock, undo);
         }
         if retry {

@@ -5,14 +5,17 @@ use std::time::Instant;
 
 use redis::Cmd;
 
-use crate::base::config::MAX_NAME_LEN;
+use crate::base::config::{Config, MAX_NAME_LEN};
 use crate::base::error::{Error, Noun, Result, Subject};
+use crate::kinds::call::Call;
+use crate::kinds::candidacy::Candidacy;
+use crate::kinds::holding::Holding;
+use crate::kinds::slot::HoldId;
+use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::lease::give_back::Undo;
-use crate::lease::hold_table::HoldId;
-use crate::lease::holding::Holding;
 use crate::lease::shared::Shared;
 use crate::notify::cancel::Cancel;
+use crate::transport::node::Nodes;
 
 /// One lock of one client.
 #[derive(Clone)]
@@ -23,16 +26,6 @@ pub struct Target {
     candidacy: Option<Arc<Candidacy>>,
     /// How many permits each attempt on a counting semaphore takes; 1 for everything else.
     count: u64,
-}
-
-/// What an election's campaigns say of their candidate, as its handle was set up.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct Candidacy {
-    /// The candidate id its user chose: campaigns under it take over a leadership of the
-    /// same id. `None`: an id per client and thread, and no take-over.
-    pub id: Option<String>,
-    /// The value its leaderships publish from the start.
-    pub value: Option<String>,
 }
 
 /// A [`Target`] that does not keep its client alive, for the client's own threads.
@@ -209,18 +202,6 @@ impl Target {
         Ok(())
     }
 
-    pub(crate) fn not_held(&self) -> Error {
-        Error::NotHeld {
-            lock: self.subject().clone(),
-        }
-    }
-
-    pub(crate) fn lost(&self) -> Error {
-        Error::Lost {
-            lock: self.subject().clone(),
-        }
-    }
-
     /// Reports `holding` lost, found so by a call on this lock, and returns the error for it.
     pub(crate) fn found_lost(&self, holding: &Holding) -> Error {
         self.shared.report_lost(self.subject(), holding, None);
@@ -233,63 +214,108 @@ impl Target {
         self.shared.give_back(self.subject(), undo);
     }
 
-    /// A release `cmd` that failed on some nodes (`failed`) in a way a later try may not (Redis
+    /// A release `cmd` that failed on some nodes in a way a later try may not (Redis
     /// unreachable or silent, a cluster slot moving): sent again in the background while
     /// the hold it ends may be alive, so that the lock is freed as soon as Redis can be
     /// reached, not when the lease ends. `slot` names a thread-owned hold, whose owner's
     /// next attempt or release makes it moot.
-    pub(crate) fn release_later<'a>(
-        &self,
-        cmd: Cmd,
-        holding: &Holding,
-        slot: Option<HoldId>,
-        failed: impl IntoIterator<Item = &'a Error>,
-    ) {
+    pub(crate) fn release_later(&self, cmd: Cmd, holding: &Holding, slot: Option<HoldId>) {
         let lasts = holding
             .valid_until()
             .saturating_duration_since(Instant::now());
-        if lasts.is_zero() || !failed.into_iter().any(Error::is_transient) {
+        if lasts.is_zero() {
             return;
         }
         log::info!(
             "{}: a release did not get through; it is sent again in the background for {lasts:?}",
             self.subject()
         );
-        let undo = Undo { cmd, lasts, slot };
+        let undo = Undo {
+            cmd,
+            lasts,
+            slot,
+            leaves_until: None,
+        };
         self.shared.give_back_later(self.subject(), undo);
     }
+}
 
-    /// Whether a give-back is to wake a waiter. On one node it does: that node's waiters
-    /// wait for a message, and may have found the lock busy because of what is given back.
-    /// On several it wakes nobody: a failed Redlock attempt would otherwise wake every
-    /// waiter on each node it was granted on, while whoever made it fail still holds the
-    /// lock. Redlock's waiters poll instead (see `acquire`).
-    pub(crate) fn give_back_wakes(&self) -> bool {
-        self.shared.nodes().list().len() == 1
+impl Call for Target {
+    fn subject(&self) -> &Subject {
+        Target::subject(self)
     }
 
-    /// `err` about this lock: [`Error::WrongKind`] for a script's `WRONGKIND <type>`,
-    /// [`Error::NotALock`] for its `NOTALOCK <why>`.
-    pub(crate) fn wrong_kind(&self, err: Error) -> Error {
-        match err {
-            err if err.server_code() == Some("WRONGKIND") => Error::WrongKind {
-                lock: self.subject().clone(),
-                found: names::kind_of(err.server_detail().unwrap_or_default().trim()),
-            },
-            err if err.server_code() == Some("NOTALOCK") => Error::NotALock {
-                lock: self.subject().clone(),
-                found: err.server_detail().unwrap_or_default().trim().to_owned(),
-            },
-            err => err.with_lock(self.subject()),
+    fn key(&self) -> Result<&[u8]> {
+        Target::key(self)
+    }
+
+    fn shared_key(&self) -> Arc<[u8]> {
+        Target::shared_key(self)
+    }
+
+    fn channel(&self) -> &[u8] {
+        Target::channel(self)
+    }
+
+    fn begin(&self) -> Result<&[u8]> {
+        Target::begin(self)
+    }
+
+    fn open(&self) -> Result<&[u8]> {
+        Target::open(self)
+    }
+
+    fn nodes(&self) -> &Nodes {
+        self.shared.nodes()
+    }
+
+    fn config(&self) -> &Config {
+        self.shared.config()
+    }
+
+    fn client_id(&self) -> &str {
+        self.shared.id()
+    }
+
+    fn closing(&self) -> bool {
+        self.shared.closing().is_cancelled()
+    }
+
+    fn candidacy(&self) -> Option<&Candidacy> {
+        Target::candidacy(self)
+    }
+
+    fn count(&self) -> u64 {
+        Target::count(self)
+    }
+
+    fn holds(&self, slot: &HoldId) -> (u32, bool) {
+        self.shared.holds().state(slot)
+    }
+
+    fn supersede(&self, slot: &HoldId) {
+        self.shared.give_backs().supersede(slot);
+    }
+
+    fn lose(&self, slot: &HoldId) {
+        if let Some(stale) = self.shared.holds().remove(slot) {
+            self.shared.report_lost(self.subject(), &stale, None);
         }
     }
 
-    /// The error for a bad `argument` of a call on this lock.
-    pub(crate) fn invalid_argument(&self, argument: &'static str, reason: String) -> Error {
-        Error::InvalidArgument {
-            lock: self.subject().clone(),
-            argument,
-            reason,
-        }
+    fn found_lost(&self, holding: &Holding) -> Error {
+        Target::found_lost(self, holding)
+    }
+
+    fn give_back(&self, undo: Undo) {
+        Target::give_back(self, undo);
+    }
+
+    fn give_back_all(&self, undos: Vec<(&Subject, Undo)>) {
+        self.shared.give_back_all(undos);
+    }
+
+    fn give_back_later(&self, undo: Undo) {
+        self.shared.give_back_later(self.subject(), undo);
     }
 }

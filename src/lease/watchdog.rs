@@ -4,11 +4,12 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::base::error::{Error, NodeError, Result, Subject};
+use crate::base::error::{NodeError, Result, Subject};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
-use crate::lease::give_back::Undo;
-use crate::lease::holding::Holding;
+use crate::kinds::holding::Holding;
+use crate::kinds::renewal::Renewal;
+use crate::kinds::slot::HoldId;
 use crate::lease::shared::Shared;
 use crate::lease::target::{Target, WeakTarget};
 use crate::lease::workers::{Stop, Ticket};
@@ -22,78 +23,50 @@ struct Job {
     /// When the acquire that began the holding was sent: the lease counts from there.
     since: Instant,
     /// How the holding's kind renews it.
-    renewal: Box<dyn Renewal>,
+    renewal: Arc<dyn Renewal>,
+    /// The owner slot of a thread-owned holding, whose holds the client's table counts.
+    slot: Option<HoldId>,
     /// The lock, for giving the holding back.
     target: WeakTarget,
 }
 
-/// What a lock kind tells the watchdog.
-pub(crate) trait Renewal: Send + Sync {
-    /// The renewal script for every node. With `restore`, a node that lost the key gets
-    /// the hold back.
-    fn command(&self, shared: &Shared, lease: Duration, restore: bool) -> redis::Cmd;
-
-    /// The commands that extend, one key each, what a renewal replying
-    /// [`Renewed::Partly`] could not reach where its first key is: in a slot being migrated
-    /// they are sent where each key is. None for a kind whose renewal touches one key.
-    fn strays(&self, _shared: &Shared, _lease: Duration) -> Vec<redis::Cmd> {
-        Vec::new()
+impl Job {
+    /// How many holds the client counts for the holding (0 for one its thread does not own).
+    fn held(&self, shared: &Shared) -> u32 {
+        self.slot.as_ref().map_or(0, |id| shared.holds().count(id))
     }
 
-    /// Forgets the holding once its loss is found; false when it had already ended.
-    fn forget(&self, shared: &Shared, holding: &Arc<Holding>) -> bool;
-
-    /// The give-back of the whole holding of the lock `target`, for when it is lost while
-    /// a renewal of it may have run.
-    fn undo(&self, target: &Target) -> Undo;
+    /// Forgets the holding once its loss is found; false when it had already ended. Only
+    /// the guard's release stops the renewals of a hold its thread does not own, and the
+    /// watchdog checks for that before it calls a hold lost.
+    fn forget(&self, shared: &Shared) -> bool {
+        (self.slot.as_ref()).is_none_or(|id| shared.holds().forget(id, &self.holding, true))
+    }
 }
 
 /// Starts renewing `holding` of the lock `target`, acquired by a command sent at `since`,
-/// the way `renewal` says, on a thread of the client's.
+/// the way `renewal` says, on a thread of the client's; `slot` names a thread-owned
+/// holding.
 pub(crate) fn start(
     target: &Target,
     holding: &Arc<Holding>,
-    since: Instant,
-    renewal: Box<dyn Renewal>,
+    (since, renewal): &(Instant, Arc<dyn Renewal>),
+    slot: Option<&HoldId>,
 ) -> std::io::Result<Ticket> {
     let shared = &target.shared;
     let client = Arc::downgrade(shared);
-    let due = since + shared.config().renew_interval();
+    let due = *since + shared.config().renew_interval();
     let job = Job {
         lock: target.subject().clone(),
         holding: holding.clone(),
-        since,
-        renewal,
+        since: *since,
+        renewal: renewal.clone(),
+        slot: slot.cloned(),
         target: target.downgrade(),
     };
     shared
         .workers()
         .start(due, Box::new(move |stop| renew_loop(&client, &job, stop)))
-}
-
-/// The watchdog's ticket for a hold taken without an explicit lease (`lease` is `None`);
-/// none for an explicit lease. When its thread cannot start, `undo` gives the hold back and
-/// the error says why.
-pub(crate) fn unless_leased(
-    target: &Target,
-    lease: Option<Duration>,
-    holding: &Arc<Holding>,
-    since: Instant,
-    renewal: impl FnOnce() -> Box<dyn Renewal>,
-    undo: impl FnOnce() -> Undo,
-) -> Result<Option<Ticket>> {
-    if lease.is_some() {
-        return Ok(None);
-    }
-    start(target, holding, since, renewal())
-        .map(Some)
-        .map_err(|source| {
-            target.give_back(undo());
-            Error::Watchdog {
-                lock: target.subject().clone(),
-                source,
-            }
-        })
 }
 
 /// Renews until stopped or lost.
@@ -138,7 +111,7 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                 let none = shared.nodes().tally(0, &[]);
                 return (Some((none, Vec::new())), false);
             }
-            let (tally, failed) = round(&shared, &*job.renewal, lease, valid_until);
+            let (tally, failed) = round(&shared, job, lease, valid_until);
             let taken = tally.verdict() == Verdict::Yes;
             (Some((tally, failed)), taken)
         }) else {
@@ -180,9 +153,9 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
                         return false;
                     }
                     if renewed && let Some(target) = job.target.upgrade() {
-                        target.give_back(job.renewal.undo(&target));
+                        target.give_back(job.renewal.undo(&target, 0));
                     }
-                    job.renewal.forget(&shared, &job.holding)
+                    job.forget(&shared)
                 });
                 if forgot {
                     let error = (!failed.is_empty()).then(|| shared.nodes().no_quorum(failed));
@@ -199,13 +172,14 @@ fn renew_loop(client: &Weak<Shared>, job: &Job, stop: &Stop) {
 /// back where the key is free; a single node never gets it back.
 fn round(
     shared: &Shared,
-    renewal: &dyn Renewal,
+    job: &Job,
     lease: Duration,
     valid_until: Instant,
 ) -> (Tally, Vec<NodeError>) {
     let nodes = shared.nodes();
     let run = |restore: bool| {
-        let cmd = renewal.command(shared, lease, restore);
+        // Where the key is gone (a node restarted empty), the hold goes back with its count.
+        let cmd = job.renewal.command(lease, restore, &|| job.held(shared));
         let results = nodes.run_all::<Renewed>(&cmd, Some(valid_until));
         let results = (nodes.list().iter().zip(results))
             .map(|(node, result)| match result {
@@ -214,7 +188,7 @@ fn round(
                     let round = config.connect_timeout + config.response_timeout;
                     let end = (Instant::now() + round).min(valid_until);
                     // A lease key found nowhere (evicted, deleted) is a hold gone: not kept.
-                    let extended = (renewal.strays(shared, lease).iter())
+                    let extended = (job.renewal.strays(lease, job.held(shared)).iter())
                         .map(|cmd| node.run_settling::<i64>(cmd, end, valid_until))
                         .collect::<Result<Vec<i64>>>();
                     extended.map(|replies| match replies.iter().all(|&n| n == 1) {

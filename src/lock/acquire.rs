@@ -7,7 +7,9 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::metrics;
+use crate::kinds::call::Call;
 use crate::kinds::kind::{Attempt, Kind};
+use crate::lease::hold::Hold;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::waiting::Waiting;
@@ -221,6 +223,9 @@ impl<K: Kind> Lock<K> {
             {
                 target.give_back(K::undo(target, &claim));
             }
+            // What it granted becomes a hold; where no watchdog can start for it, what it
+            // took was given back, and the attempt failed.
+            let attempt = attempt.and_then(|attempt| attempt.acquired(|g| Hold::new(target, g)));
             *queued |= attempt
                 .as_ref()
                 .map_or_else(Error::may_have_run, |attempt| {
@@ -328,9 +333,11 @@ impl<K: Kind> Lock<K> {
                     self.target.check_cancelled(self.cancel.as_ref())?;
                 }
                 if let Some(grant) = grant
-                    && let Some(Attempt::Acquired(hold)) =
+                    && let Some(Attempt::Acquired(grant)) =
                         K::granted(target, lease, busy_since, grant).transpose()?
                 {
+                    let hold = Hold::new(target, grant)?;
+                    target.shared.counters().grant_taken();
                     metrics::handoff(K::LABEL, woken.elapsed());
                     waiting.woken = false;
                     waiting.signal.take();

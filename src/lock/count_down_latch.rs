@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
 use crate::base::retry::Backoff;
+use crate::kinds::call::Call;
 use crate::kinds::latch::{self, MAX_COUNT};
 use crate::layout::names;
 use crate::lease::target::Target;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
+use crate::kinds::call::Call;
 use crate::kinds::counted::{self, Counted, MAX_PERMITS};
 use crate::layout::names;
 use crate::lease::target::Target;

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::base::error::{Error, Result};
 use crate::base::health::Health;
 use crate::base::retry::Backoff;
+use crate::kinds::call::Call;
+use crate::kinds::candidacy::Candidacy;
 use crate::kinds::election::{self, Leading};
-use crate::lease::target::{Candidacy, Target};
+use crate::lease::target::Target;
 use crate::lock::candidate::Candidate;
 use crate::lock::election_queue::Queue;
 use crate::lock::guard::LockGuard;
@@ -152,7 +154,7 @@ impl Election {
             Telling::start(listener, target.subject(), held.held.epoch(), &held.holding)
         });
         Leadership {
-            removal: removal::listen(target, &held.held),
+            removal: removal::listen(target, held),
             guard,
             telling,
         }

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use crate::base::error::{Error, Result};
 use crate::base::metrics;
 use crate::kinds::fenced::Fenced;
-use crate::kinds::kind::{Hold, Kind};
+use crate::kinds::kind::Kind;
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::token::{self, Token};
+use crate::lease::hold::Hold;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
 
@@ -79,7 +80,7 @@ impl<K: Kind> LockGuard<K> {
     /// Gives the hold back, recording the hold time and any error, and tells the watches.
     fn release(&self) -> Result<()> {
         metrics::released(K::LABEL, self.taken.elapsed());
-        let result = K::release(&self.lock.target, &self.hold);
+        let result = self.hold.release::<K>(&self.lock.target);
         if let Some(released) = self.watched_release.get() {
             released.store(true, Ordering::Release);
             self.hold.holding.wake_watchers();
@@ -157,7 +158,8 @@ impl LockGuard<Token> {
     /// quorum of nodes). Returns [`Error::Lost`](crate::Error::Lost) when it no longer does.
     /// On a hold the watchdog renews, the next renewal sets the client's lease again.
     pub fn extend(&self, lease: Duration) -> Result<()> {
-        token::extend(&self.lock.target, &self.hold, lease)
+        let hold = &self.hold;
+        token::extend(&self.lock.target, &hold.holding, &hold.held, lease)
     }
 }
 

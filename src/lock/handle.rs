@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::base::error::Result;
+use crate::kinds::call::Call;
 use crate::kinds::kind::Kind;
 use crate::kinds::reentrant::{self, Hashed, Reentrant};
 use crate::layout::names;

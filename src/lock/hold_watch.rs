@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::base::health::Health;
-use crate::lease::holding::Holding;
+use crate::kinds::holding::Holding;
 
 /// A watch on one hold of a guard or permit, made by [`LockGuard::watch`](crate::LockGuard::watch)
 /// or [`Permit::watch`](crate::Permit::watch): `Send + Sync + Clone`, so a helper thread can

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::base::error::Subject;
 use crate::base::health::Health;
-use crate::lease::holding::Holding;
+use crate::kinds::holding::Holding;
 
 /// What the listener of an [`Election`](crate::Election) handle
 /// ([`with_listener`](crate::Election::with_listener)) is told about the leaderships its

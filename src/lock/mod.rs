@@ -1,8 +1,8 @@
 //! The generic lock machine, written once for every kind: the lock handle (and the
 //! read-write lock's pair of them), the acquisition quartet with its deadlines, jittered
 //! retries and pub/sub waiting, and the guards; and the count-down latch's handle, whose
-//! wait shares the waiting state (`waiting`) with the acquisitions'. Uses `kinds` and
-//! everything below.
+//! wait shares the waiting state (`waiting`) with the acquisitions'. Uses `lease`, `kinds`
+//! and everything below.
 
 pub(crate) mod acquire;
 pub(crate) mod candidate;

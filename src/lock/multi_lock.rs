@@ -10,10 +10,12 @@ use crate::base::error::{Error, Result, Subject};
 use crate::base::health::Health;
 use crate::base::metrics;
 use crate::base::subject::Noun;
-use crate::kinds::kind::Kind;
+use crate::kinds::call::Call;
 use crate::kinds::kind::sealed::Machinery;
+use crate::kinds::kind::{Grant, Kind};
 use crate::kinds::multi::{self, Batch};
 use crate::kinds::reentrant::Reentrant;
+use crate::lease::hold::Hold;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::notify::cancel::Cancel;
@@ -377,15 +379,16 @@ fn take_unit(
         for lock in &locks {
             lock.target.check_cancelled(lock.cancel.as_ref())?;
         }
-        let targets: Vec<_> = locks.iter().map(|lock| &lock.target).collect();
-        let config = targets[0].shared.config();
+        let targets: Vec<&dyn Call> = locks.iter().map(|lock| &lock.target as _).collect();
+        let config = locks[0].target.shared.config();
         if spent(unit[0]) {
             return Ok(Err(unit[0]));
         }
         let started = Instant::now();
         let limit = try_deadline().checked_add(config.response_timeout);
         match multi::take(&targets, lease, limit) {
-            Ok(Batch::Taken(holds)) => {
+            Ok(Batch::Taken(grants)) => {
+                let holds = holds_of(&locks, grants)?;
                 for _ in &holds {
                     metrics::acquisition(Reentrant::LABEL, "acquired", started.elapsed());
                 }
@@ -426,6 +429,34 @@ fn take_unit(
         }
     }
     Ok(Ok(holds))
+}
+
+/// The holds that the grants of one batch make, one per lock of `locks`, in order. Where
+/// no watchdog can start for one, what it took was given back: so are the holds made
+/// before it, and what the grants after it took, in one round.
+fn holds_of(locks: &[&Lock<Reentrant>], grants: Vec<Grant<()>>) -> Result<Vec<Hold<()>>> {
+    let mut holds = Vec::with_capacity(grants.len());
+    let mut grants = grants.into_iter();
+    for (lock, grant) in locks.iter().zip(grants.by_ref()) {
+        let err = match Hold::new(&lock.target, grant) {
+            Ok(hold) => {
+                holds.push(hold);
+                continue;
+            }
+            Err(err) => err,
+        };
+        for (lock, hold) in locks.iter().zip(&holds) {
+            let _ = hold.release::<Reentrant>(&lock.target);
+        }
+        let rest = (locks[holds.len() + 1..].iter().zip(grants)).filter_map(|(lock, grant)| {
+            let (_, renewal) = grant.renew?;
+            let held = grant.slot.map_or(0, |(_, held)| held);
+            Some((lock.target.subject(), renewal.undo(&lock.target, held)))
+        });
+        lock.target.shared.give_back_all(rest);
+        return Err(err);
+    }
+    Ok(holds)
 }
 
 /// Gives back the holds of a round that did not take every member, logging what failed:

@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::base::retry::Backoff;
 use crate::kinds::election::{self, LeadingHeld};
 use crate::layout::names;
+use crate::lease::hold::Hold;
 use crate::lease::target::Target;
 use crate::lease::workers::Nudge;
 use crate::notify::hub::Signal;
@@ -45,7 +46,7 @@ struct Kept {
 /// confirmation was missed. None when there is nothing to listen for (no watchdog, or
 /// resigned already) or no subscription to be had (refused by Redis): then the next
 /// renewal finds a removal; the same on a client without pub/sub.
-pub(crate) fn listen(target: &Target, held: &LeadingHeld) -> Option<Removal> {
+pub(crate) fn listen(target: &Target, held: &Hold<LeadingHeld>) -> Option<Removal> {
     if !target.shared.config().pubsub {
         return None;
     }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
+use crate::kinds::call::Call;
 use crate::kinds::permits::{self, Permits};
 use crate::layout::names;
 use crate::lease::target::Target;
@@ -265,7 +266,7 @@ impl Semaphore {
             target.invalid_argument("id", "must be 32 lowercase hex digits".into())
         })?;
         target.begin()?;
-        permits::release_id(target, parsed, None)
+        permits::release_id(target, parsed)
     }
 }
 
@@ -319,7 +320,8 @@ impl Permit {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn extend(&self, lease: Duration) -> Result<()> {
-        permits::extend(&self.guard.lock().target, &self.guard.hold, lease)
+        let hold = &self.guard.hold;
+        permits::extend(&self.guard.lock().target, &hold.holding, &hold.held, lease)
     }
 
     /// Whether the watchdog, or a release, found the permit gone.

@@ -195,7 +195,7 @@ pub(crate) enum Renewed {
     Restored,
     /// The hold was there and extended where its key is, but some of the keys that keep
     /// its leases were not: in a slot being migrated, on the other node. The caller
-    /// extends those ([`Renewal::strays`](crate::lease::watchdog::Renewal::strays)).
+    /// extends those ([`Renewal::strays`](crate::kinds::renewal::Renewal::strays)).
     Partly,
     /// The hold is gone.
     Gone,
