@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use crate::base::config::Config;
 use crate::base::error::{Error, Result, Subject};
-use crate::kinds::candidacy::Candidacy;
 use crate::kinds::holding::Holding;
 use crate::kinds::slot::HoldId;
 use crate::kinds::undo::Undo;
@@ -49,13 +48,6 @@ pub trait Call {
 
     /// Whether the client is being closed.
     fn closing(&self) -> bool;
-
-    /// How an election's campaigns on this lock present their candidate; `None` for the
-    /// defaults.
-    fn candidacy(&self) -> Option<&Candidacy>;
-
-    /// How many permits each attempt on this lock takes (a counting semaphore's).
-    fn count(&self) -> u64;
 
     /// How many holds the client counts for the owner slot `slot`, and whether the
     /// watchdog renews them.

@@ -3,7 +3,7 @@
 
 /// What an election's campaigns say of their candidate, as its handle was set up.
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Candidacy {
+pub struct Candidacy {
     /// The candidate id its user chose: campaigns under it take over a leadership of the
     /// same id. `None`: an id per client and thread, and no take-over.
     pub id: Option<String>,

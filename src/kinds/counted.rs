@@ -111,12 +111,14 @@ impl Machinery for Counted {
 
     type Held = CountedHeld;
     type Affinity = ();
+    /// How many permits each attempt takes, as the handle asks (1 to 2^40).
+    type Request = u64;
     type Claim = CountedClaim;
 
-    fn claim(target: &dyn Call, _: Option<Duration>) -> CountedClaim {
+    fn claim(_: &dyn Call, count: &u64, _: Option<Duration>) -> CountedClaim {
         CountedClaim {
             id: names::random_id(),
-            count: target.count(),
+            count: *count,
         }
     }
 
@@ -209,7 +211,7 @@ impl Machinery for Counted {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
     }
 
-    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, count: &u64, limit: Option<Instant>) -> Option<HeldBy> {
         let key = target.key().ok()?;
         let node = node(target).ok()?;
         let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
@@ -220,10 +222,7 @@ impl Machinery for Counted {
             .ok()?;
         Some(HeldBy {
             key: String::from_utf8_lossy(key).into_owned(),
-            found: format!(
-                "{available} permits available, {} asked for",
-                target.count()
-            ),
+            found: format!("{available} permits available, {count} asked for"),
             holder: None,
             ttl: None,
         })

@@ -17,6 +17,7 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::base::retry::Backoff;
 use crate::kinds::call::Call;
+use crate::kinds::candidacy::Candidacy;
 use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
@@ -148,14 +149,14 @@ fn read_some(target: &dyn Call, after: u64, waiting: bool, end: Instant) -> Resu
 /// long it is shown.
 const QUEUED_LISTING: Duration = Duration::from_secs(24 * 3600);
 
-/// Lists this thread's candidate of `target` while it queues for its turn to campaign,
-/// under its owner field `owner` in the queue. A failure is logged: the candidate then
-/// queues unlisted.
-pub(crate) fn enlist(target: &dyn Call, owner: &str) {
+/// Lists this thread's candidate of `target`, as `candidacy` presents it, while it queues
+/// for its turn to campaign, under its owner field `owner` in the queue. A failure is
+/// logged: the candidate then queues unlisted.
+pub(crate) fn enlist(target: &dyn Call, candidacy: Option<&Candidacy>, owner: &str) {
     let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
         return;
     };
-    let id = candidate_id(target);
+    let id = candidate_id(target, candidacy);
     let name = &target.config().client_name;
     let candidates = names::election_candidates(key);
     let cmd = scripts::election_enlist(&candidates, owner, (&id, name), QUEUED_LISTING);
@@ -194,18 +195,19 @@ fn names_of(key: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     )
 }
 
-/// The candidate id of this thread's campaigns on `target`: the one its user chose, or the
-/// client's id and this thread's number, as a lock's owner field.
-pub(crate) fn candidate_id(target: &dyn Call) -> String {
-    match target.candidacy().and_then(|c| c.id.clone()) {
+/// The candidate id of this thread's campaigns on `target` as `candidacy` presents them:
+/// the one its user chose, or the client's id and this thread's number, as a lock's owner
+/// field.
+fn candidate_id(target: &dyn Call, candidacy: Option<&Candidacy>) -> String {
+    match candidacy.and_then(|c| c.id.clone()) {
         Some(id) => id,
         None => owner::field(target.client_id(), owner::current_thread()),
     }
 }
 
 /// Refuses a candidate id or value an election cannot take.
-fn check_candidacy(target: &dyn Call) -> Result<()> {
-    let Some(candidacy) = target.candidacy() else {
+fn check_candidacy(target: &dyn Call, candidacy: Option<&Candidacy>) -> Result<()> {
+    let Some(candidacy) = candidacy else {
         return Ok(());
     };
     if let Some(id) = &candidacy.id {
@@ -260,36 +262,36 @@ impl Machinery for Leading {
 
     type Held = LeadingHeld;
     type Affinity = ();
+    /// How the handle's campaigns present their candidate; `None` for the defaults.
+    type Request = Option<Arc<Candidacy>>;
 
-    type Claim = TokenClaim;
+    type Claim = Campaign;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> TokenClaim {
-        TokenClaim::new(target, lease)
+    fn claim(target: &dyn Call, request: &Self::Request, lease: Option<Duration>) -> Campaign {
+        Campaign {
+            token: TokenClaim::new(target, lease),
+            candidacy: request.clone(),
+        }
     }
 
-    fn undo(target: &dyn Call, claim: &TokenClaim) -> Undo {
-        Undo {
-            cmd: resign_cmd(target, &claim.token, target.give_back_wakes()),
-            lasts: claim.lease,
-            slot: None,
-            leaves_until: None,
-        }
+    fn undo(target: &dyn Call, claim: &Campaign) -> Undo {
+        resignation(target, &claim.token)
     }
 
     fn attempt(
         target: &dyn Call,
-        claim: &TokenClaim,
+        claim: &Campaign,
         lease: Option<Duration>,
         limit: Option<Instant>,
     ) -> Result<Attempt<Grant<LeadingHeld>>> {
         node(target)?;
-        check_candidacy(target)?;
+        let candidacy = claim.candidacy.as_deref();
+        check_candidacy(target, candidacy)?;
         let key = target.key()?;
-        let (token, script_lease) = (&claim.token, claim.lease);
+        let (token, script_lease) = (&claim.token.token, claim.token.lease);
         let (counter, record, candidates) = names_of(key);
         let observers = names::election_channel(key);
-        let candidacy = target.candidacy();
-        let id = candidate_id(target);
+        let id = candidate_id(target, candidacy);
         let who = scripts::Campaigner {
             name: &target.config().client_name,
             id: &id,
@@ -332,7 +334,7 @@ impl Machinery for Leading {
         Ok(Attempt::Acquired(grant(
             target,
             lease,
-            claim,
+            &claim.token,
             epoch,
             sent,
             valid_until,
@@ -359,7 +361,7 @@ impl Machinery for Leading {
         }))
     }
 
-    fn give_up(target: &dyn Call) {
+    fn give_up(target: &dyn Call, candidacy: &Self::Request) {
         // A campaign that ends without leading is no longer a candidate; a listing left
         // behind would go by itself once its time ran out.
         let (Ok(key), Ok(node)) = (target.begin(), node(target)) else {
@@ -367,14 +369,14 @@ impl Machinery for Leading {
         };
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(names::election_candidates(key))
-            .arg(candidate_id(target));
+            .arg(candidate_id(target, candidacy.as_deref()));
         let end = Instant::now() + target.config().response_timeout;
         if let Err(err) = node.run::<i64>(&cmd, end) {
             log::debug!("withdrawing a candidate of {}: {err:#}", target.subject());
         }
     }
 
-    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, _: &Self::Request, limit: Option<Instant>) -> Option<HeldBy> {
         let end = limit.unwrap_or_else(|| Instant::now() + target.config().response_timeout);
         let snapshot = read(target, u64::MAX, end)
             .map_err(|err| log::debug!("asking who leads {}: {err:#}", target.subject()))
@@ -496,6 +498,23 @@ fn resign_lasting(target: &dyn Call, token: &str, wake: bool, latch_ttl: Duratio
     )
 }
 
+/// What one campaign takes: the election, under a token of its own, for a candidate as
+/// its candidacy presents it.
+pub struct Campaign {
+    token: TokenClaim,
+    candidacy: Option<Arc<Candidacy>>,
+}
+
+/// The give-back of the leadership `claim` may have taken: its resignation.
+fn resignation(target: &dyn Call, claim: &TokenClaim) -> Undo {
+    Undo {
+        cmd: resign_cmd(target, &claim.token, target.give_back_wakes()),
+        lasts: claim.lease,
+        slot: None,
+        leaves_until: None,
+    }
+}
+
 /// What a campaign under `claim`, sent at `sent`, grants: the leadership of `epoch`,
 /// renewed by the watchdog unless taken with an explicit `lease`.
 fn grant(
@@ -539,6 +558,6 @@ impl Renewal for Renew {
             token: self.token.clone(),
             lease: target.config().lease,
         };
-        Leading::undo(target, &claim)
+        resignation(target, &claim)
     }
 }

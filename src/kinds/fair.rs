@@ -131,10 +131,11 @@ impl Machinery for Fair {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
@@ -221,7 +222,7 @@ impl Machinery for Fair {
         Some(target.config().fair_queue_wait / 3)
     }
 
-    fn give_up(target: &dyn Call) {
+    fn give_up(target: &dyn Call, _: &()) {
         let Ok(key) = target.begin() else {
             return;
         };

@@ -197,13 +197,21 @@ pub(crate) mod sealed {
         /// `"string"` for a `SET NX` lock.
         const STORED_AS: &'static str = "hash";
 
+        /// What every acquisition of a handle asks for besides its lease, as the handle
+        /// was set up: nothing for most kinds, a number of permits, a candidacy.
+        type Request: Clone + Default + Send + Sync;
+
         /// What one attempt takes if it succeeds, named before it is sent: the owner's
         /// field and count, a token, a permit's id. Whatever becomes of the attempt's
         /// reply, what it may have taken can be given back by this name.
         type Claim;
 
-        /// The claim of this thread's next attempt, for a hold of `lease`.
-        fn claim(target: &dyn Call, lease: Option<Duration>) -> Self::Claim;
+        /// The claim of this thread's next attempt, for `request` and a hold of `lease`.
+        fn claim(
+            target: &dyn Call,
+            request: &Self::Request,
+            lease: Option<Duration>,
+        ) -> Self::Claim;
 
         /// One round on every node: take a hold under `claim`, or learn why not. Rounds
         /// end by `limit`. Where it ends with an error after its command may have run
@@ -255,7 +263,11 @@ pub(crate) mod sealed {
         /// What holds the lock, by one look at Redis within `limit`, for a waiter that
         /// explains its wait: by default the lock key's type, expiry and (for a hash) its
         /// first owner field. `None` when nothing answered or the key is gone.
-        fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
+        fn describe(
+            target: &dyn Call,
+            _: &Self::Request,
+            limit: Option<Instant>,
+        ) -> Option<HeldBy> {
             let key = target.key().ok()?;
             let nodes = target.nodes();
             let results =
@@ -298,6 +310,6 @@ pub(crate) mod sealed {
         /// error, a re-entry that found its hold lost) after an attempt that may have
         /// queued it: one that found the lock busy, or failed after it may have reached
         /// Redis. A fair-lock waiter leaves the queue.
-        fn give_up(_: &dyn Call) {}
+        fn give_up(_: &dyn Call, _: &Self::Request) {}
     }
 }

@@ -61,7 +61,7 @@ pub struct NonReentrantFair;
 /// A kind taken once by its holder, and the kind whose layout and machinery it uses.
 pub trait Once: Send + Sync + 'static {
     /// The kind it is taken once of.
-    type Of: Hashed<Held = (), Affinity = *const (), Claim = reentrant::Claim>;
+    type Of: Hashed<Held = (), Affinity = *const (), Request = (), Claim = reentrant::Claim>;
     /// The name in metrics.
     const NAME: &'static str;
 }
@@ -94,10 +94,11 @@ impl<T: Once> Machinery for T {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
     type Claim = reentrant::Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
-        <T::Of as Machinery>::claim(target, lease)
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
+        <T::Of as Machinery>::claim(target, &(), lease)
     }
 
     fn attempt(
@@ -130,8 +131,8 @@ impl<T: Once> Machinery for T {
         <T::Of as Machinery>::longest_wait(target)
     }
 
-    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
-        <T::Of as Machinery>::describe(target, limit)
+    fn describe(target: &dyn Call, _: &(), limit: Option<Instant>) -> Option<HeldBy> {
+        <T::Of as Machinery>::describe(target, &(), limit)
     }
 
     fn takes_grants(target: &dyn Call, lease: Option<Duration>) -> bool {
@@ -149,8 +150,8 @@ impl<T: Once> Machinery for T {
         <T::Of as Machinery>::granted(target, lease, since, grant)
     }
 
-    fn give_up(target: &dyn Call) {
-        <T::Of as Machinery>::give_up(target)
+    fn give_up(target: &dyn Call, _: &()) {
+        <T::Of as Machinery>::give_up(target, &())
     }
 }
 

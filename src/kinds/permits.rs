@@ -59,10 +59,11 @@ impl Machinery for Permits {
 
     type Held = PermitHeld;
     type Affinity = ();
+    type Request = ();
 
     type Claim = Claimed;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> Claimed {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> Claimed {
         Claimed {
             id: rand::random(),
             lease: lease.unwrap_or(target.config().lease),
@@ -151,7 +152,7 @@ impl Machinery for Permits {
         Cow::Owned(names::semaphore_channel(&target.shared_key()))
     }
 
-    fn describe(target: &dyn Call, limit: Option<Instant>) -> Option<HeldBy> {
+    fn describe(target: &dyn Call, _: &(), limit: Option<Instant>) -> Option<HeldBy> {
         let (key, timeouts, _) = keys(target).ok()?;
         let [node] = target.nodes().list() else {
             return None;

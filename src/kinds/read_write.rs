@@ -41,10 +41,11 @@ impl Machinery for Read {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 
@@ -133,10 +134,11 @@ impl Machinery for Write {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 

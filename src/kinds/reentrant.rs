@@ -31,10 +31,11 @@ impl Machinery for Reentrant {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
 
     type Claim = Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> Claim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> Claim {
         claim::<Self>(target, lease)
     }
 

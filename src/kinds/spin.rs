@@ -46,10 +46,11 @@ impl Machinery for Spin {
 
     type Held = ();
     type Affinity = *const ();
+    type Request = ();
 
     type Claim = reentrant::Claim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> reentrant::Claim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
         reentrant::claim::<Self>(target, lease)
     }
 

@@ -43,11 +43,12 @@ impl Machinery for Token {
 
     type Held = TokenHeld;
     type Affinity = ();
+    type Request = ();
     const POLLS: bool = true;
 
     type Claim = TokenClaim;
 
-    fn claim(target: &dyn Call, lease: Option<Duration>) -> TokenClaim {
+    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> TokenClaim {
         TokenClaim::new(target, lease)
     }
 

@@ -8,7 +8,6 @@ use redis::Cmd;
 use crate::base::config::{Config, MAX_NAME_LEN};
 use crate::base::error::{Error, Noun, Result, Subject};
 use crate::kinds::call::Call;
-use crate::kinds::candidacy::Candidacy;
 use crate::kinds::holding::Holding;
 use crate::kinds::slot::HoldId;
 use crate::kinds::undo::Undo;
@@ -22,10 +21,6 @@ use crate::transport::node::Nodes;
 pub struct Target {
     pub(crate) shared: Arc<Shared>,
     name: Arc<Name>,
-    /// How an election's campaigns present their candidate; `None` for the defaults.
-    candidacy: Option<Arc<Candidacy>>,
-    /// How many permits each attempt on a counting semaphore takes; 1 for everything else.
-    count: u64,
 }
 
 /// A [`Target`] that does not keep its client alive, for the client's own threads.
@@ -40,8 +35,6 @@ impl WeakTarget {
         Some(Target {
             shared: self.shared.upgrade()?,
             name: self.name.clone(),
-            candidacy: None,
-            count: 1,
         })
     }
 }
@@ -103,34 +96,6 @@ impl Target {
                 channel,
                 invalid,
             }),
-            candidacy: None,
-            count: 1,
-        }
-    }
-
-    /// How many permits each attempt on this target takes (a counting semaphore's).
-    pub(crate) fn count(&self) -> u64 {
-        self.count
-    }
-
-    /// This target, with each attempt on it taking `count` permits.
-    pub(crate) fn with_count(&self, count: u64) -> Self {
-        Target {
-            count,
-            ..self.clone()
-        }
-    }
-
-    /// How an election's campaigns on this target present their candidate.
-    pub(crate) fn candidacy(&self) -> Option<&Candidacy> {
-        self.candidacy.as_deref()
-    }
-
-    /// This target, with its campaigns presenting their candidate as `candidacy` says.
-    pub(crate) fn with_candidacy(&self, candidacy: Candidacy) -> Self {
-        Target {
-            candidacy: Some(Arc::new(candidacy)),
-            ..self.clone()
         }
     }
 
@@ -279,14 +244,6 @@ impl Call for Target {
 
     fn closing(&self) -> bool {
         self.shared.closing().is_cancelled()
-    }
-
-    fn candidacy(&self) -> Option<&Candidacy> {
-        Target::candidacy(self)
-    }
-
-    fn count(&self) -> u64 {
-        Target::count(self)
     }
 
     fn holds(&self, slot: &HoldId) -> (u32, bool) {

@@ -124,7 +124,7 @@ impl<K: Kind> Lock<K> {
         // lost reply or a hold found lost is an error): leave, or the next waiter waits for
         // the place to run out on a free lock.
         if queued && !matches!(result, Ok(Some(_))) {
-            K::give_up(&self.target);
+            K::give_up(&self.target, &self.request);
         }
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
@@ -150,7 +150,7 @@ impl<K: Kind> Lock<K> {
                 let limit = deadline.and_then(|d| d.checked_add(self.config().response_timeout));
                 limit
                     .is_some_and(|limit| limit > Instant::now())
-                    .then(|| K::describe(&self.target, limit))
+                    .then(|| K::describe(&self.target, &self.request, limit))
                     .flatten()
             })
             .flatten();
@@ -213,7 +213,7 @@ impl<K: Kind> Lock<K> {
             // Whether an unlock after this attempt is sure to wake us: only then may the
             // wait below last until the holder's lease runs out.
             let notified = waiting.confirmed() && !polls;
-            let claim = K::claim(target, lease);
+            let claim = K::claim(target, &self.request, lease);
             let sent = Instant::now();
             let attempt = K::attempt(target, &claim, lease, limit);
             // Its reply lost, late or an error after the command may have run: what it may
@@ -350,7 +350,8 @@ impl<K: Kind> Lock<K> {
     /// Logs a warning when what holds the lock has no expiry: nothing frees it by itself,
     /// so without it every waiter would wait for ever in silence.
     fn warn_if_held_for_ever(&self, limit: Option<Instant>) {
-        if let Some(held_by) = K::describe(&self.target, limit).filter(|h| h.ttl.is_none()) {
+        let held_by = K::describe(&self.target, &self.request, limit);
+        if let Some(held_by) = held_by.filter(|h| h.ttl.is_none()) {
             log::warn!(
                 "waiting for {}, which nothing frees by itself: {held_by}; waiters wait \
                  until it is deleted or changed",

@@ -83,7 +83,7 @@ impl CountingSemaphore {
     fn taking(&self, n: u64) -> Result<Lock<Counted>> {
         check_permits(self.target(), n)?;
         let mut lock = self.permits.clone();
-        lock.target = lock.target.with_count(n);
+        lock.request = n;
         Ok(lock)
     }
 

@@ -275,7 +275,7 @@ impl Election {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) and send nothing. A
     /// leader changes it with [`Leadership::proclaim`].
     pub fn with_value(&self, value: impl Into<String>) -> Self {
-        let mut candidacy = self.target().candidacy().cloned().unwrap_or_default();
+        let mut candidacy = self.candidacy();
         candidacy.value = Some(value.into());
         self.with_candidacy(candidacy)
     }
@@ -303,14 +303,19 @@ impl Election {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn as_candidate(&self, id: impl Into<String>) -> Self {
-        let mut candidacy = self.target().candidacy().cloned().unwrap_or_default();
+        let mut candidacy = self.candidacy();
         candidacy.id = Some(id.into());
         self.with_candidacy(candidacy)
     }
 
+    /// How this handle's campaigns present their candidate.
+    fn candidacy(&self) -> Candidacy {
+        self.lock.request.as_deref().cloned().unwrap_or_default()
+    }
+
     fn with_candidacy(&self, candidacy: Candidacy) -> Self {
         let mut lock = self.lock.clone();
-        lock.target = self.target().with_candidacy(candidacy);
+        lock.request = Some(Arc::new(candidacy));
         Election {
             lock,
             listener: self.listener.clone(),

@@ -42,7 +42,8 @@ impl Queue {
         Err(Error::Timeout {
             lock: election.target.subject().clone(),
             waited: started.elapsed(),
-            held_by: Leading::describe(&election.target, Some(limit)).map(Box::new),
+            held_by: Leading::describe(&election.target, &election.request, Some(limit))
+                .map(Box::new),
         })
     }
 
@@ -66,7 +67,8 @@ impl Queue {
         queue.cancel.clone_from(&election.cancel);
         // Listed while it queues, under its place in the queue.
         let owner = owner::field(self.target.shared.id(), owner::current_thread());
-        election::enlist(&election.target, &owner);
+        let candidacy = election.request.as_deref();
+        election::enlist(&election.target, candidacy, &owner);
         let turn = queue.acquire(None, deadline);
         election::delist(&election.target, &owner);
         let Some(turn) = turn? else {
@@ -89,7 +91,7 @@ impl Queue {
 /// own leadership back at once, as a plain one does, without queuing.
 fn leads_already(election: &Lock<Leading>) -> Result<bool> {
     let target = &election.target;
-    let Some(id) = target.candidacy().and_then(|c| c.id.as_deref()) else {
+    let Some(id) = election.request.as_ref().and_then(|c| c.id.as_deref()) else {
         return Ok(false);
     };
     let end = Instant::now() + target.shared.config().response_timeout;

@@ -34,6 +34,8 @@ use crate::transport::scripts;
 /// when time runs out; introspection reports what a quorum agrees on.
 pub struct Lock<K: Kind = Reentrant> {
     pub(crate) target: Target,
+    /// What each acquisition asks for besides its lease (see `Machinery::Request`).
+    pub(crate) request: K::Request,
     /// The token whose cancel ends this handle's waits.
     pub(crate) cancel: Option<Cancel>,
     kind: PhantomData<fn() -> K>,
@@ -43,6 +45,7 @@ impl<K: Kind> Lock<K> {
     pub(crate) fn new(target: Target) -> Self {
         Lock {
             target,
+            request: K::Request::default(),
             cancel: None,
             kind: PhantomData,
         }
@@ -182,6 +185,7 @@ impl<K: Kind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Lock {
             target: self.target.clone(),
+            request: self.request.clone(),
             cancel: self.cancel.clone(),
             kind: PhantomData,
         }
