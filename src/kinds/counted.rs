@@ -183,8 +183,8 @@ impl Machinery for Counted {
         // reply, its slot moving) is made sure of by the attempt's own undo, which gives
         // back what the marker still records, once, and nothing if the release ran (it
         // deleted the marker), in the background while the marker is surely there. The
-        // release, if it comes later (held up on its way), then finds no marker and adds
-        // nothing.
+        // release, if it comes later (held up on its way), then finds no marker, or one a
+        // retry of the undo left "undone", and adds nothing.
         if let Err(err) = &released
             && err.is_transient()
         {

@@ -666,6 +666,46 @@ fn a_release_that_comes_after_its_undo_adds_nothing() {
     assert_eq!(get_int(&mut server.conn(), NAME), 3, "given back twice");
 }
 
+/// A release held up on its way (3 s) fails; the client's own background undo gives the
+/// permits back, its reply is lost and it is sent again; then the held release lands. It
+/// must add nothing: before, the second undo's "undone" marker looked to the release like
+/// the acquisition's own, and the two permits were counted twice.
+#[test]
+fn a_release_that_lands_after_its_undo_ran_twice_adds_nothing() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let sem = client.counting_semaphore(NAME);
+    assert!(sem.try_set_permits(3).unwrap());
+    let two = sem.acquire_many(2).unwrap();
+    assert_eq!(get_int(&mut server.conn(), NAME), 1);
+    proxy.delay_request_to(&add_sha(), Duration::from_secs(3));
+    let err = two.release().unwrap_err();
+    assert!(err.is_connection(), "{err:#}");
+    // The background's first try of the undo: it runs, and its reply is lost.
+    let undo = sha(include_str!("../../src/transport/scripts/csem_undo.lua"));
+    proxy.cut_on_reply_to(&undo);
+    let latches = |server: &Server| {
+        let keys = keys(server);
+        keys.iter()
+            .filter(|k| k.starts_with("redisson_unlock_latch:"))
+            .count()
+    };
+    let before = latches(&server);
+    assert!(
+        eventually(NO_HANG, || proxy.trap_sprung()),
+        "the undo's reply was not lost"
+    );
+    assert!(
+        eventually(NO_HANG, || latches(&server) > before),
+        "the held release did not run"
+    );
+    assert_eq!(get_int(&mut server.conn(), NAME), 3, "counted twice");
+}
+
 /// On a cluster: the count, the markers and the latches share the name's slot; a waiter
 /// subscribes on the primary serving it (sharded or not) and the release wakes it there.
 #[test]

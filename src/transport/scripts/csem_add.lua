@@ -6,7 +6,9 @@
 --             the number available after it ran, so that a retry of the call after a lost
 --             reply changes nothing and answers what the first try did
 -- KEYS[3]  only in the release of permits taken by csem_acquire.lua: the marker of the
---             attempt that took them, deleted (nothing is left for its undo to give back)
+--             attempt that took them, deleted (nothing is left for its undo to give back);
+--             when it says "undone", the undo gave them back first (an earlier try of it
+--             deleted the number, a later one wrote "undone"): nothing is added, and it stays
 -- ARGV[1]  the semaphore's channel (see csem_undo.lua)
 -- ARGV[2]  how many permits to add: an integer, below zero to take away, not 0
 -- ARGV[3]  how long the latch lasts, in milliseconds: longer than the call's retries
@@ -37,7 +39,12 @@ elseif kind ~= 'none' then
     return redis.error_reply('WRONGKIND ' .. kind)
 end
 local delta = tonumber(ARGV[2])
-if KEYS[3] and ARGV[5] == '1' and redis.call('exists', KEYS[3]) == 0 then
+-- The marker counts only while it holds the number taken. "undone" is written by an undo
+-- that found no marker: one that came after an earlier try of the same undo (its reply
+-- lost) gave the permits back, or after this release ran; either way nothing is to be
+-- added, whatever ARGV[5] says.
+local marked = KEYS[3] and redis.call('get', KEYS[3])
+if KEYS[3] and (marked == 'undone' or (not marked and ARGV[5] == '1')) then
     delta = 0
 end
 local total = value + delta
@@ -54,7 +61,7 @@ if delta ~= 0 then
     redis.call('publish', ARGV[1], total)
 end
 redis.call('set', KEYS[2], total, 'px', ARGV[3])
-if KEYS[3] then
+if KEYS[3] and marked ~= 'undone' then
     redis.call('del', KEYS[3])
 end
 return total

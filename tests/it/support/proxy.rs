@@ -82,6 +82,8 @@ enum Trap {
     DropRequestThenRefuse,
     /// The command never reaches the server; the client gets these bytes as its reply.
     Answer(Vec<u8>),
+    /// The command reaches the server this late (other connections flow meanwhile).
+    DelayRequest(Duration),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -185,6 +187,12 @@ impl Proxy {
     /// the client gets `reply` (raw RESP, such as `-NOSCRIPT some words\r\n`) instead.
     pub fn answer_instead(&self, needle: &[u8], reply: &[u8]) {
         self.arm(needle, Trap::Answer(reply.to_vec()));
+    }
+
+    /// One-shot: the next client→server chunk containing `needle` reaches the server
+    /// `delay` late; every other connection flows meanwhile.
+    pub fn delay_request_to(&self, needle: &[u8], delay: Duration) {
+        self.arm(needle, Trap::DelayRequest(delay));
     }
 
     /// One-shot: the next client→server chunk containing `needle` reaches the server at
@@ -386,6 +394,16 @@ fn pump(shared: &Shared, id: u64, direction: Direction, mut from: TcpStream, mut
                         state.refusing = true;
                         state.trap_sprung = true;
                         break;
+                    }
+                    Some((_, Trap::DelayRequest(delay))) => {
+                        state.trap_sprung = true;
+                        state.sprung_at = Some(Instant::now());
+                        drop(guard);
+                        std::thread::sleep(delay);
+                        if to.write_all(chunk).is_err() {
+                            break;
+                        }
+                        continue;
                     }
                     Some((_, Trap::Answer(reply))) => {
                         state.trap_sprung = true;
