@@ -612,7 +612,8 @@ fn a_leader_paused_past_its_lease_learns_it_lost_with_a_lower_epoch() {
         to: support::history::nanos_at_most(Instant::now().min(next.valid_until())),
     });
     history.assert_exclusive();
-    assert_eq!(next.health(), Health::Held);
+    // Still the leader (a renewal of its short lease may be late on a loaded machine).
+    assert!(!next.is_lost(), "{:?}", next.health());
     next.resign().unwrap();
 }
 
