@@ -236,3 +236,92 @@ fn modules_import_each_other_in_no_circle() {
         );
     }
 }
+
+/// Where each kind may be named outside its own place (`src/kinds/<kind>.rs` and its
+/// folder), beside the re-export in `lib.rs` and its constructor in `client/lock_client.rs`,
+/// and why. Every module of `kinds` is here: the kinds, and the seam they share.
+const KIND_PLACES: &[(&str, &[&str], &str)] = &[
+    ("spin", &[], "the generic lock machine serves it"),
+    ("non_reentrant", &[], "the generic lock machine serves it"),
+    (
+        "token",
+        &["lock::guard"],
+        "a token guard's own calls: its token, extend",
+    ),
+    ("fenced", &["lock::guard"], "a fenced guard's token"),
+    (
+        "fair",
+        &["kinds::non_reentrant", "lock::election_queue"],
+        "the non-reentrant fair lock and the first-come-first-served election build on it",
+    ),
+    (
+        "read_write",
+        &["lock::read_write_lock"],
+        "its handle of two sides",
+    ),
+    ("permits", &["lock::semaphore"], "its handle"),
+    (
+        "counted",
+        &["lock::counting_semaphore", "lock::semaphore"],
+        "its handle; the leased semaphore shares its bound on a count",
+    ),
+    ("latch", &["lock::count_down_latch"], "its handle"),
+    (
+        "election",
+        &[
+            "lock::election",
+            "lock::election_queue",
+            "lock::observer",
+            "lock::removal",
+        ],
+        "its handle, its queue, its observers, and the removal of a leader by the tool",
+    ),
+    ("multi", &["lock::multi_lock"], "its handle"),
+];
+
+/// The modules of `kinds` that are the seam every kind uses, not kinds.
+const SEAM: &[&str] = &[
+    "call",
+    "candidacy",
+    "holding",
+    "kind",
+    "renewal",
+    "reentrant",
+    "slot",
+    "undo",
+];
+
+/// A new kind is its own place, one constructor and one re-export: every module of `kinds`
+/// is a kind listed above with where else it is named (and why), or part of the seam; a
+/// kind named anywhere else fails here.
+#[test]
+fn a_kind_is_named_outside_its_place_only_where_listed() {
+    let modules = modules();
+    let imports = imports();
+    let kinds: BTreeSet<&str> = (modules.keys())
+        .filter_map(|m| m.strip_prefix("kinds::"))
+        .filter(|m| !m.contains("::"))
+        .collect();
+    let listed: BTreeSet<&str> = (KIND_PLACES.iter().map(|(k, ..)| *k))
+        .chain(SEAM.iter().copied())
+        .collect();
+    assert_eq!(
+        kinds, listed,
+        "modules of kinds vs the kinds and seam listed here"
+    );
+    let mut wrong = Vec::new();
+    for (kind, places, _why) in KIND_PLACES {
+        let module = format!("kinds::{kind}");
+        for (user, used) in &imports {
+            let own = user == &module || user.starts_with(&format!("{module}::"));
+            let constructor = user == "client::lock_client";
+            if used.contains(&module) && !own && !constructor && !places.contains(&user.as_str()) {
+                wrong.push(format!("{user} names {module}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "kinds named outside their places: {wrong:#?}"
+    );
+}
