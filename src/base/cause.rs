@@ -72,6 +72,11 @@ impl Cause {
         }
     }
 
+    /// Whether nothing failed: every pooled connection stayed busy.
+    pub(crate) fn is_busy(&self) -> bool {
+        matches!(self.0, Repr::Busy)
+    }
+
     /// Why the pool's last connect failed, if it was that.
     pub(crate) fn as_connect(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         match &self.0 {

@@ -578,6 +578,12 @@ impl Error {
         }
     }
 
+    /// Every pooled connection stayed busy for the whole wait for one, and no connect
+    /// failed: the command did not run, and a call with time left waits on.
+    pub(crate) fn is_pool_busy(&self) -> bool {
+        matches!(self, Error::Pool { cause, .. } if cause.is_busy())
+    }
+
     /// A failure that a later try may not meet: Redis could not be reached or did not
     /// answer, or the cluster slot was moving; not a refusal, which it would meet again.
     pub(crate) fn is_transient(&self) -> bool {

@@ -139,7 +139,10 @@ impl LockClientBuilder {
         }
     }
 
-    /// Most pooled connections open at once, 1 to 1024. Defaults to 8.
+    /// Most pooled connections open at once, 1 to 1024. Defaults to 8. Each call holds one
+    /// for one round trip; a call that finds them all busy for a connect timeout, with time
+    /// left before its deadline, waits on (cancellably) rather than failing, and one with no
+    /// time left (`try_lock`) returns [`Error::Pool`](crate::Error::Pool).
     pub fn pool_size(mut self, size: u32) -> Self {
         self.config.pool_size = size;
         self

@@ -236,9 +236,12 @@ impl<K: Kind> Lock<K> {
                 self.target.check_cancelled(self.cancel.as_ref())?;
             }
             // A cluster slot still being migrated (or without a primary) when the attempt's
-            // bound passed: a call without a deadline tries again after a pause.
+            // bound passed: a call without a deadline tries again after a pause. Every
+            // pooled connection busy (other threads' calls), nothing failing: a call with
+            // time left tries again after a pause, within its deadline and its cancel.
             let attempt = match attempt {
                 Err(err) if deadline.is_none() && err.is_slot_moving() => Ok(Attempt::Retry(err)),
+                Err(err) if err.is_pool_busy() => Ok(Attempt::Retry(err)),
                 attempt => attempt,
             };
             let ttl = match attempt? {

@@ -400,7 +400,8 @@ fn take_unit(
             Ok(Batch::Busy(at)) => return Ok(Err(unit[at])),
             // Taken too slowly, and given back: waited for as the first one is.
             Ok(Batch::Slow) => return Ok(Err(unit[0])),
-            Err(err) if err.is_slot_moving() => {}
+            // A slot being migrated, or every pooled connection busy: each alone.
+            Err(err) if err.is_slot_moving() || err.is_pool_busy() => {}
             Err(err) => return Err(err),
         }
     }
@@ -411,9 +412,9 @@ fn take_unit(
             return Ok(Err(at));
         }
         let taken = match members[at].take(lease, Some(try_deadline())) {
-            // Its slot still moving when the try's bound passed: waited for as a busy
-            // member is, within the caller's deadline.
-            Err(err) if err.is_slot_moving() => Ok(None),
+            // Its slot still moving when the try's bound passed, or every pooled
+            // connection busy: waited for as a busy member is, within the caller's deadline.
+            Err(err) if err.is_slot_moving() || err.is_pool_busy() => Ok(None),
             taken => taken,
         };
         match taken {

@@ -190,3 +190,35 @@ fn a_timeout_beyond_the_clock_waits_until_the_holder_releases() {
     let order_kept = waiting.join().unwrap().expect("woken by the release");
     assert!(order_kept, "the waiter got the lock before the release");
 }
+
+/// Every pooled connection (one) busy with another thread's call for longer than the
+/// connect timeout: a call with time left waits for the connection within its deadline,
+/// instead of failing as the pool's wait for a connection ends; a call with no time left
+/// still says the pool is busy.
+#[test]
+fn a_call_with_time_left_waits_out_a_busy_pool() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let client = redmutex::LockClient::builder(&proxy.url())
+        .pool_size(1)
+        .connect_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    // The one connection is open and the scripts loaded: only the replies will be slow.
+    drop(client.lock("warm").lock().unwrap());
+    proxy.delay_replies(Duration::from_secs(2));
+    let before = server.calls("evalsha");
+    let slow = std::thread::spawn({
+        let lock = client.lock("slow");
+        move || lock.lock().map(drop)
+    });
+    // The slow call holds the connection until its reply comes.
+    await_calls(&server, before + 1);
+    let err = client.lock("other").try_lock().map(drop).unwrap_err();
+    assert!(err.is_connection(), "no time left: {err}");
+    let taken = client.lock("other").try_lock_for(Duration::from_secs(60));
+    proxy.delay_replies(Duration::ZERO);
+    assert!(matches!(taken, Ok(Some(_))), "{taken:?}");
+    slow.join().unwrap().unwrap();
+}
