@@ -1135,8 +1135,8 @@ fn redlock(plan: &Plan) -> Result<String> {
     };
     // The reentrant lock's own acquire and release scripts, fanned out the same way.
     let (acquire, release) = (
-        Script::new(include_str!("../src/transport/scripts/acquire.lua")),
-        Script::new(include_str!("../src/transport/scripts/release.lua")),
+        Script::new(include_str!("../src/kinds/reentrant/acquire.lua")),
+        Script::new(include_str!("../src/kinds/reentrant/release.lua")),
     );
     for conn in raw.iter_mut() {
         for script in [&acquire, &release] {

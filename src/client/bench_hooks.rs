@@ -41,8 +41,8 @@ pub enum RawKind {
 /// scripts alone on a plain connection; [`load_scripts`] loads them there first.
 #[doc(hidden)]
 pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::Cmd) {
+    use crate::kinds::{counted, fair, permits, read_write, reentrant, token};
     use crate::layout::names;
-    use crate::transport::scripts;
     const OWNER: &str = "5d4a1b7e-0c3f-4b8e-9a21-6f0e2d3c4b5a:1";
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
     let key = key.as_bytes();
@@ -51,8 +51,8 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
     let latch = names::unlock_latch(key, &format!("{request:032x}"));
     match kind {
         RawKind::Reentrant => (
-            scripts::acquire(key, lease, OWNER, 0),
-            scripts::release(
+            reentrant::scripts::acquire(key, lease, OWNER, 0),
+            reentrant::scripts::release(
                 key,
                 &names::channel(key),
                 &latch,
@@ -67,7 +67,8 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             let mut acquire = redis::cmd("SET");
             acquire.arg(key).arg(TOKEN).arg("NX").arg("PX").arg(30_000);
             let channel = names::channel(key);
-            let release = scripts::token_release(key, &channel, &latch, TOKEN, latch_ttl, true);
+            let release =
+                token::scripts::token_release(key, &channel, &latch, TOKEN, latch_ttl, true);
             (acquire, release)
         }
         RawKind::Fair => {
@@ -80,8 +81,8 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             let wait = Duration::from_secs(5);
             let channel = names::channel(key);
             let acquire =
-                scripts::fair_acquire(key, &channel, queue, lease, OWNER, 0, wait, wait * 60);
-            let release = scripts::fair_release(
+                fair::scripts::fair_acquire(key, &channel, queue, lease, OWNER, 0, wait, wait * 60);
+            let release = fair::scripts::fair_release(
                 key,
                 &channel,
                 &latch,
@@ -98,9 +99,10 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
         RawKind::Read => {
             let timeouts = names::read_timeouts(key, OWNER);
             let writer = format!("{OWNER}:write");
-            let acquire = scripts::read_acquire(key, &timeouts, lease, (OWNER, &writer), 0);
+            let acquire =
+                read_write::scripts::read_acquire(key, &timeouts, lease, (OWNER, &writer), 0);
             let prefix = names::read_timeouts_prefix(key);
-            let release = scripts::read_release(
+            let release = read_write::scripts::read_release(
                 key,
                 &names::rwlock_channel(key),
                 &latch,
@@ -120,16 +122,16 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             );
             let keys = (key, &timeouts[..], &channel[..]);
             (
-                scripts::semaphore_acquire(keys, &id, lease, true),
-                scripts::semaphore_release(keys, &latch, &id, latch_ttl),
+                permits::scripts::semaphore_acquire(keys, &id, lease, true),
+                permits::scripts::semaphore_release(keys, &latch, &id, latch_ttl),
             )
         }
         RawKind::Counting => {
             let marker = names::counting_taken(key, &format!("{request:032x}"));
             let channel = names::semaphore_channel(key);
             (
-                scripts::csem_acquire(key, &marker, 1, lease),
-                scripts::csem_add(
+                counted::scripts::csem_acquire(key, &marker, 1, lease),
+                counted::scripts::csem_add(
                     (key, &latch, Some((&marker, true))),
                     &channel,
                     1,
@@ -144,6 +146,7 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
 /// Loads every script of the library on `conn`, for [`raw_pair`]'s commands.
 #[doc(hidden)]
 pub fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    crate::client::lock_client::declare_scripts();
     crate::transport::scripts::load_all(conn)
 }
 

@@ -11,7 +11,7 @@ use crate::base::error::{Error, Noun, Result};
 use crate::client::lock_client::LockClient;
 use crate::layout::names;
 use crate::lock::candidate::Candidate;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// What kind of lock a key holds, as its layout tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +212,7 @@ impl LockClient {
         // The script takes the keys as keys and the four channels as arguments.
         let keys: [&[u8]; 5] = [0, 2, 3, 4, 5].map(|i| &names[i][..]);
         let channels: [&[u8]; 4] = [1, 6, 7, 8].map(|i| &names[i][..]);
-        let cmd = scripts::inspect(&keys, &channels);
+        let cmd = common::inspect(&keys, &channels);
         let nodes = self.shared().nodes();
         let results = nodes.run_all_unhurried::<Value>(&cmd);
         let (mut free, mut failed) = (None, None);

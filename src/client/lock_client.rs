@@ -23,6 +23,7 @@ use crate::lock::multi_lock::MultiLock;
 use crate::lock::read_write_lock::ReadWriteLock;
 use crate::lock::semaphore::Semaphore;
 use crate::transport::node::{Node, Nodes};
+use crate::transport::{common, scripts};
 
 /// Most nodes one client may lock on.
 const MAX_NODES: usize = 64;
@@ -283,6 +284,7 @@ impl LockClient {
     }
 
     fn assemble(config: Config, list: Vec<Arc<Node>>) -> Result<LockClient> {
+        declare_scripts();
         let bad = |reason: String| Error::InvalidConfig {
             setting: "urls",
             reason,
@@ -329,4 +331,10 @@ impl fmt::Debug for LockClient {
             .field("id", &self.id())
             .finish_non_exhaustive()
     }
+}
+
+/// Declares every script of the library to the registry, before a client sends one: a
+/// server that lost its scripts then gets all of them back from one load.
+pub(crate) fn declare_scripts() {
+    scripts::declare(crate::kinds::scripts().chain(common::SCRIPTS.iter().copied()));
 }

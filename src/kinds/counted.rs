@@ -10,6 +10,8 @@
 //! that makes its retry a no-op, and deletes the marker of the attempt whose permits it
 //! gives back.
 
+pub(crate) mod scripts;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +23,6 @@ use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery
 use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::transport::node::Node;
-use crate::transport::scripts;
 
 /// Most permits one call may take, give back or add.
 pub(crate) const MAX_PERMITS: u64 = 1 << 40;

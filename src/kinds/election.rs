@@ -8,6 +8,8 @@
 //! leader is announced to observers. Candidates wait on the lock channel as every waiter
 //! does.
 
+pub(crate) mod scripts;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,8 +25,8 @@ use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::{names, owner};
 use crate::topology::quorum::validity_end;
+use crate::transport::common::Released;
 use crate::transport::node::Node;
-use crate::transport::scripts::{self, Released};
 
 /// How many leaders an election's record keeps: an observer that falls further behind
 /// than this misses the oldest of them.

@@ -1,6 +1,8 @@
 //! The fair lock, Redisson's `RFairLock`: the reentrant lock's hash, taken first come,
 //! first served through a queue of waiting owners beside it.
 
+pub(crate) mod scripts;
+
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,7 @@ use crate::kinds::undo::Undo;
 use crate::layout::names::{self, Granted};
 use crate::layout::owner::current_thread;
 use crate::topology::quorum::validity_end;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// The fair kind, Redisson's `RFairLock` layout: the [`Reentrant`] lock's hash, plus a
 /// queue of the waiting owners (`redisson_lock_queue:{<key>}`, a list) and when each loses
@@ -176,7 +178,7 @@ impl Machinery for Fair {
 
     /// Wakes the head of the queue on its own channel, where it waits, after dropping the
     /// waiters before it whose places ran out.
-    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
         let keys = QueueKeys::of(key);
         scripts::fair_force_unlock(key, target.channel(), keys.get(), forced)
     }

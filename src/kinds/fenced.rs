@@ -1,6 +1,8 @@
 //! The fenced lock, Redisson's `RFencedLock`: the reentrant lock whose every acquisition
 //! draws a fencing token from a counter beside it.
 
+pub(crate) mod scripts;
+
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
@@ -11,7 +13,6 @@ use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::reentrant::{self, Answer, Hashed};
 use crate::kinds::undo::Undo;
 use crate::layout::names;
-use crate::transport::scripts;
 
 /// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
 /// re-entries included, also takes a fencing token, `guard.token()`, from a counter at

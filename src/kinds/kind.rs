@@ -24,7 +24,7 @@ use crate::kinds::slot::HoldId;
 use crate::kinds::undo::Undo;
 use crate::layout::names::Granted;
 use crate::topology::quorum::Outcome;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
 /// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
@@ -246,12 +246,12 @@ pub(crate) mod sealed {
         }
 
         /// The script that deletes the lock whoever holds it (or only the holder `forced`
-        /// names), wakes its waiters and leaves a latch (see [`scripts::force_unlock`]): by default the lock's key if it holds
+        /// names), wakes its waiters and leaves a latch (see [`common::force_unlock`]): by default the lock's key if it holds
         /// [`STORED_AS`](Self::STORED_AS), woken on its channel with Redisson's unlock
         /// message (wakes one). A kind whose waiters listen elsewhere, or that may delete
         /// only in one mode, says so here.
-        fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
-            scripts::force_unlock(key, target.channel(), "0", Self::STORED_AS, forced)
+        fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
+            common::force_unlock(key, target.channel(), "0", Self::STORED_AS, forced)
         }
 
         /// The longest a waiter may wait between two attempts, however long the holder's
@@ -270,8 +270,7 @@ pub(crate) mod sealed {
         ) -> Option<HeldBy> {
             let key = target.key().ok()?;
             let nodes = target.nodes();
-            let results =
-                nodes.run_all::<(String, i64, Option<String>)>(&scripts::busy(key), limit);
+            let results = nodes.run_all::<(String, i64, Option<String>)>(&common::busy(key), limit);
             let (kind, ttl, holder) = results.into_iter().find_map(|result| {
                 result
                     .map_err(|err| log::debug!("asking what holds {}: {err:#}", target.subject()))

@@ -15,13 +15,14 @@
 //! fresh connection when the first one dropped, and the second run then answers what the
 //! first did instead of counting down twice.
 
+pub(crate) mod scripts;
+
 use std::time::Instant;
 
 use crate::base::error::{Error, Result};
 use crate::kinds::call::Call;
 use crate::layout::names;
 use crate::topology::slots::slot;
-use crate::transport::scripts;
 
 /// Most a count may be set to: beyond any count a service counts down one by one.
 pub(crate) const MAX_COUNT: u64 = 1 << 40;

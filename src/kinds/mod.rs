@@ -5,7 +5,8 @@
 //! (`undo`) and thread-owned holds (`slot`) for the machine to run and count; a holding's
 //! validity and loss (`holding`) is what kinds and machine share. Also the count-down
 //! latch's protocol (`latch`), which holds nothing and keeps off the seam. Uses
-//! `transport` and everything below, never the machine above it (`lease`, `lock`).
+//! `transport` and everything below, never the machine above it (`lease`, `lock`). Each
+//! kind's scripts are in its folder, with the functions that build their calls (`scripts`).
 
 pub(crate) mod call;
 pub(crate) mod candidacy;
@@ -26,3 +27,22 @@ pub(crate) mod slot;
 pub(crate) mod spin;
 pub(crate) mod token;
 pub(crate) mod undo;
+
+use crate::transport::scripts::Lua;
+
+/// Every kind's scripts.
+pub(crate) fn scripts() -> impl Iterator<Item = &'static Lua> {
+    let kinds = [
+        counted::scripts::SCRIPTS,
+        election::scripts::SCRIPTS,
+        fair::scripts::SCRIPTS,
+        fenced::scripts::SCRIPTS,
+        latch::scripts::SCRIPTS,
+        multi::scripts::SCRIPTS,
+        permits::scripts::SCRIPTS,
+        read_write::scripts::SCRIPTS,
+        reentrant::scripts::SCRIPTS,
+        token::scripts::SCRIPTS,
+    ];
+    kinds.into_iter().flatten().copied()
+}

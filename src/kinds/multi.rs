@@ -2,6 +2,8 @@
 //! one script takes a hold of each, or of none, in one round trip. Each hold it grants is
 //! the reentrant lock's, which the lock machine then makes a hold as it makes any other.
 
+pub(crate) mod scripts;
+
 use std::time::{Duration, Instant};
 
 use crate::base::error::{Error, Result};
@@ -11,7 +13,7 @@ use crate::kinds::reentrant::{self, Claim, Reentrant};
 use crate::layout::names;
 use crate::topology::quorum::validity_end;
 use crate::topology::slots;
-use crate::transport::scripts::{self, MultiTaken};
+use scripts::MultiTaken;
 
 /// What one attempt on a batch came to.
 pub(crate) enum Batch {

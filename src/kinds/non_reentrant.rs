@@ -15,7 +15,7 @@ use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
 use crate::kinds::undo::Undo;
 use crate::layout::names::Granted;
 use crate::layout::owner::current_thread;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// The non-reentrant kind, Redisson's `RNonReentrantLock` layout: the [`Reentrant`] lock's
 /// hash, written, renewed and released exactly as that is, so Java services using
@@ -123,7 +123,7 @@ impl<T: Once> Machinery for T {
         <T::Of as Machinery>::wait_channel(target)
     }
 
-    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
         <T::Of as Machinery>::force_unlock_cmd(target, key, forced)
     }
 

@@ -3,6 +3,8 @@
 //! leases end. Each acquisition takes one permit under an id of its own, so a permit is
 //! owned by its id, not by a thread.
 
+pub(crate) mod scripts;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::topology::quorum::validity_end;
-use crate::transport::scripts::{self, Renewed};
+use crate::transport::common::Renewed;
 
 /// The permits of a [`Semaphore`](crate::Semaphore): the kind behind its
 /// [`Permit`](crate::Permit)s. A busy attempt waits at most until the first held lease

@@ -2,6 +2,8 @@
 //! says whether it is read or written, each reader's read holds under its owner field and
 //! the writer's under `<owner>:write`; many readers or one writer.
 
+pub(crate) mod scripts;
+
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,7 @@ use crate::kinds::slot::Mode;
 use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::current_thread;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// The read side of a [`ReadWriteLock`](crate::ReadWriteLock).
 #[derive(Debug, Clone, Copy, Default)]
@@ -73,9 +75,9 @@ impl Machinery for Read {
 
     /// Only a lock held for reading; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
-        scripts::force_unlock(key, &channel, "1", "read", forced)
+        common::force_unlock(key, &channel, "1", "read", forced)
     }
 }
 
@@ -173,9 +175,9 @@ impl Machinery for Write {
 
     /// Only a lock held for writing; the message wakes every waiter: readers and a writer
     /// may all be waiting.
-    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
         let channel = Self::wait_channel(target);
-        scripts::force_unlock(key, &channel, "1", "write", forced)
+        common::force_unlock(key, &channel, "1", "write", forced)
     }
 }
 

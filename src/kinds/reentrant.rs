@@ -1,6 +1,8 @@
 //! The reentrant lock, Redisson's `RLock`: a hash whose field `"<client-uuid>:<thread-id>"`
 //! counts the holds of its one owner, a thread of one client.
 
+pub(crate) mod scripts;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +19,8 @@ use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
 use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
-use crate::transport::scripts::{self, FRESH, Released};
+use crate::transport::common::Released;
+use scripts::FRESH;
 
 /// The reentrant kind, Redisson's `RLock` layout: the lock is a Redis hash whose field
 /// `"<client-uuid>:<thread-id>"` counts the holds of its one owner, so Java services using
@@ -112,7 +115,7 @@ pub trait Hashed: Machinery {
     /// One command per key that a renewal replying [`Renewed::Partly`] left to extend where
     /// that key is; none for a kind whose holds live in the hash alone.
     ///
-    /// [`Renewed::Partly`]: crate::transport::scripts::Renewed::Partly
+    /// [`Renewed::Partly`]: crate::transport::common::Renewed::Partly
     fn stray_cmds(_key: &[u8], _lease: Duration, _field: &str, _held: u32) -> Vec<Cmd> {
         Vec::new()
     }

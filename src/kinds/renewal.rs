@@ -21,7 +21,7 @@ pub(crate) trait Renewal: Send + Sync {
     /// slot being migrated they are sent where each key is. None for a kind whose renewal
     /// touches one key.
     ///
-    /// [`Renewed::Partly`]: crate::transport::scripts::Renewed::Partly
+    /// [`Renewed::Partly`]: crate::transport::common::Renewed::Partly
     fn strays(&self, _lease: Duration, _held: u32) -> Vec<Cmd> {
         Vec::new()
     }

@@ -11,7 +11,7 @@ use crate::kinds::call::Call;
 use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
 use crate::kinds::undo::Undo;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// The spin kind, Redisson's `RSpinLock` layout: the [`Reentrant`] lock's hash (so a
 /// reentrant lock and a spin lock of one name exclude each other, and Java's `RLock` and
@@ -76,8 +76,8 @@ impl Machinery for Spin {
         Backoff::new(initial, max)
     }
 
-    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &scripts::Forced<'_>) -> Cmd {
-        scripts::force_unlock(key, target.channel(), "", Self::STORED_AS, forced)
+    fn force_unlock_cmd(target: &dyn Call, key: &[u8], forced: &common::Forced<'_>) -> Cmd {
+        common::force_unlock(key, target.channel(), "", Self::STORED_AS, forced)
     }
 }
 

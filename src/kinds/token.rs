@@ -1,6 +1,8 @@
 //! The token lock: `SET key token NX PX lease`, the layout of redis-py's `Lock`, redsync and
 //! node-redlock. Owned by a random token, not by a thread, so its guard may move.
 
+pub(crate) mod scripts;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,8 @@ use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::topology::quorum::{Grants, Outcome, Verdict, validity_end};
-use crate::transport::scripts::{self, Released, Renewed, millis};
+use crate::transport::common::{Released, Renewed};
+use crate::transport::scripts::millis;
 
 /// The token kind: the lock is a Redis string holding its owner's token, set with `SET key
 /// token NX PX lease`, the layout redis-py's `Lock`, redsync and node-redlock use, so a

@@ -14,7 +14,7 @@ use crate::lease::shared::Shared;
 use crate::lease::target::{Target, WeakTarget};
 use crate::lease::workers::{Stop, Ticket};
 use crate::topology::quorum::{Tally, Verdict};
-use crate::transport::scripts::Renewed;
+use crate::transport::common::Renewed;
 
 /// What one watchdog renews.
 struct Job {

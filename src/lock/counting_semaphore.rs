@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
 use crate::kinds::call::Call;
+use crate::kinds::counted::scripts::{self, CsemRead};
 use crate::kinds::counted::{self, Counted, MAX_PERMITS};
 use crate::layout::names;
 use crate::lease::target::Target;
@@ -13,7 +14,6 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::semaphore::check_permits;
 use crate::notify::cancel::Cancel;
-use crate::transport::scripts::{self, CsemRead};
 
 /// A semaphore without leases: a number of permits that acquisitions take and releases give
 /// back, by any threads and processes. Made by

@@ -13,7 +13,7 @@ use crate::kinds::reentrant::{self, Hashed, Reentrant};
 use crate::layout::names;
 use crate::lease::target::Target;
 use crate::notify::cancel::Cancel;
-use crate::transport::scripts;
+use crate::transport::common;
 
 /// A lock on one Redis key, shared by every thread and process that names it. `K` is its
 /// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
@@ -141,7 +141,7 @@ impl<K: Kind> Lock<K> {
         let target = &self.target;
         let key = target.open()?;
         let latch = names::unlock_latch(key, &names::random_id());
-        let forced = scripts::Forced {
+        let forced = common::Forced {
             latch: &latch,
             latch_ttl: target.shared.config().latch_ttl(),
             holder,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
 use crate::kinds::call::Call;
+use crate::kinds::permits::scripts;
 use crate::kinds::permits::{self, Permits};
 use crate::layout::names;
 use crate::lease::target::Target;
@@ -13,7 +14,6 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
 use crate::notify::cancel::Cancel;
-use crate::transport::scripts;
 
 use crate::kinds::counted::MAX_PERMITS;
 

@@ -19,6 +19,7 @@ use crate::notify::notifier::Notifier;
 use crate::topology::endpoint;
 use crate::topology::sentinel::Sentinel;
 use crate::topology::server::Topology;
+use crate::transport::common;
 use crate::transport::no_scripts;
 use crate::transport::pool::{Conn, KeepFailures, LastFailure, Manager, Opens};
 use crate::transport::scripts;
@@ -154,7 +155,7 @@ impl Shard {
     pub fn check(&self, probe_key: &[u8]) -> Result<()> {
         let channel = names::channel(probe_key);
         let latch = names::unlock_latch(probe_key, &names::random_id());
-        let cmd = scripts::check(probe_key, &channel, &latch);
+        let cmd = common::check(probe_key, &channel, &latch);
         self.topology.endpoint()?;
         let mut conn = self.direct.open()?;
         let end = Instant::now() + self.direct.response_timeout;

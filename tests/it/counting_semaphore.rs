@@ -24,11 +24,11 @@ fn sha(source: &str) -> Vec<u8> {
 }
 
 fn acquire_sha() -> Vec<u8> {
-    sha(include_str!("../../src/transport/scripts/csem_acquire.lua"))
+    sha(include_str!("../../src/kinds/counted/csem_acquire.lua"))
 }
 
 fn add_sha() -> Vec<u8> {
-    sha(include_str!("../../src/transport/scripts/csem_add.lua"))
+    sha(include_str!("../../src/kinds/counted/csem_add.lua"))
 }
 
 fn keys(server: &Server) -> Vec<String> {
@@ -489,8 +489,8 @@ fn an_acquisition_that_comes_after_its_undo_takes_nothing() {
     let sem = server.client().counting_semaphore(NAME);
     sem.try_set_permits(3).unwrap();
     let marker = "{slots}:redmutex_taken:0123456789abcdef0123456789abcdef";
-    let undo = Script::new(include_str!("../../src/transport/scripts/csem_undo.lua"));
-    let acquire = Script::new(include_str!("../../src/transport/scripts/csem_acquire.lua"));
+    let undo = Script::new(include_str!("../../src/kinds/counted/csem_undo.lua"));
+    let acquire = Script::new(include_str!("../../src/kinds/counted/csem_acquire.lua"));
     let given: i64 = undo
         .key(NAME)
         .key(marker)
@@ -541,9 +541,7 @@ fn a_release_whose_reply_is_cut_counts_once() {
     let proxy = Proxy::start(server.port());
     let client = LockClient::open(&proxy.url()).unwrap();
     let sem = client.counting_semaphore(NAME);
-    proxy.cut_on_reply_to(&sha(include_str!(
-        "../../src/transport/scripts/csem_set.lua"
-    )));
+    proxy.cut_on_reply_to(&sha(include_str!("../../src/kinds/counted/csem_set.lua")));
     assert!(sem.try_set_permits(3).unwrap(), "the first try set them");
     assert!(proxy.trap_sprung());
     let two = sem.acquire_many(2).unwrap();
@@ -560,7 +558,7 @@ fn a_release_whose_reply_is_cut_counts_once() {
     assert!(proxy.trap_sprung());
     assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
     // A drain and a delete answer what their first try did.
-    let read = sha(include_str!("../../src/transport/scripts/csem_read.lua"));
+    let read = sha(include_str!("../../src/kinds/counted/csem_read.lua"));
     sem.release(2).unwrap();
     proxy.cut_on_reply_to(&read);
     assert_eq!(
@@ -641,7 +639,7 @@ fn a_release_that_comes_after_its_undo_adds_nothing() {
     proxy.pause();
     let err = two.release().unwrap_err();
     assert!(err.is_connection(), "{err:#}");
-    let undo = Script::new(include_str!("../../src/transport/scripts/csem_undo.lua"));
+    let undo = Script::new(include_str!("../../src/kinds/counted/csem_undo.lua"));
     let given: i64 = undo
         .key(NAME)
         .key(&marker)
@@ -686,7 +684,7 @@ fn a_release_that_lands_after_its_undo_ran_twice_adds_nothing() {
     let err = two.release().unwrap_err();
     assert!(err.is_connection(), "{err:#}");
     // The background's first try of the undo: it runs, and its reply is lost.
-    let undo = sha(include_str!("../../src/transport/scripts/csem_undo.lua"));
+    let undo = sha(include_str!("../../src/kinds/counted/csem_undo.lua"));
     proxy.cut_on_reply_to(&undo);
     let latches = |server: &Server| {
         let keys = keys(server);

@@ -316,7 +316,7 @@ fn every_other_kind_refuses_an_election_s_key_and_leaves_it_alone() {
 fn acquire(redis: &mut redis::Connection, token: &str) -> (i64, i64) {
     Script::new(concat!(
         include_str!("../../src/transport/scripts/shape.lua"),
-        include_str!("../../src/transport/scripts/election_acquire.lua")
+        include_str!("../../src/kinds/election/election_acquire.lua")
     ))
     .key(NAME)
     .key(COUNTER)
@@ -1276,7 +1276,7 @@ fn a_vacant_observer_soon_finds_a_leader_that_announced_nothing() {
 
 /// What the proxy finds a resignation by (a forced one's too): its script's SHA1.
 fn resign_sha() -> Vec<u8> {
-    let script = include_str!("../../src/transport/scripts/election_resign.lua");
+    let script = include_str!("../../src/kinds/election/election_resign.lua");
     Script::new(script).get_hash().as_bytes().to_vec()
 }
 

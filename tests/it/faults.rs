@@ -26,7 +26,7 @@ fn sha(script: &str) -> String {
 }
 
 fn acquire_sha() -> String {
-    sha(include_str!("../../src/transport/scripts/acquire.lua"))
+    sha(include_str!("../../src/kinds/reentrant/acquire.lua"))
 }
 
 /// Waits for `lock` in a thread, with no deadline of its own (a waiter with a deadline makes
@@ -144,7 +144,7 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
         let last = guards.next().unwrap();
         for inner in guards {
             proxy.cut_on_reply_to(
-                sha(include_str!("../../src/transport/scripts/release.lua")).as_bytes(),
+                sha(include_str!("../../src/kinds/reentrant/release.lua")).as_bytes(),
             );
             inner.unlock().unwrap();
             assert!(proxy.trap_sprung());
@@ -154,9 +154,8 @@ fn honest_release_a_release_whose_reply_was_lost_reports_success() {
                 "one hold given back, not two"
             );
         }
-        proxy.cut_on_reply_to(
-            sha(include_str!("../../src/transport/scripts/release.lua")).as_bytes(),
-        );
+        proxy
+            .cut_on_reply_to(sha(include_str!("../../src/kinds/reentrant/release.lua")).as_bytes());
         let result = last.unlock();
         assert!(proxy.trap_sprung(), "the reply to the release was lost");
         result.unwrap();

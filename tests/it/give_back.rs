@@ -68,7 +68,7 @@ fn a_lost_reply_leaves_nothing(
 
 #[test]
 fn a_lost_reentrant_attempt_leaves_nothing_held() {
-    let acquire = sha(include_str!("../../src/transport/scripts/acquire.lua"));
+    let acquire = sha(include_str!("../../src/kinds/reentrant/acquire.lua"));
     a_lost_reply_leaves_nothing(
         "reentrant",
         &acquire,
@@ -80,9 +80,7 @@ fn a_lost_reentrant_attempt_leaves_nothing_held() {
 
 #[test]
 fn a_lost_fenced_attempt_leaves_nothing_held() {
-    let fenced = sha(include_str!(
-        "../../src/transport/scripts/fenced_acquire.lua"
-    ));
+    let fenced = sha(include_str!("../../src/kinds/fenced/fenced_acquire.lua"));
     a_lost_reply_leaves_nothing(
         "fenced",
         &fenced,
@@ -94,7 +92,7 @@ fn a_lost_fenced_attempt_leaves_nothing_held() {
 
 #[test]
 fn a_lost_fair_attempt_leaves_nothing_held() {
-    let fair = sha(include_str!("../../src/transport/scripts/fair_acquire.lua"));
+    let fair = sha(include_str!("../../src/kinds/fair/fair_acquire.lua"));
     a_lost_reply_leaves_nothing(
         "fair",
         &fair,
@@ -106,7 +104,7 @@ fn a_lost_fair_attempt_leaves_nothing_held() {
 
 #[test]
 fn a_lost_read_attempt_leaves_nothing_held() {
-    let read = sha(include_str!("../../src/transport/scripts/read_acquire.lua"));
+    let read = sha(include_str!("../../src/kinds/read_write/read_acquire.lua"));
     a_lost_reply_leaves_nothing(
         "read",
         &read,
@@ -124,9 +122,7 @@ fn a_lost_read_attempt_leaves_nothing_held() {
 
 #[test]
 fn a_lost_write_attempt_leaves_nothing_held() {
-    let write = sha(include_str!(
-        "../../src/transport/scripts/write_acquire.lua"
-    ));
+    let write = sha(include_str!("../../src/kinds/read_write/write_acquire.lua"));
     a_lost_reply_leaves_nothing(
         "write",
         &write,
@@ -160,7 +156,7 @@ fn a_lost_token_attempt_leaves_nothing_held() {
 #[test]
 fn a_lost_semaphore_attempt_leaves_nothing_held() {
     let permit = sha(include_str!(
-        "../../src/transport/scripts/semaphore_acquire.lua"
+        "../../src/kinds/permits/semaphore_acquire.lua"
     ));
     a_lost_reply_leaves_nothing(
         "semaphore",
@@ -175,7 +171,7 @@ fn a_lost_semaphore_attempt_leaves_nothing_held() {
 fn a_lost_election_attempt_leaves_nothing_held() {
     let campaign = sha(concat!(
         include_str!("../../src/transport/scripts/shape.lua"),
-        include_str!("../../src/transport/scripts/election_acquire.lua")
+        include_str!("../../src/kinds/election/election_acquire.lua")
     ));
     a_lost_reply_leaves_nothing(
         "election",

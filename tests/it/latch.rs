@@ -25,9 +25,7 @@ fn sha(script: &str) -> String {
 }
 
 fn count_down_sha() -> String {
-    sha(include_str!(
-        "../../src/transport/scripts/latch_count_down.lua"
-    ))
+    sha(include_str!("../../src/kinds/latch/latch_count_down.lua"))
 }
 
 fn keys(server: &Server) -> Vec<String> {
@@ -290,8 +288,7 @@ fn a_count_down_whose_reply_was_lost_counts_once() {
     let client = LockClient::open(&proxy.url()).unwrap();
     let latch = client.count_down_latch(NAME);
     // A set whose reply was lost reports the set, not a refusal.
-    proxy
-        .cut_on_reply_to(sha(include_str!("../../src/transport/scripts/latch_set.lua")).as_bytes());
+    proxy.cut_on_reply_to(sha(include_str!("../../src/kinds/latch/latch_set.lua")).as_bytes());
     assert!(latch.try_set_count(3).unwrap());
     assert!(proxy.trap_sprung());
     for left in [2, 1] {
@@ -314,9 +311,7 @@ fn a_count_down_whose_reply_was_lost_counts_once() {
     assert!(err.to_string().contains("not sent again"), "{err}");
     assert!(eventually(NO_HANG, || latch.count().unwrap() == 0));
     assert!(latch.try_set_count(1).unwrap());
-    proxy.cut_on_reply_to(
-        sha(include_str!("../../src/transport/scripts/latch_delete.lua")).as_bytes(),
-    );
+    proxy.cut_on_reply_to(sha(include_str!("../../src/kinds/latch/latch_delete.lua")).as_bytes());
     assert!(latch.delete().unwrap(), "the deletion ran once and says so");
     assert!(proxy.trap_sprung());
     assert_eq!(latch.count().unwrap(), 0);

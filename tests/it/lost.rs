@@ -349,7 +349,7 @@ fn a_renewal_that_ran_unanswered_is_given_back_with_the_loss() {
     let client = cut_off_client(&proxy.url(), tx);
     let guard = client.lock("unanswered").lock().unwrap();
     // Every renewal runs on Redis, extending the key by a lease, and is never answered.
-    let renew = redis::Script::new(include_str!("../../src/transport/scripts/renew.lua"));
+    let renew = redis::Script::new(include_str!("../../src/kinds/reentrant/renew.lua"));
     proxy.silence_after(renew.get_hash().as_bytes());
     rx.recv_timeout(PATIENCE).expect("the loss was told");
     assert!(guard.is_lost());

@@ -196,52 +196,52 @@ fn needle(kind: &str, call: Call) -> Option<Vec<u8>> {
     let script = match (kind, call) {
         ("token", Call::Acquire) => return Some(b"\r\n$2\r\nNX\r\n".to_vec()),
         ("reentrant" | "spin", Call::Acquire) => {
-            include_str!("../../src/transport/scripts/acquire.lua")
+            include_str!("../../src/kinds/reentrant/acquire.lua")
         }
         // A multi-lock's one script over several reentrant locks.
-        ("multi", Call::Acquire) => include_str!("../../src/transport/scripts/multi_acquire.lua"),
+        ("multi", Call::Acquire) => include_str!("../../src/kinds/multi/multi_acquire.lua"),
         ("fenced", Call::Acquire) => {
-            include_str!("../../src/transport/scripts/fenced_acquire.lua")
+            include_str!("../../src/kinds/fenced/fenced_acquire.lua")
         }
-        ("fair", Call::Acquire) => include_str!("../../src/transport/scripts/fair_acquire.lua"),
-        ("read", Call::Acquire) => include_str!("../../src/transport/scripts/read_acquire.lua"),
-        ("write", Call::Acquire) => include_str!("../../src/transport/scripts/write_acquire.lua"),
+        ("fair", Call::Acquire) => include_str!("../../src/kinds/fair/fair_acquire.lua"),
+        ("read", Call::Acquire) => include_str!("../../src/kinds/read_write/read_acquire.lua"),
+        ("write", Call::Acquire) => include_str!("../../src/kinds/read_write/write_acquire.lua"),
         ("semaphore", Call::Acquire) => {
-            include_str!("../../src/transport/scripts/semaphore_acquire.lua")
+            include_str!("../../src/kinds/permits/semaphore_acquire.lua")
         }
         ("reentrant" | "fenced" | "spin", Call::Release) => {
-            include_str!("../../src/transport/scripts/release.lua")
+            include_str!("../../src/kinds/reentrant/release.lua")
         }
-        ("fair", Call::Release) => include_str!("../../src/transport/scripts/fair_release.lua"),
-        ("token", Call::Release) => include_str!("../../src/transport/scripts/token_release.lua"),
-        ("read", Call::Release) => include_str!("../../src/transport/scripts/read_release.lua"),
-        ("write", Call::Release) => include_str!("../../src/transport/scripts/write_release.lua"),
+        ("fair", Call::Release) => include_str!("../../src/kinds/fair/fair_release.lua"),
+        ("token", Call::Release) => include_str!("../../src/kinds/token/token_release.lua"),
+        ("read", Call::Release) => include_str!("../../src/kinds/read_write/read_release.lua"),
+        ("write", Call::Release) => include_str!("../../src/kinds/read_write/write_release.lua"),
         ("semaphore", Call::Release) => {
-            include_str!("../../src/transport/scripts/semaphore_release.lua")
+            include_str!("../../src/kinds/permits/semaphore_release.lua")
         }
         ("reentrant" | "fenced" | "fair" | "spin", Call::Renew) => {
-            include_str!("../../src/transport/scripts/renew.lua")
+            include_str!("../../src/kinds/reentrant/renew.lua")
         }
-        ("token", Call::Renew) => include_str!("../../src/transport/scripts/token_renew.lua"),
-        ("read", Call::Renew) => include_str!("../../src/transport/scripts/read_renew.lua"),
-        ("write", Call::Renew) => include_str!("../../src/transport/scripts/write_renew.lua"),
+        ("token", Call::Renew) => include_str!("../../src/kinds/token/token_renew.lua"),
+        ("read", Call::Renew) => include_str!("../../src/kinds/read_write/read_renew.lua"),
+        ("write", Call::Renew) => include_str!("../../src/kinds/read_write/write_renew.lua"),
         ("semaphore", Call::Renew) => {
-            include_str!("../../src/transport/scripts/semaphore_renew.lua")
+            include_str!("../../src/kinds/permits/semaphore_renew.lua")
         }
-        ("fair", Call::GiveUp) => include_str!("../../src/transport/scripts/fair_give_up.lua"),
+        ("fair", Call::GiveUp) => include_str!("../../src/kinds/fair/fair_give_up.lua"),
         ("election", Call::Acquire) => concat!(
             include_str!("../../src/transport/scripts/shape.lua"),
-            include_str!("../../src/transport/scripts/election_acquire.lua")
+            include_str!("../../src/kinds/election/election_acquire.lua")
         ),
         // A forced resignation sends the leader's own.
         ("election", Call::Release | Call::Force) => {
-            include_str!("../../src/transport/scripts/election_resign.lua")
+            include_str!("../../src/kinds/election/election_resign.lua")
         }
-        ("election", Call::Renew) => include_str!("../../src/transport/scripts/election_renew.lua"),
+        ("election", Call::Renew) => include_str!("../../src/kinds/election/election_renew.lua"),
         // The scripts that judge a key's shape run after shape.lua.
         ("fair", Call::Force) => concat!(
             include_str!("../../src/transport/scripts/shape.lua"),
-            include_str!("../../src/transport/scripts/fair_force_unlock.lua")
+            include_str!("../../src/kinds/fair/fair_force_unlock.lua")
         ),
         ("reentrant" | "fenced" | "spin" | "token" | "read" | "write", Call::Force) => concat!(
             include_str!("../../src/transport/scripts/shape.lua"),

@@ -302,11 +302,9 @@ fn a_cancelled_or_timed_out_wait_ends_holding_nothing() {
 }
 
 fn multi_acquire_sha() -> String {
-    redis::Script::new(include_str!(
-        "../../src/transport/scripts/multi_acquire.lua"
-    ))
-    .get_hash()
-    .to_owned()
+    redis::Script::new(include_str!("../../src/kinds/multi/multi_acquire.lua"))
+        .get_hash()
+        .to_owned()
 }
 
 #[test]

@@ -283,7 +283,7 @@ fn a_waiter_whose_attempt_came_before_the_confirmation_attempts_again() {
     let channel = "redisson_lock__channel:{w}";
 
     // The waiter's attempt runs and finds "w" held; its reply is kept from it for now.
-    let acquire = redis::Script::new(include_str!("../../src/transport/scripts/acquire.lua"));
+    let acquire = redis::Script::new(include_str!("../../src/kinds/reentrant/acquire.lua"));
     proxy.hold_reply_to(acquire.get_hash().as_bytes());
     let base = server.calls("evalsha");
     let (taken, got) = std::sync::mpsc::channel();

@@ -415,7 +415,7 @@ fn fair_lock_a_crashed_waiter_of_ours_among_java_ones_loses_its_place_after_its_
 fn crashed_waiter(server: &Server, owner: &str, wait_ms: u64) -> Option<(i64, i64)> {
     eval(
         &mut server.conn(),
-        include_str!("../../src/transport/scripts/fair_acquire.lua"),
+        include_str!("../../src/kinds/fair/fair_acquire.lua"),
         &[FAIR_KEYS[0], FAIR_KEYS[1], FAIR_KEYS[2], OURS],
         &[arg(30000), arg(owner), arg(0), arg(wait_ms), arg(JAVA_WAIT)],
     )

@@ -10,7 +10,7 @@ use support::{Server, hash};
 const FIELD: &str = "6f1c2a9e-2222-4d4d-9999-abcdefabcdef:7";
 
 fn acquire(redis: &mut redis::Connection, held: u32) -> Option<i64> {
-    Script::new(include_str!("../../src/transport/scripts/acquire.lua"))
+    Script::new(include_str!("../../src/kinds/reentrant/acquire.lua"))
         .key("k")
         .arg(30_000)
         .arg(FIELD)
@@ -21,7 +21,7 @@ fn acquire(redis: &mut redis::Connection, held: u32) -> Option<i64> {
 
 /// One release call; a retry of the same call passes the same `call` (its latch).
 fn release(redis: &mut redis::Connection, held: u32, call: &str) -> Option<i64> {
-    Script::new(include_str!("../../src/transport/scripts/release.lua"))
+    Script::new(include_str!("../../src/kinds/reentrant/release.lua"))
         .key("k")
         .key(format!("redisson_unlock_latch:{{k}}:{call}"))
         .arg(0)
@@ -52,7 +52,7 @@ fn force_unlock(redis: &mut redis::Connection, call: &str) -> i64 {
 }
 
 fn renew(redis: &mut redis::Connection) -> i64 {
-    Script::new(include_str!("../../src/transport/scripts/renew.lua"))
+    Script::new(include_str!("../../src/kinds/reentrant/renew.lua"))
         .key("k")
         .arg(30_000)
         .arg(FIELD)

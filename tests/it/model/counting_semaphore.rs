@@ -101,8 +101,8 @@ pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
 
 fn needle(aim: Aim) -> Vec<u8> {
     let source = match aim {
-        Aim::Acquire => include_str!("../../../src/transport/scripts/csem_acquire.lua"),
-        Aim::Add => include_str!("../../../src/transport/scripts/csem_add.lua"),
+        Aim::Acquire => include_str!("../../../src/kinds/counted/csem_acquire.lua"),
+        Aim::Add => include_str!("../../../src/kinds/counted/csem_add.lua"),
     };
     redis::Script::new(source).get_hash().as_bytes().to_vec()
 }

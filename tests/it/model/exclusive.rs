@@ -1274,7 +1274,7 @@ impl<K: Subject> Case<'_, K> {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply: redis::Value = redisson::eval(
             &mut self.h.conn,
-            include_str!("../../../src/transport/scripts/fair_acquire.lua"),
+            include_str!("../../../src/kinds/fair/fair_acquire.lua"),
             &keys,
             &[
                 arg(wait),

@@ -103,10 +103,10 @@ pub fn case() -> impl Strategy<Value = Vec<Op>> {
 /// What the script of `call` is found by: its SHA1.
 fn needle(call: Call) -> Vec<u8> {
     let script = match call {
-        Call::Set => include_str!("../../../src/transport/scripts/latch_set.lua"),
-        Call::CountDown => include_str!("../../../src/transport/scripts/latch_count_down.lua"),
-        Call::Delete => include_str!("../../../src/transport/scripts/latch_delete.lua"),
-        Call::Count => include_str!("../../../src/transport/scripts/latch_count.lua"),
+        Call::Set => include_str!("../../../src/kinds/latch/latch_set.lua"),
+        Call::CountDown => include_str!("../../../src/kinds/latch/latch_count_down.lua"),
+        Call::Delete => include_str!("../../../src/kinds/latch/latch_delete.lua"),
+        Call::Count => include_str!("../../../src/kinds/latch/latch_count.lua"),
     };
     redis::Script::new(script).get_hash().as_bytes().to_vec()
 }
