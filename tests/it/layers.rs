@@ -324,4 +324,118 @@ fn a_kind_is_named_outside_its_place_only_where_listed() {
         wrong.is_empty(),
         "kinds named outside their places: {wrong:#?}"
     );
+
+/// Every file under `src` with its path from there (`kinds/fair.rs`), skipping the tool.
+fn files(ext: &str) -> Vec<(String, String)> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let from_src = path.strip_prefix(SRC).unwrap().to_str().unwrap().to_owned();
+            if path.is_dir() && from_src != "bin" {
+                walk(&path, ext, out);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push((from_src, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new(SRC), ext, &mut out);
+    out
+}
+
+/// Whose a file under `src` is: a kind's (`kinds/fair` for `kinds/fair.rs` and everything
+/// in `kinds/fair/`), or its layer's (`transport`).
+fn home(from_src: &str) -> String {
+    let parts: Vec<&str> = from_src.trim_end_matches(".rs").split('/').collect();
+    match parts.as_slice() {
+        ["kinds", kind, ..] => format!("kinds/{kind}"),
+        [layer, ..] => (*layer).to_owned(),
+        [] => String::new(),
+    }
+}
+
+/// A kind is one place: each `.lua` file is included only by the code of the kind whose
+/// folder holds it (`kinds/<kind>.rs` and the modules in `kinds/<kind>/`), and what stays
+/// in `transport` only by transport, which never names a kind. So no script under
+/// `src/transport/` is one kind's, and transport is handed its scripts, never reaches for
+/// them.
+#[test]
+fn a_kinds_scripts_live_with_it_and_transport_names_no_kind() {
+    let mut included: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rs, code) in files("rs") {
+        let dir = Path::new(&rs).parent().unwrap();
+        for (at, _) in code.match_indices("include_str!(\"") {
+            let rest = &code[at + "include_str!(\"".len()..];
+            let file = &rest[..rest.find('"').unwrap()];
+            let mut path = dir.to_path_buf();
+            for part in file.split('/') {
+                match part {
+                    ".." => assert!(path.pop(), "{rs} includes {file}, outside src"),
+                    part => path.push(part),
+                }
+            }
+            let lua = path.to_str().unwrap().to_owned();
+            included.entry(lua).or_default().insert(rs.clone());
+        }
+    }
+    let scripts = files("lua");
+    assert!(scripts.len() > 40, "read {} scripts", scripts.len());
+    for (lua, _) in scripts {
+        let (home, by) = (home(&lua), included.remove(&lua).unwrap_or_default());
+        assert!(
+            home.starts_with("kinds/") || home == "transport",
+            "{lua} lives neither with a kind nor in transport"
+        );
+        assert!(!by.is_empty(), "{lua} is included by no code");
+        for rs in by {
+            assert_eq!(
+                self::home(&rs),
+                home,
+                "{rs} includes {lua}, which is not its own"
+            );
+        }
+    }
+    assert!(included.is_empty(), "included, not found: {included:?}");
+    for (module, used) in imports() {
+        if module.starts_with("transport") {
+            let kinds: Vec<_> = used.iter().filter(|m| m.starts_with("kinds")).collect();
+            assert!(kinds.is_empty(), "{module} names {kinds:?}");
+        }
+    }
+}
+
+/// Every script is in its file's `SCRIPTS`, and every kind's `SCRIPTS` in the list the
+/// client declares (`kinds::scripts`): a server that lost its scripts gets all of them back
+/// from one load, not one NOSCRIPT per script that was not yet called.
+#[test]
+fn every_script_is_declared_before_a_client_sends_one() {
+    let kinds = std::fs::read_to_string(Path::new(SRC).join("kinds/mod.rs")).unwrap();
+    let mut declared = 0;
+    for (rs, code) in files("rs") {
+        let code = code.split("#[cfg(test)]").next().unwrap();
+        let statics: Vec<&str> = (code.lines())
+            .filter_map(|line| line.strip_prefix("static "))
+            .filter_map(|rest| rest.split_once(": Lua = "))
+            .map(|(name, _)| name)
+            .collect();
+        if statics.is_empty() {
+            continue;
+        }
+        let list = code
+            .split_once("pub(crate) static SCRIPTS: &[&Lua] = &[")
+            .and_then(|(_, rest)| rest.split_once("];"))
+            .unwrap_or_else(|| panic!("{rs} declares scripts and no SCRIPTS"))
+            .0;
+        let listed: Vec<&str> = (list.split(','))
+            .map(|name| name.trim().trim_start_matches('&'))
+            .filter(|name| !name.is_empty())
+            .collect();
+        assert_eq!(statics, listed, "{rs}: the scripts and SCRIPTS");
+        declared += statics.len();
+        if let Some(kind) = home(&rs).strip_prefix("kinds/") {
+            let path = format!("{kind}::scripts::SCRIPTS");
+            assert!(kinds.contains(&path), "kinds::scripts() leaves out {path}");
+        }
+    }
+    assert!(declared > 40, "{declared} scripts declared");
 }
