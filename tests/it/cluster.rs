@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redmutex::{Fair, Fenced, LockClient, Read, Reentrant, Token, Write};
+use redmutex::{LockClient, Read};
 use support::history::History;
-use support::{Cluster, MakeLock, eventually};
+use support::{Cluster, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -25,56 +25,13 @@ fn subscribed(server: &support::Server, name: &str) -> usize {
     server.any_channels(&pattern)
 }
 
-/// Takes, waits, wakes and releases one kind on the cluster: the waiter subscribes on the
-/// primary serving the lock, and the holder's release wakes it there.
-fn takes_waits_wakes_and_releases<K: MakeLock>(cluster: &Cluster, ours: &LockClient) {
-    let theirs = cluster.client();
-    let kind = K::NAME;
-    // Names on each of the three shards.
-    let mut shards_seen = std::collections::HashSet::new();
-    for i in 0.. {
-        let name = format!("{kind}:{i}");
-        let owner = cluster.owner_of(&name).port();
-        if !shards_seen.insert(owner) {
-            continue;
-        }
-        let lock = K::make(ours, &name);
-        let rival = K::make(&theirs, &name);
-        let guard = lock.lock().unwrap();
-        assert!(lock.is_locked().unwrap(), "{kind} {name}");
-        assert!(rival.try_lock().unwrap().is_none(), "{kind} {name}");
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let waiter = std::thread::spawn(move || {
-            let guard = rival.try_lock_until(Instant::now() + LONG).unwrap();
-            tx.send(()).unwrap();
-            guard.map(|g| g.unlock().unwrap()).is_some()
-        });
-        let owner = cluster.owner_of(&name);
-        assert!(
-            eventually(LONG, || subscribed(owner, &name) >= 1),
-            "{kind} {name}: the waiter subscribes on the primary serving the lock"
-        );
-        assert!(rx.try_recv().is_err(), "{kind} {name}: waits");
-        // Every node is Redis 7: the subscription is sharded, and no classic one is made.
-        assert_eq!(owner.channels(&format!("*{{{name}}}*")), 0, "{kind} {name}");
-        guard.unlock().unwrap();
-        assert!(waiter.join().unwrap(), "{kind} {name}: woken and taken");
-        assert!(!lock.is_locked().unwrap(), "{kind} {name}");
-        if shards_seen.len() == 3 {
-            break;
-        }
-    }
-}
-
+/// What is particular to some kinds on a cluster (taking, waiting and waking for every kind
+/// is the conformance list's): fencing tokens grow, reentrancy counts, readers share, a
+/// semaphore's release wakes a waiter where it is served, a forced unlock routes alike.
 #[test]
-fn every_kind_takes_waits_wakes_and_releases_on_every_shard() {
+fn kinds_keep_their_own_rules_on_a_cluster() {
     let cluster = Cluster::start();
     let client = cluster.client();
-    takes_waits_wakes_and_releases::<Reentrant>(&cluster, &client);
-    takes_waits_wakes_and_releases::<Fenced>(&cluster, &client);
-    takes_waits_wakes_and_releases::<Token>(&cluster, &client);
-    takes_waits_wakes_and_releases::<Fair>(&cluster, &client);
-    takes_waits_wakes_and_releases::<Write>(&cluster, &client);
 
     // Fencing tokens still grow, reentrancy still counts.
     let fenced = client.fenced_lock("fenced:tokens");
@@ -523,106 +480,6 @@ fn names_in_slot(slot: u16, kinds: &[&str]) -> Vec<String> {
                 .unwrap()
         })
         .collect()
-}
-
-/// A slot holding thousands of keys, with holds of every kind in it, kept migrating for
-/// ten seconds while its keys move in small batches: the releases and acquisitions made
-/// meanwhile wait for the slot to settle instead of failing, a watched hold with a lease
-/// shorter than the migration stays held, and a cancelled wait ends while the slot is still
-/// migrating.
-#[test]
-fn every_kind_releases_and_takes_through_a_long_migration_of_its_slot() {
-    let cluster = Cluster::start();
-    let client = cluster.client();
-    let short = (cluster.builder())
-        .lease(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let slot = cluster.slot("migrating");
-    let kinds = [
-        "reentrant",
-        "fenced",
-        "token",
-        "write",
-        "short",
-        "cancelled",
-        "semaphore",
-        "forced",
-    ];
-    let names = names_in_slot(slot, &kinds);
-    let from = cluster.owner(slot);
-    cluster.fill("migrating", 3000);
-
-    let reentrant = client.lock(&names[0]);
-    let fenced = client.fenced_lock(&names[1]);
-    let token = client.token_lock(&names[2]);
-    let write = client.read_write_lock(&names[3]);
-    let held = (
-        reentrant.lock().unwrap(),
-        fenced.lock().unwrap(),
-        token.lock().unwrap(),
-        write.write().lock().unwrap(),
-    );
-    let renewed = short.lock(&names[4]).lock().unwrap();
-    let semaphore = client.semaphore(&names[6]);
-    assert!(semaphore.try_set_permits(1).unwrap());
-    let permit = semaphore.acquire().unwrap();
-    let forced = client.lock(&names[7]);
-    let forced_guard = forced.lock().unwrap();
-    // Someone holds it: the cancelled wait below waits, on a fair lock, whose queue's keys
-    // do not exist yet, so that its attempts wait for the slot to settle.
-    let _blocker = client.fair_lock(&names[5]).lock().unwrap();
-
-    let to = (cluster.primaries().into_iter())
-        .find(|s| s.port() != from.port())
-        .unwrap();
-    let (mover, finished) = cluster.begin_migration(slot, to).finish_slowly();
-
-    // A cancelled wait ends at once, the slot still migrating.
-    let cancel = redmutex::Cancel::new();
-    let waiter = client.fair_lock(&names[5]).with_cancel(&cancel);
-    let waiting = std::thread::spawn(move || waiter.try_lock_for(LONG).map(|g| g.is_some()));
-    std::thread::sleep(Duration::from_millis(500));
-    cancel.cancel();
-    let cancelled = waiting.join().unwrap();
-    assert!(
-        matches!(&cancelled, Err(err) if err.is_cancelled()),
-        "{cancelled:?}"
-    );
-    assert!(
-        !finished.load(Ordering::SeqCst),
-        "the cancelled wait ended only with the migration"
-    );
-
-    // Looks, forced unlocks and permits get through.
-    assert!(reentrant.is_locked().unwrap());
-    assert_eq!(reentrant.hold_count().unwrap(), 1);
-    let info = client.inspect(&names[0]).unwrap();
-    assert_eq!(info.kind, redmutex::LockKind::Reentrant);
-    assert_eq!(info.holders.len(), 1);
-    assert!(forced.force_unlock().unwrap());
-    assert!(!forced.is_locked().unwrap());
-    assert!(forced_guard.unlock().unwrap_err().is_lost());
-    permit.release().unwrap();
-    assert_eq!(semaphore.available_permits().unwrap(), 1);
-    assert!(semaphore.try_acquire_for(LONG).unwrap().is_some());
-    // Every release gets through, and every lock is taken again.
-    held.0.unlock().unwrap();
-    held.1.unlock().unwrap();
-    held.2.unlock().unwrap();
-    held.3.unlock().unwrap();
-    assert!(reentrant.try_lock_for(LONG).unwrap().is_some());
-    assert!(fenced.try_lock_for(LONG).unwrap().is_some());
-    assert!(token.lock().is_ok());
-    assert!(write.write().try_lock_for(LONG).unwrap().is_some());
-    mover.join().unwrap();
-    assert!(finished.load(Ordering::SeqCst));
-    assert_eq!(cluster.owner(slot).port(), to.port());
-    assert!(
-        !renewed.is_lost(),
-        "a watched hold was lost during the migration"
-    );
-    renewed.unlock().unwrap();
 }
 
 /// A key whose name has an unclosed hash tag (`half{open`) cannot name a lock on a cluster:
