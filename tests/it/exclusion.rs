@@ -79,21 +79,52 @@ fn run_threads<K: MakeLock>(
     history.assert_exclusive();
 }
 
+/// Eight threads of one client, two hundred increments each, under one lock of kind `K`.
+fn eight_threads_two_hundred_increments_each<K: MakeLock>() {
+    let server = Server::start();
+    run_threads::<K>(&server, 8, 200, Duration::from_secs(30), Duration::ZERO);
+    assert_eq!(counter(&server), 8 * 200, "{}", K::NAME);
+}
+
+// One test per kind, so that the suite runs them side by side.
 #[test]
-fn eight_threads_two_hundred_increments_each() {
-    fn body<K: MakeLock>() {
-        let server = Server::start();
-        run_threads::<K>(&server, 8, 200, Duration::from_secs(30), Duration::ZERO);
-        assert_eq!(counter(&server), 8 * 200, "{}", K::NAME);
-    }
-    body::<Reentrant>();
-    body::<Fenced>();
-    body::<Token>();
-    body::<Fair>();
-    body::<Write>();
-    body::<NonReentrant>();
-    body::<NonReentrantFair>();
-    body::<Spin>();
+fn eight_threads_two_hundred_increments_each_reentrant() {
+    eight_threads_two_hundred_increments_each::<Reentrant>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_fenced() {
+    eight_threads_two_hundred_increments_each::<Fenced>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_token() {
+    eight_threads_two_hundred_increments_each::<Token>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_fair() {
+    eight_threads_two_hundred_increments_each::<Fair>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_write() {
+    eight_threads_two_hundred_increments_each::<Write>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_non_reentrant() {
+    eight_threads_two_hundred_increments_each::<NonReentrant>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_non_reentrant_fair() {
+    eight_threads_two_hundred_increments_each::<NonReentrantFair>();
+}
+
+#[test]
+fn eight_threads_two_hundred_increments_each_spin() {
+    eight_threads_two_hundred_increments_each::<Spin>();
 }
 
 #[test]

@@ -207,10 +207,13 @@ fn ends_waiting(
     assert!(taken_by(entry, &third, NAME), "{}: left taken", entry.name);
 }
 
+/// The response timeout of the clients through a proxy.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A client through `proxy` with a short response timeout, its scripts loaded.
 fn through(entry: &Entry, server: &Server, proxy: &Proxy) -> LockClient {
     let client = LockClient::builder(&proxy.url())
-        .response_timeout(Duration::from_secs(2))
+        .response_timeout(RESPONSE_TIMEOUT)
         .build()
         .unwrap();
     (entry.prepare)(&server.client(), "warm");
@@ -248,7 +251,7 @@ pub fn late_attempt(entry: &Entry) {
     let proxy = Proxy::start(server.port());
     let theirs = through(entry, &server, &proxy);
     (entry.prepare)(&server.client(), NAME);
-    proxy.delay_reply_to(entry.attempt, Duration::from_secs(5));
+    proxy.delay_reply_to(entry.attempt, RESPONSE_TIMEOUT * 5 / 2);
     let result = (entry.make)(&theirs, NAME, None).try_now();
     assert!(
         proxy.trap_sprung(),
