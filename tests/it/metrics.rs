@@ -67,7 +67,9 @@ fn counters_and_histograms_move_with_the_locks() {
                 .response_timeout(response_timeout_for(lease))
                 .build()
                 .unwrap();
-            let other = server.client();
+            // Its waiters do not come back on their own within the test: the release's
+            // message wakes them, so a hand-off is counted.
+            let other = server.sleepy();
 
             // Taken, then waited for by another client and handed off by the release.
             let guard = client.lock("m").lock().unwrap();
