@@ -74,9 +74,17 @@ fn counters_and_histograms_move_with_the_locks() {
             // Taken, then waited for by another client and handed off by the release.
             let guard = client.lock("m").lock().unwrap();
             let rival = other.lock("m");
+            let attempts = server.calls("evalsha");
             let waiter =
                 std::thread::spawn(move || rival.try_lock_for(PATIENCE).unwrap().is_some());
-            assert!(eventually(PATIENCE, || other.inspect("m").unwrap().waiters == Some(1)));
+            // Subscribed, and its attempt made (scripts run beyond the one each look runs):
+            // only the release's message lets it in.
+            let mut looks = 0;
+            assert!(eventually(PATIENCE, || {
+                looks += 1;
+                let subscribed = other.inspect("m").unwrap().waiters == Some(1);
+                subscribed && server.calls("evalsha") > attempts + looks
+            }));
             guard.unlock().unwrap();
             assert!(waiter.join().unwrap());
             seen.take(&snapshotter);
