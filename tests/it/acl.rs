@@ -421,3 +421,78 @@ fn a_count_down_latch_lives_its_whole_life_as_the_readme_user_with_the_latch_rig
     assert!(latch.delete().unwrap());
     assert!(!server.exists("myapp:ready"));
 }
+
+/// A user with the rights listed before fair waiters found their place with `LPOS` (the
+/// README's user without `+lpos`) still waits in line: each attempt after a waiter's first
+/// reads the queue instead, and the waiters are served in the order they came.
+#[test]
+fn fair_waiters_of_a_user_without_lpos_are_served_in_order() {
+    let server = Server::start();
+    let url = readme_user(&server);
+    let mut admin = server.conn();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg("-lpos")
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let holder = client(&url, Duration::from_millis(200));
+    // Comes back every 100 ms at least, to keep its place.
+    let waiters = || {
+        LockClient::builder(&url)
+            .key_prefix("myapp:")
+            .fair_queue_wait(Duration::from_millis(300))
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (waiters(), waiters());
+    let name = "no-lpos";
+    let queue = "redisson_lock_queue:{myapp:no-lpos}";
+    let guard = holder.fair_lock(name).lock().unwrap();
+    let order = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        let wait = |client: &LockClient, which: &'static str| {
+            let guard = client.fair_lock(name).try_lock_for(Duration::from_secs(60));
+            let guard = guard.unwrap().expect("served");
+            order.lock().unwrap().push(which);
+            guard.unlock().unwrap();
+        };
+        let queued = |n: usize| {
+            eventually(Duration::from_secs(30), || {
+                redis::cmd("LLEN")
+                    .arg(queue)
+                    .query::<usize>(&mut server.conn())
+                    .unwrap()
+                    == n
+            })
+        };
+        scope.spawn(move || wait(&first, "first"));
+        assert!(queued(1), "the first waiter never queued");
+        scope.spawn(move || wait(&second, "second"));
+        assert!(queued(2), "the second waiter never queued");
+        // Both came back since: their places were found by reading the queue.
+        let denied = || {
+            let log: Vec<Vec<redis::Value>> = redis::cmd("ACL")
+                .arg("LOG")
+                .query(&mut server.conn())
+                .unwrap();
+            let text = |value: &redis::Value| redis::from_redis_value::<String>(value.clone()).ok();
+            log.iter().any(|entry| {
+                let words: Vec<String> = entry.iter().filter_map(text).collect();
+                words.iter().any(|w| w == "lpos") && words.iter().any(|w| w == "lua")
+            })
+        };
+        assert!(
+            eventually(Duration::from_secs(30), denied),
+            "no attempt asked for LPOS"
+        );
+        assert!(queued(2), "a waiter lost its place");
+        guard.unlock().unwrap();
+    });
+    assert_eq!(*order.lock().unwrap(), ["first", "second"]);
+}

@@ -868,3 +868,47 @@ fn a_grant_message_names_the_lease_the_key_was_given() {
     assert_eq!(client.stats().grants_taken, 1);
     waiter.unlock();
 }
+
+/// 800 threads of one client, with every setting at its default, queue on one fair lock
+/// with two minutes each; once the holder lets go, every one of them takes it once, and
+/// none fails. Each attempt and release reads a few entries of the queue whatever its
+/// length, so the eight pooled connections keep up.
+#[test]
+fn eight_hundred_waiters_each_take_the_lock_once() {
+    const WAITERS: usize = 800;
+    let server = Server::start();
+    let client = LockClient::builder(&server.url()).build().unwrap();
+    let name = "eight-hundred";
+    let length = || -> usize {
+        redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{eight-hundred}")
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let guard = client.fair_lock(name).lock().unwrap();
+    let served = std::sync::Mutex::new(Vec::with_capacity(WAITERS));
+    std::thread::scope(|scope| {
+        for waiter in 0..WAITERS {
+            let (client, served) = (&client, &served);
+            scope.spawn(move || {
+                let got = client
+                    .fair_lock(name)
+                    .try_lock_for(Duration::from_secs(120));
+                let taken = got.map(|guard| guard.map(|guard| guard.unlock()));
+                served.lock().unwrap().push((waiter, taken));
+            });
+        }
+        assert!(
+            eventually(NO_HANG, || length() == WAITERS),
+            "{} of {WAITERS} queued",
+            length()
+        );
+        guard.unlock().unwrap();
+    });
+    let served = served.into_inner().unwrap();
+    let failed: Vec<_> = (served.iter())
+        .filter(|(_, taken)| !matches!(taken, Ok(Some(Ok(())))))
+        .collect();
+    assert!(failed.is_empty(), "not served: {failed:?}");
+    assert_eq!(served.len(), WAITERS);
+}

@@ -49,6 +49,12 @@
 -- place of the Redisson waiter before it (for the first: now), at least ARGV[5]. When its
 -- place moves later, the Redisson waiters right behind it move as much, so that each
 -- keeps its wait after it. Our acquisitions and give-ups take nothing off anyone's place.
+-- Cost. The reserve is worked out when a waiter joins, walking back from the tail to the
+-- nearest waiter of ours, whose own reserve covers the Redisson waiters ahead of it; each
+-- later attempt keeps what is left of it. Dropping a dead head happens once per waiter.
+-- So an attempt reads a few entries whatever the queue's length, besides the run of
+-- Redisson waiters at the tail or right behind it, and LPOS (a scan inside Redis) finding
+-- its place to move them.
 local had = 0
 local exists = redis.call('exists', KEYS[1]) == 1
 if exists then
@@ -138,37 +144,89 @@ if mine then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return reply
 end
-local reserve, before, least = 0, now, tonumber(ARGV[5])
-for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
-    if waiter == ARGV[2] then
-        break
+local wait, least = tonumber(ARGV[4]), tonumber(ARGV[5])
+local was = tonumber(redis.call('zscore', KEYS[3], ARGV[2]))
+local until_ = tonumber(redis.call('zscore', KEYS[4], ARGV[2]))
+-- The reserve of a waiter ahead of ours: what its place keeps beyond its own time.
+local function kept(waiter)
+    local theirs = tonumber(redis.call('zscore', KEYS[3], waiter))
+    local own = tonumber(redis.call('zscore', KEYS[4], waiter))
+    return theirs and own and math.max(theirs - own, 0)
+end
+-- Where this waiter is in the queue (from 0), or false: LPOS scans it without copying
+-- it; a user granted the older list of rights (without +lpos) reads the list instead.
+local function position()
+    local ok, at = pcall(redis.call, 'lpos', KEYS[2], ARGV[2])
+    if ok then
+        return at
     end
-    local place = tonumber(redis.call('zscore', KEYS[3], waiter))
-    if place and not redis.call('zscore', KEYS[4], waiter) then
-        reserve = reserve + math.max(place - before, least)
-        before = place
+    for i, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+        if waiter == ARGV[2] then
+            return i - 1
+        end
+    end
+    return false
+end
+local reserve
+if was and until_ then
+    -- Queued already: the reserve its last attempt set, less what Redisson waiters ahead
+    -- have taken off its place since (those that left without taking anything off leave
+    -- their share in it).
+    reserve = math.max(was - until_, 0)
+else
+    -- Joining at the tail, or queued by an attempt whose record here is gone: the
+    -- Redisson waiters ahead, walked back from the tail (or from this waiter) to the
+    -- nearest waiter of ours, whose own reserve covers those ahead of it. So the walk is as
+    -- long as the run of Redisson waiters at the tail, not as long as the queue.
+    local from = -1
+    if was then
+        from = position()
+        from = from and from - 1
+    end
+    reserve = 0
+    local after = nil
+    while from do
+        local waiter = (not was or from >= 0) and redis.call('lindex', KEYS[2], from)
+        local base = waiter and kept(waiter)
+        local place = waiter and not base and tonumber(redis.call('zscore', KEYS[3], waiter))
+        if not waiter or base then
+            -- The head of the queue, or a waiter of ours: the first Redisson waiter after
+            -- it reserves the gap from it (from now at the head).
+            local before = now
+            if base then
+                before = tonumber(redis.call('zscore', KEYS[3], waiter))
+                reserve = reserve + base
+            end
+            if after then
+                reserve = reserve + math.max(after - before, least)
+            end
+            break
+        end
+        if place then
+            if after then
+                reserve = reserve + math.max(after - place, least)
+            end
+            after = place
+        end
+        from = from - 1
     end
 end
-local wait = tonumber(ARGV[4])
 local place = now + wait + reserve
-local was = tonumber(redis.call('zscore', KEYS[3], ARGV[2]))
 if redis.call('zadd', KEYS[3], place, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
 elseif was and place > was then
     -- A Redisson waiter's place is the place of the waiter before it plus its wait: the
     -- Redisson waiters behind this one, up to the next waiter of ours, move with it.
-    local behind = false
-    for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
-        if behind then
-            if redis.call('zscore', KEYS[4], waiter) then
-                break
-            end
-            local theirs = tonumber(redis.call('zscore', KEYS[3], waiter))
-            if theirs then
-                redis.call('zadd', KEYS[3], theirs + place - was, waiter)
-            end
-        elseif waiter == ARGV[2] then
-            behind = true
+    local at = position()
+    while at do
+        at = at + 1
+        local waiter = redis.call('lindex', KEYS[2], at)
+        if not waiter or redis.call('zscore', KEYS[4], waiter) then
+            break
+        end
+        local theirs = tonumber(redis.call('zscore', KEYS[3], waiter))
+        if theirs then
+            redis.call('zadd', KEYS[3], theirs + place - was, waiter)
         end
     end
 end

@@ -37,22 +37,25 @@ local head = nil
 local ours = nil
 local now = nil
 if free then
-    local queued = unknown
     now = redis.call('time')
     now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
-        if waiter == ARGV[1] then
-            queued = true
-        elseif not head then
-            local in_ours = tonumber(redis.call('zscore', KEYS[4], waiter))
-            local until_ = in_ours or tonumber(redis.call('zscore', KEYS[3], waiter))
-            if until_ and until_ > now then
-                head, ours = waiter, in_ours
+    -- Queued: in the places beside the queue, which every client writes with it.
+    if unknown or redis.call('zscore', KEYS[3], ARGV[1]) then
+        local at = 0
+        while true do
+            local waiter = redis.call('lindex', KEYS[2], at)
+            if not waiter then
+                break
+            elseif waiter ~= ARGV[1] then
+                local in_ours = tonumber(redis.call('zscore', KEYS[4], waiter))
+                local until_ = in_ours or tonumber(redis.call('zscore', KEYS[3], waiter))
+                if until_ and until_ > now then
+                    head, ours = waiter, in_ours
+                    break
+                end
             end
+            at = at + 1
         end
-    end
-    if not queued then
-        head = nil
     end
 end
 local channel = head and (ARGV[5] .. ':' .. head)

@@ -57,12 +57,15 @@ if left > 0 then
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local queue = redis.call('lrange', KEYS[3], 0, -1)
 local gone = 0
 local head = nil
 -- The head's time in KEYS[5], when it has one.
 local ours = nil
-for _, waiter in ipairs(queue) do
+while true do
+    local waiter = redis.call('lindex', KEYS[3], gone)
+    if not waiter then
+        break
+    end
     local in_ours = tonumber(redis.call('zscore', KEYS[5], waiter))
     local until_ = in_ours or tonumber(redis.call('zscore', KEYS[4], waiter))
     if until_ and until_ > now then
