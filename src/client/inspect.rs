@@ -10,7 +10,7 @@ use crate::base::config::MAX_NAME_LEN;
 use crate::base::error::{Error, Noun, Result};
 use crate::client::lock_client::LockClient;
 use crate::layout::names;
-use crate::lock::candidate::Candidate;
+use crate::lock::election::candidate::Candidate;
 use crate::transport::common;
 
 /// What kind of lock a key holds, as its layout tells.

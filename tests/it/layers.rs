@@ -251,7 +251,7 @@ const KIND_PLACES: &[(&str, &[&str], &str)] = &[
     ("fenced", &["lock::guard"], "a fenced guard's token"),
     (
         "fair",
-        &["kinds::non_reentrant", "lock::election_queue"],
+        &["kinds::non_reentrant", "lock::election::queue"],
         "the non-reentrant fair lock and the first-come-first-served election build on it",
     ),
     (
@@ -270,9 +270,9 @@ const KIND_PLACES: &[(&str, &[&str], &str)] = &[
         "election",
         &[
             "lock::election",
-            "lock::election_queue",
-            "lock::observer",
-            "lock::removal",
+            "lock::election::queue",
+            "lock::election::observer",
+            "lock::election::removal",
         ],
         "its handle, its queue, its observers, and the removal of a leader by the tool",
     ),

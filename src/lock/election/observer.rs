@@ -12,7 +12,7 @@ use crate::base::retry::Backoff;
 use crate::kinds::election::{self, RECORD, Snapshot};
 use crate::layout::names;
 use crate::lease::target::Target;
-use crate::lock::leader::Leader;
+use crate::lock::election::leader::Leader;
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
 use crate::notify::notifier::Subscription;

@@ -1,5 +1,16 @@
 //! Leader election's handle and its leadership: a lock handle of the leading kind, with the
-//! calls of an election, and the selector loop that leads whenever it can.
+//! calls of an election, and the selector loop that leads whenever it can. The rest of the
+//! election's handle side is in this folder: who leads (`leader`), its candidates
+//! (`candidate`), a candidate's own listener (`listener`), the observers (`observer`), the
+//! first-come-first-served queue (`queue`), and how a removed leader learns it at once
+//! (`removal`). Its protocol is `kinds::election`.
+
+pub(crate) mod candidate;
+pub(crate) mod leader;
+pub(crate) mod listener;
+pub(crate) mod observer;
+mod queue;
+mod removal;
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,15 +23,15 @@ use crate::kinds::call::Call;
 use crate::kinds::candidacy::Candidacy;
 use crate::kinds::election::{self, Leading};
 use crate::lease::target::Target;
-use crate::lock::candidate::Candidate;
-use crate::lock::election_queue::Queue;
+use crate::lock::election::candidate::Candidate;
+use crate::lock::election::leader::Leader;
+use crate::lock::election::listener::{LeadershipEvent, Listener, Telling};
+use crate::lock::election::observer::Observer;
+use crate::lock::election::queue::Queue;
+use crate::lock::election::removal::Removal;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
-use crate::lock::leader::Leader;
-use crate::lock::listener::{LeadershipEvent, Listener, Telling};
-use crate::lock::observer::Observer;
-use crate::lock::removal::{self, Removal};
 use crate::notify::cancel::Cancel;
 use crate::notify::hub::Signal;
 
