@@ -169,7 +169,8 @@ fn constructors() -> BTreeSet<String> {
             .next()
             .unwrap()
             .trim_end_matches(" {");
-        // The type's own file, by the crate's naming: `ReadWriteLock` in `read_write_lock.rs`.
+        // The type's own file, by the crate's naming: `ReadWriteLock` in `read_write_lock.rs`,
+        // or `Election` in `election/mod.rs`.
         let mut file = String::new();
         for c in returned.split('<').next().unwrap().chars() {
             if c.is_uppercase() && !file.is_empty() {
@@ -177,7 +178,9 @@ fn constructors() -> BTreeSet<String> {
             }
             file.push(c.to_ascii_lowercase());
         }
-        let own = std::fs::read_to_string(format!("{src}/lock/{file}.rs")).unwrap_or_default();
+        let own = std::fs::read_to_string(format!("{src}/lock/{file}.rs"))
+            .or_else(|_| std::fs::read_to_string(format!("{src}/lock/{file}/mod.rs")))
+            .unwrap_or_default();
         let (mut sides, mut variants) = (Vec::new(), Vec::new());
         for signature in signatures(&own) {
             let Some((name, rest)) = signature.split_once("(&self) -> ") else {
