@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::transport::node::Node;
@@ -154,7 +154,7 @@ impl Machinery for Counted {
         if taken != 1 {
             // Too few permits, for no known time: waited for as a queued waiter, woken by a
             // release or polling at the retry cap, with no warning of a holder for ever.
-            return Ok(Attempt::Queued);
+            return Ok(Attempt::Busy(Busy::queued()));
         }
         // Nothing expires: the permits are held until released.
         let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);

@@ -20,7 +20,9 @@ use crate::base::held_by::HeldBy;
 use crate::base::retry::Backoff;
 use crate::kinds::call::Call;
 use crate::kinds::candidacy::Candidacy;
-use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery};
+use crate::kinds::kind::{
+    Attempt, Busy, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery,
+};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::{names, owner};
@@ -318,9 +320,8 @@ impl Machinery for Leading {
         // An error after the command may have run: the lock machine gives it back.
         let (status, number) = reply.map_err(|err| target.wrong_kind(err))?;
         if status != 1 {
-            return Ok(Attempt::Busy(
-                u64::try_from(number).ok().map(Duration::from_millis),
-            ));
+            let ttl = u64::try_from(number).ok().map(Duration::from_millis);
+            return Ok(Attempt::Busy(Busy::held(ttl)));
         }
         let Some(valid_until) =
             validity_end(sent, script_lease).filter(|end| *end > Instant::now())

@@ -95,18 +95,6 @@ pub struct Fair;
 /// between that waiter's place and the one before, if larger.
 const JAVA_WAIT: Duration = Duration::from_secs(300);
 
-thread_local! {
-    /// The lock key and the place (this crate's time for the waiter in the queue, the
-    /// server's milliseconds) of this thread's last attempt that found a fair lock busy.
-    /// A grant names the place its waiter had: the same place shows that the grant came
-    /// after that attempt. A thread waits for one lock at a time, and its attempts and its
-    /// grants are its own.
-    static LAST_PLACE: std::cell::RefCell<Option<(std::sync::Arc<[u8]>, u64)>> =
-        const { std::cell::RefCell::new(None) };
-    /// The place in the reply being read, for [`Fair::attempt`] to keep.
-    static PLACE_SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
 /// The keys of a fair lock's queue, named after its key.
 struct QueueKeys {
     queue: Vec<u8>,
@@ -157,15 +145,7 @@ impl Machinery for Fair {
                 reason: "a queue needs one order, and Redlock's masters each keep their own",
             });
         }
-        PLACE_SEEN.set(None);
-        let attempt = reentrant::take::<Self>(target, claim, lease, limit);
-        // Only a busy attempt leaves a place a grant may name: after any other (one that
-        // took the lock and gave it back as too slow, say) no grant counts until the next
-        // busy attempt.
-        let busy = matches!(attempt, Ok(Attempt::Busy(_) | Attempt::Queued));
-        let place = PLACE_SEEN.take().filter(|_| busy);
-        LAST_PLACE.set(place.map(|place| (target.shared_key(), place)));
-        attempt
+        reentrant::take::<Self>(target, claim, lease, limit)
     }
 
     fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
@@ -195,6 +175,7 @@ impl Machinery for Fair {
         target: &dyn Call,
         lease: Option<Duration>,
         since: Instant,
+        place: Option<u64>,
         grant: Granted,
     ) -> Option<Result<Attempt<Grant<()>>>> {
         if !Self::takes_grants(target, lease) {
@@ -204,10 +185,7 @@ impl Machinery for Fair {
         // Granted at the place the last busy attempt set: no attempt came after the grant.
         // A grant made before that attempt was undone by the time it ran (it found the
         // lock busy): a late message of it is no hold.
-        let key = target.shared_key();
-        let same =
-            |(last, place): &(std::sync::Arc<[u8]>, u64)| **last == *key && *place == grant.place;
-        if !LAST_PLACE.with_borrow(|last| last.as_ref().is_some_and(same)) {
+        if place != Some(grant.place) {
             return None;
         }
         let bound = config.fair_queue_wait.min(grant.cap);
@@ -297,15 +275,17 @@ impl Hashed for Fair {
         )
     }
 
-    /// As the reentrant lock's, but busy is `{pttl, place}`: the place is kept for this
-    /// thread (see `LAST_PLACE`).
+    /// As the reentrant lock's, but busy is `{pttl, place}`: the place a grant to this
+    /// waiter names.
     fn grant(reply: Value) -> redis::RedisResult<Answer> {
         let Value::Array(_) = reply else {
             return Reentrant::grant(reply);
         };
         let (ttl, place): (i64, u64) = redis::from_redis_value(reply)?;
-        PLACE_SEEN.set(Some(place));
-        Ok(Answer::Busy(ttl))
+        Ok(Answer::Busy {
+            ttl,
+            place: Some(place),
+        })
     }
 
     fn held(_: Option<u64>) -> Self::Held {}

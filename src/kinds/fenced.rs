@@ -73,7 +73,10 @@ impl Hashed for Fenced {
     fn grant(reply: Value) -> redis::RedisResult<Answer> {
         let (status, number): (i64, i64) = redis::from_redis_value(reply)?;
         Ok(match status {
-            0 => Answer::Busy(number),
+            0 => Answer::Busy {
+                ttl: number,
+                place: None,
+            },
             _ => Answer::Taken {
                 fresh: status == 2,
                 token: u64::try_from(number).ok(),

@@ -101,15 +101,46 @@ impl Given {
     }
 }
 
+/// Why an attempt did not take the lock, and what its waiter waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    /// How long the holder's lease has left; `None`: no expiry, or no holder.
+    pub ttl: Option<Duration>,
+    /// No holder: others are ahead of this waiter (a fair lock's queue), or what it asks
+    /// for is not there (a counting semaphore's permits). Waited for without a known
+    /// expiry and with no holder to explain.
+    pub queued: bool,
+    /// Where the attempt put its waiter in a queue: what a release's grant to this waiter
+    /// names, so that a grant made before the attempt is known for one (a fair lock's).
+    pub place: Option<u64>,
+}
+
+impl Busy {
+    /// Held by someone else, whose lease has `ttl` left (`None`: no expiry).
+    pub(crate) fn held(ttl: Option<Duration>) -> Busy {
+        Busy {
+            ttl,
+            queued: false,
+            place: None,
+        }
+    }
+
+    /// Not held, but not this waiter's yet.
+    pub(crate) fn queued() -> Busy {
+        Busy {
+            ttl: None,
+            queued: true,
+            place: None,
+        }
+    }
+}
+
 /// What one attempt on every node came to: for a kind, taken with a [`Grant`]; for the
 /// lock machine, taken with the hold it makes of the grant.
 pub enum Attempt<A> {
     Acquired(A),
-    /// Held by someone else; `None`: with no expiry.
-    Busy(Option<Duration>),
-    /// Free, but others are ahead of this waiter (a fair lock's queue): waited for as a
-    /// busy lock without a known expiry, and no holder to explain.
-    Queued,
+    /// Held by someone else, or others are ahead of this waiter.
+    Busy(Busy),
     /// Not taken for a reason another try may cure (granted too slowly, or earlier holds
     /// not confirmed on a quorum); retried after a pause within the deadline, and returned
     /// as the error when the deadline has passed.
@@ -122,8 +153,7 @@ impl<A> Attempt<A> {
     pub(crate) fn acquired<B>(self, make: impl FnOnce(A) -> Result<B>) -> Result<Attempt<B>> {
         Ok(match self {
             Attempt::Acquired(taken) => Attempt::Acquired(make(taken)?),
-            Attempt::Busy(ttl) => Attempt::Busy(ttl),
-            Attempt::Queued => Attempt::Queued,
+            Attempt::Busy(busy) => Attempt::Busy(busy),
             Attempt::Retry(err) => Attempt::Retry(err),
         })
     }
@@ -293,13 +323,15 @@ pub(crate) mod sealed {
         }
 
         /// A grant was received (see [`takes_grants`](Self::takes_grants)) by a waiter whose
-        /// last attempt that found the lock busy was sent at `since`. The hold, taken on
-        /// the grant's word, if the grant shows it came after that attempt; `None` when the
-        /// waiter is to confirm it by an attempt instead.
+        /// last attempt that found the lock busy was sent at `since` and put it at `place`
+        /// ([`Busy::place`]). The hold, taken on the grant's word, if the grant shows it
+        /// came after that attempt; `None` when the waiter is to confirm it by an attempt
+        /// instead.
         fn granted(
             _: &dyn Call,
             _lease: Option<Duration>,
             _since: Instant,
+            _place: Option<u64>,
             _grant: Granted,
         ) -> Option<Result<Attempt<Grant<Self::Held>>>> {
             None

@@ -145,9 +145,10 @@ impl<T: Once> Machinery for T {
         target: &dyn Call,
         lease: Option<Duration>,
         since: Instant,
+        place: Option<u64>,
         grant: Granted,
     ) -> Option<Result<Attempt<Grant<()>>>> {
-        <T::Of as Machinery>::granted(target, lease, since, grant)
+        <T::Of as Machinery>::granted(target, lease, since, place, grant)
     }
 
     fn give_up(target: &dyn Call, _: &()) {

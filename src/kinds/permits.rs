@@ -16,7 +16,7 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
 use crate::kinds::holding::Holding;
-use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::names;
@@ -108,7 +108,7 @@ impl Machinery for Permits {
             (node.run(&cmd, deadline)).map_err(|err| target.wrong_kind(err))?;
         if taken != 1 {
             let ends = u64::try_from(ends).ok().map(Duration::from_millis);
-            return Ok(Attempt::Busy(ends));
+            return Ok(Attempt::Busy(Busy::held(ends)));
         }
         let Some(valid_until) =
             validity_end(sent, script_lease).filter(|end| *end > Instant::now())

@@ -12,7 +12,7 @@ use redis::{Cmd, Value};
 use crate::base::config::MAX_LEASE;
 use crate::base::error::{Error, Result};
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::slot::{HoldId, Mode};
 use crate::kinds::undo::Undo;
@@ -75,7 +75,7 @@ impl Hashed for Reentrant {
                 fresh: true,
                 token: None,
             },
-            Some(ttl) => Answer::Busy(ttl),
+            Some(ttl) => Answer::Busy { ttl, place: None },
         })
     }
 
@@ -152,8 +152,10 @@ pub trait Hashed: Machinery {
 pub enum Answer {
     /// Taken; `fresh` when the owner's earlier holds were gone from this node.
     Taken { fresh: bool, token: Option<u64> },
-    /// Someone else's: the key's PTTL in milliseconds (-1 without expiry).
-    Busy(i64),
+    /// Someone else's: the key's PTTL in milliseconds (-1 without expiry; -2 free, but
+    /// others are ahead in a fair lock's queue), and where a fair lock's queue put the
+    /// owner.
+    Busy { ttl: i64, place: Option<u64> },
 }
 
 /// How many holds the current thread has, as Redis sees it (on a quorum of nodes).
@@ -289,7 +291,7 @@ pub(crate) fn take<K: Hashed>(
         let token = taken(false)
             .filter_map(|reply| match reply {
                 Answer::Taken { token, .. } => *token,
-                Answer::Busy(_) => None,
+                Answer::Busy { .. } => None,
             })
             .max();
         let grant = grant::<K>(lease, claim, sent, valid_until, token);
@@ -319,16 +321,20 @@ pub(crate) fn take<K: Hashed>(
     let ttl = answers
         .iter()
         .filter_map(|reply| match *reply {
-            Answer::Busy(ttl) if ttl >= 0 => Some(Duration::from_millis(ttl as u64).min(MAX_LEASE)),
+            Answer::Busy { ttl, .. } if ttl >= 0 => {
+                Some(Duration::from_millis(ttl as u64).min(MAX_LEASE))
+            }
             _ => None,
         })
         .min();
     // A fair lock's "free, but others are ahead" (-2) is no holder at all.
-    let queued = |reply: &Answer| matches!(reply, Answer::Busy(QUEUED));
-    if ttl.is_none() && !answers.is_empty() && answers.iter().all(queued) {
-        return Ok(Attempt::Queued);
-    }
-    Ok(Attempt::Busy(ttl))
+    let queued = |reply: &Answer| matches!(reply, Answer::Busy { ttl: QUEUED, .. });
+    let queued = ttl.is_none() && !answers.is_empty() && answers.iter().all(queued);
+    let place = answers.iter().find_map(|reply| match *reply {
+        Answer::Busy { place, .. } => place,
+        Answer::Taken { .. } => None,
+    });
+    Ok(Attempt::Busy(Busy { ttl, queued, place }))
 }
 
 /// The busy reply of a fair lock that is free while others are ahead in its queue.

@@ -12,7 +12,9 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, NodeError, Result};
 use crate::kinds::call::Call;
 use crate::kinds::holding::Holding;
-use crate::kinds::kind::{Attempt, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery};
+use crate::kinds::kind::{
+    Attempt, Busy, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery,
+};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
 use crate::layout::names;
@@ -313,7 +315,7 @@ fn busy(probe: &[Probe]) -> Attempt<Grant<TokenHeld>> {
         .filter_map(|&(_, ttl, _)| u64::try_from(ttl).ok())
         .map(Duration::from_millis)
         .min();
-    Attempt::Busy(ttl)
+    Attempt::Busy(Busy::held(ttl))
 }
 
 /// The release script for `token`, with a latch of its own (see the reentrant kind's),

@@ -205,7 +205,8 @@ impl<K: Kind> Lock<K> {
         let polls = K::POLLS || target.shared.nodes().list().len() > 1;
         // Whether this wait has looked at a holder without expiry yet (once per wait).
         let mut explained = false;
-        // When the last attempt that found the lock busy was sent: a grant comes after it.
+        // When the last attempt that found the lock busy was sent, and where it put this
+        // waiter in a queue: a grant comes after it, and names that place.
         let mut busy_since;
         let mut held_for_ever;
         loop {
@@ -253,25 +254,19 @@ impl<K: Kind> Lock<K> {
                     waiting.signal.take();
                     return Ok(Some(LockGuard::new(self.clone(), hold)));
                 }
-                Attempt::Busy(ttl) => {
-                    // Someone holds it; their release will wake a waiter again.
-                    waiting.woken = false;
-                    woken_at = None;
-                    held_for_ever = ttl.is_none();
-                    busy_since = sent;
-                    ttl
-                }
-                Attempt::Queued => {
-                    // Woken for what it cannot use (more permits than a release gave):
-                    // the wake-up goes to a waiter of this client that has not had it.
-                    if K::HANDS_ON {
+                Attempt::Busy(busy) => {
+                    // Someone holds it, and their release will wake a waiter again; or
+                    // others are ahead. Woken for what it cannot use (more permits than
+                    // a release gave): the wake-up goes to a waiter of this client that
+                    // has not had it.
+                    if busy.queued && K::HANDS_ON {
                         waiting.pass_on();
                     }
                     waiting.woken = false;
                     woken_at = None;
-                    held_for_ever = false;
-                    busy_since = sent;
-                    None
+                    held_for_ever = !busy.queued && busy.ttl.is_none();
+                    busy_since = (sent, busy.place);
+                    busy.ttl
                 }
                 Attempt::Retry(err) => {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -337,7 +332,7 @@ impl<K: Kind> Lock<K> {
                 }
                 if let Some(grant) = grant
                     && let Some(Attempt::Acquired(grant)) =
-                        K::granted(target, lease, busy_since, grant).transpose()?
+                        K::granted(target, lease, busy_since.0, busy_since.1, grant).transpose()?
                 {
                     let hold = Hold::new(target, grant)?;
                     target.shared.counters().grant_taken();
