@@ -7,7 +7,8 @@
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
 //! Cluster rows; `bench handoff` only the fair lock's direct hand-off rows, on against off
-//! (with `quick` too, shorter); `bench redisson` only the rows beside Redisson 4.7.0, run in
+//! (with `quick` too, shorter); `bench scale` only the rows of long fair queues, many
+//! waiters and many held locks; `bench redisson` only the rows beside Redisson 4.7.0, run in
 //! a JVM (`tests/peers/java/Bench.java`; a JDK 17+, and Maven to install Redisson on first
 //! use).
 
@@ -29,6 +30,10 @@ struct Plan {
     contention: Duration,
     fairness: Duration,
     held: &'static [usize],
+    /// Lengths of fair queues whose hand-offs are timed.
+    queues: &'static [usize],
+    /// Threads waiting each on a lock of its own.
+    waiters: usize,
 }
 
 const FULL: Plan = Plan {
@@ -38,6 +43,8 @@ const FULL: Plan = Plan {
     contention: Duration::from_secs(3),
     fairness: Duration::from_secs(5),
     held: &[1_000, 10_000],
+    queues: &[10, 100, 1_000],
+    waiters: 1_000,
 };
 
 const QUICK: Plan = Plan {
@@ -47,6 +54,8 @@ const QUICK: Plan = Plan {
     contention: Duration::from_millis(500),
     fairness: Duration::from_millis(500),
     held: &[100],
+    queues: &[10, 100],
+    waiters: 100,
 };
 
 fn main() -> Result<()> {
@@ -68,6 +77,9 @@ fn main() -> Result<()> {
     }
     if args.iter().any(|arg| arg == "redisson") {
         return print(vs_redisson(&plan, &url)?);
+    }
+    if args.iter().any(|arg| arg == "scale") {
+        return print(scale(&plan, &url)?);
     }
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
@@ -221,9 +233,7 @@ fn main() -> Result<()> {
     rows.push(("count-down latch", latch(&plan, &url, &client)?));
     rows.extend(direct_handoff(&plan, &url)?);
     rows.extend(vs_redisson(&plan, &url)?);
-    for &n in plan.held {
-        rows.push(("many held", many_held(&url, n)?));
-    }
+    rows.extend(scale(&plan, &url)?);
     rows.push(("redlock", redlock(&plan)?));
     rows.push(("sentinel", sentinel(&plan)?));
     rows.push(("replica acks", replica_acks(&plan)?));
@@ -1069,6 +1079,162 @@ fn script_time(url: &str) -> (u64, u64) {
 /// without error, and the resident memory each held lock adds. A 10 s lease asks for 3,000
 /// renewals a second at 10,000 locks; a 3 s lease (10,000 a second) saturates a 2-core
 /// machine running Redis too, and renewals then time out waiting for a pooled connection.
+/// How the cost grows: the hand-off along a long fair queue, many waiters on as many
+/// locks, and many locks held at once.
+fn scale(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
+    let mut rows = Vec::new();
+    let mut per_handoff = Vec::new();
+    for &n in plan.queues {
+        // Enough rounds for a thousand hand-offs or so at each length.
+        let rounds = (1_000 / n).clamp(1, 10);
+        let mut samples = Vec::new();
+        let mut errors = 0;
+        for round in 0..rounds {
+            let (took, failed) = fair_queue(url, &format!("bench:queue:{n}:{round}"), n)?;
+            samples.push(took / n as u32);
+            errors += failed;
+        }
+        let p50 = percentile(&mut samples, 50);
+        per_handoff.push(p50);
+        rows.push((
+            "fair queue",
+            format!(
+                "{n} threads queued on one fair lock, from the holder's release until all have taken it once: {} µs per hand-off (median of {rounds}; {:.2} × the {}-waiter row), {errors} errors",
+                micros(p50),
+                p50.as_secs_f64() / per_handoff[0].as_secs_f64(),
+                plan.queues[0],
+            ),
+        ));
+    }
+    rows.push(("many waiters", many_waiters(url, plan.waiters)?));
+    for &n in plan.held {
+        rows.push(("many held", many_held(url, n)?));
+    }
+    Ok(rows)
+}
+
+/// `n` threads of one client (every setting at its default) queue on one fair lock; the
+/// time from the holder's release until the last of them has taken it, and how many failed.
+fn fair_queue(url: &str, name: &str, n: usize) -> Result<(Duration, usize)> {
+    let client = LockClient::open(url)?;
+    let mut raw =
+        (redis::Client::open(url).and_then(|c| c.get_connection())).expect("a connection");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let guard = client.fair_lock(name).lock()?;
+    let last = std::sync::Mutex::new(None);
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    let released = std::thread::scope(|scope| {
+        for _ in 0..n {
+            scope.spawn(|| {
+                match client
+                    .fair_lock(name)
+                    .try_lock_for(Duration::from_secs(120))
+                {
+                    Ok(Some(guard)) => {
+                        latest(&last, Instant::now());
+                        drop(guard);
+                    }
+                    _ => _ = failed.fetch_add(1, Ordering::Relaxed),
+                }
+            });
+        }
+        wait_for("the queue", || {
+            redis::cmd("LLEN").arg(&queue).query::<usize>(&mut raw) == Ok(n)
+        });
+        let released = Instant::now();
+        drop(guard);
+        released
+    });
+    let last = last.into_inner().unwrap().unwrap_or(released);
+    Ok((last - released, failed.into_inner()))
+}
+
+/// `n` threads of one client each wait on a lock of its own, all held by another client;
+/// the time from the holder's releases until every waiter has its lock, and the
+/// connections the waiting client's notifications used.
+fn many_waiters(url: &str, n: usize) -> Result<String> {
+    let holder = LockClient::open(url)?;
+    let waiting = LockClient::builder(url)
+        .client_name("bench-waiters")
+        .build()?;
+    let mut raw =
+        (redis::Client::open(url).and_then(|c| c.get_connection())).expect("a connection");
+    let guards: Vec<_> = (0..n)
+        .map(|i| holder.lock(format!("bench:waiters:{i}")).lock())
+        .collect::<Result<_>>()?;
+    let last = std::sync::Mutex::new(None);
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    let (released, subscribers) = std::thread::scope(|scope| {
+        for i in 0..n {
+            let (waiting, last, failed) = (&waiting, &last, &failed);
+            scope.spawn(move || {
+                let lock = waiting.lock(format!("bench:waiters:{i}"));
+                match lock.try_lock_for(Duration::from_secs(120)) {
+                    Ok(Some(guard)) => {
+                        latest(last, Instant::now());
+                        drop(guard);
+                    }
+                    _ => _ = failed.fetch_add(1, Ordering::Relaxed),
+                }
+            });
+        }
+        wait_for("every waiter's subscription", || {
+            let numsub: Vec<(String, usize)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(
+                    (0..n)
+                        .map(|i| format!("redisson_lock__channel:{{bench:waiters:{i}}}"))
+                        .collect::<Vec<_>>(),
+                )
+                .query(&mut raw)
+                .unwrap_or_default();
+            numsub.iter().all(|(_, count)| *count > 0) && numsub.len() == n
+        });
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut raw)
+            .unwrap_or_default();
+        let subscribers = list
+            .lines()
+            .filter(|line| {
+                line.contains("name=redmutex-notify:") && line.contains(":bench-waiters ")
+            })
+            .filter(|line| {
+                (line.split(' ')).any(|field| {
+                    field
+                        .strip_prefix("sub=")
+                        .or_else(|| field.strip_prefix("ssub="))
+                        .is_some_and(|n| n != "0")
+                })
+            })
+            .count();
+        let released = Instant::now();
+        drop(guards);
+        (released, subscribers)
+    });
+    let took = last.into_inner().unwrap().unwrap_or(released) - released;
+    Ok(format!(
+        "{n} threads each waiting on a lock of its own, held by another client: all woken and holding {} ms after the releases began, {} errors; the holder's {n} releases took part of it; the waiting client's connections subscribed: {subscribers}",
+        took.as_millis(),
+        failed.into_inner()
+    ))
+}
+
+/// Keeps the later of `at` and what `last` holds.
+fn latest(last: &std::sync::Mutex<Option<Instant>>, at: Instant) {
+    let mut last = last.lock().unwrap();
+    *last = Some(last.map_or(at, |t| t.max(at)));
+}
+
+/// Threads of this process, from /proc (Linux).
+fn threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status.lines())
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn many_held(url: &str, n: usize) -> Result<String> {
     let lease = Duration::from_secs(10);
     let client = LockClient::builder(url)
@@ -1079,7 +1245,28 @@ fn many_held(url: &str, n: usize) -> Result<String> {
     let guards: Vec<_> = (0..n)
         .map(|i| client.lock(format!("bench:held:{i}")).lock())
         .collect::<Result<_>>()?;
-    std::thread::sleep(3 * lease);
+    // The least lease left each key showed, in scans of every key's PTTL through three
+    // leases: the lease less that is the longest it went unrenewed, as far as seen.
+    let mut raw =
+        (redis::Client::open(url).and_then(|c| c.get_connection())).expect("a connection");
+    let mut least = vec![i64::MAX; n];
+    let end = Instant::now() + 3 * lease;
+    while Instant::now() < end {
+        let mut pipe = redis::pipe();
+        for i in 0..n {
+            pipe.cmd("PTTL").arg(format!("bench:held:{i}"));
+        }
+        let ttls: Vec<i64> = pipe.query(&mut raw).expect("PTTL");
+        for (least, ttl) in least.iter_mut().zip(ttls) {
+            *least = (*least).min(ttl);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut unrenewed: Vec<Duration> = (least.iter())
+        .map(|&ttl| lease.saturating_sub(Duration::from_millis(ttl.max(0) as u64)))
+        .collect();
+    let unrenewed = percentile(&mut unrenewed, 99);
+    let threads = threads();
     let per_lock = resident_bytes().saturating_sub(before) / n as u64;
     let lost = guards.iter().filter(|g| g.is_lost()).count();
     let still_held = guards
@@ -1089,10 +1276,12 @@ fn many_held(url: &str, n: usize) -> Result<String> {
     let stats = client.stats();
     drop(guards);
     Ok(format!(
-        "{n} locks for 3 leases of {lease:?}: {still_held} still held, {lost} lost, {} renewals, {} renewal errors, {:.1} KiB resident per held lock",
+        "{n} locks for 3 leases of {lease:?}: {still_held} still held, {lost} lost, {} renewals, {} renewal errors, {:.1} KiB resident per held lock, {threads} threads in the process; longest a key went unrenewed, p99 over keys: {} ms (renewals due every {} ms)",
         stats.renewals,
         stats.renewal_failures,
-        per_lock as f64 / 1024.0
+        per_lock as f64 / 1024.0,
+        unrenewed.as_millis(),
+        (lease / 3).as_millis(),
     ))
 }
 

@@ -142,7 +142,11 @@ impl LockClientBuilder {
     /// Most pooled connections open at once, 1 to 1024. Defaults to 8. Each call holds one
     /// for one round trip; a call that finds them all busy for a connect timeout, with time
     /// left before its deadline, waits on (cancellably) rather than failing, and one with no
-    /// time left (`try_lock`) returns [`Error::Pool`](crate::Error::Pool).
+    /// time left (`try_lock`) returns [`Error::Pool`](crate::Error::Pool). A waiter holds
+    /// none while it sleeps (its wake-up comes on the client's subscriber connection), so
+    /// many waiters need no more: 800 threads queued on one fair lock each take it with the
+    /// default. More help where many threads send at once and each call's latency
+    /// matters more than the server's connection count (the README's Scale section).
     pub fn pool_size(mut self, size: u32) -> Self {
         self.config.pool_size = size;
         self
