@@ -51,12 +51,11 @@ fn count(report: &str, what: &str) -> usize {
 }
 
 /// A port on which nothing listens (bound, then closed again).
+/// A port nothing listens on, that no server of the suite will take, and that is below the
+/// range the kernel draws the local ends of connections from (a connection to a port of
+/// that range may meet one of the suite's own connections there).
 fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    support::free_port()
 }
 
 #[test]

@@ -486,7 +486,7 @@ pub fn alive(pid: u32) -> bool {
 /// below Linux's ephemeral range (32768 and up by default), where the kernel never picks
 /// the local end of an outgoing connection, so that none of the suite's connections can take
 /// it before the server binds it. Never 6379.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
