@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Grant, sealed::Machinery};
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
 use crate::kinds::slot::Mode;
-use crate::kinds::undo::Undo;
 use crate::layout::names::{self, Granted};
 use crate::layout::owner::current_thread;
 use crate::topology::quorum::validity_end;
@@ -123,34 +122,7 @@ impl Machinery for Fair {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        reentrant::claim::<Self>(target, lease)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        reentrant::undo::<Self>(target, claim)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        if target.nodes().list().len() > 1 {
-            return Err(Error::Unsupported {
-                lock: target.subject().clone(),
-                reason: "a queue needs one order, and Redlock's masters each keep their own",
-            });
-        }
-        reentrant::take::<Self>(target, claim, lease, limit)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        reentrant::release::<Self>(target, hold)
-    }
+    reentrant::hashed_calls!();
 
     fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::waiter_channel(&target.shared_key(), &owner(target)))
@@ -207,7 +179,7 @@ impl Machinery for Fair {
             return;
         };
         if target.nodes().list().len() > 1 {
-            return; // refused before anything was sent: see `attempt`
+            return; // refused before anything was sent: see `refuse`
         }
         let keys = QueueKeys::of(key);
         let id = (target.shared_key(), current_thread(), Mode::Only);
@@ -241,6 +213,13 @@ fn grant_cap(target: &dyn Call) -> Option<Duration> {
 }
 
 impl Hashed for Fair {
+    fn refuse(target: &dyn Call) -> Result<()> {
+        reentrant::one_node(
+            target,
+            "a queue needs one order, and Redlock's masters each keep their own",
+        )
+    }
+
     fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let keys = QueueKeys::of(key);
         let place = target.config().fair_queue_wait;

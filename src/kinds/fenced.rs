@@ -3,15 +3,14 @@
 
 pub(crate) mod scripts;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::sealed::Machinery;
 use crate::kinds::reentrant::{self, Answer, Hashed};
-use crate::kinds::undo::Undo;
 use crate::layout::names;
 
 /// The fenced kind: a [`Reentrant`](crate::Reentrant) lock whose every acquisition,
@@ -35,37 +34,17 @@ impl Machinery for Fenced {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        reentrant::claim::<Self>(target, lease)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        reentrant::undo::<Self>(target, claim)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<u64>>> {
-        if target.nodes().list().len() > 1 {
-            return Err(Error::Unsupported {
-                lock: target.subject().clone(),
-                reason: "fencing tokens need one counter, and Redlock's masters each keep their own",
-            });
-        }
-        reentrant::take::<Self>(target, claim, lease, limit)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, u64>) -> Given {
-        reentrant::release::<Self>(target, hold)
-    }
+    reentrant::hashed_calls!();
 }
 
 impl Hashed for Fenced {
+    fn refuse(target: &dyn Call) -> Result<()> {
+        reentrant::one_node(
+            target,
+            "fencing tokens need one counter, and Redlock's masters each keep their own",
+        )
+    }
+
     fn acquire_cmd(_: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         scripts::fenced_acquire(key, &names::fence_counter(key), lease, field, held)
     }

@@ -10,9 +10,8 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
 use crate::kinds::fair::Fair;
-use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::{Attempt, Grant, sealed::Machinery};
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
-use crate::kinds::undo::Undo;
 use crate::layout::names::Granted;
 use crate::layout::owner::current_thread;
 use crate::transport::common;
@@ -95,29 +94,7 @@ impl<T: Once> Machinery for T {
     type Held = ();
     type Affinity = *const ();
     type Request = ();
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        <T::Of as Machinery>::claim(target, &(), lease)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        once::<T::Of>(target)?;
-        <T::Of as Machinery>::attempt(target, claim, lease, limit)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        <T::Of as Machinery>::undo(target, claim)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        <T::Of as Machinery>::release(target, hold)
-    }
+    reentrant::hashed_calls!();
 
     fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         <T::Of as Machinery>::wait_channel(target)
@@ -163,6 +140,12 @@ impl<T: Once> Hashed for T {
 
     fn field(target: &dyn Call) -> String {
         <T::Of as Hashed>::field(target)
+    }
+
+    /// As the kind it is taken once of refuses, and a second hold by this thread.
+    fn refuse(target: &dyn Call) -> Result<()> {
+        <T::Of as Hashed>::refuse(target)?;
+        once::<T::Of>(target)
     }
 
     fn renew_cmd(

@@ -5,16 +5,15 @@
 pub(crate) mod scripts;
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::sealed::Machinery;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
 use crate::kinds::slot::Mode;
-use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::current_thread;
 use crate::transport::common;
@@ -29,13 +28,10 @@ pub struct Write;
 
 /// A read-write lock needs one node: Redlock's masters would each decide its mode alone.
 fn one_node(target: &dyn Call) -> Result<()> {
-    if target.nodes().list().len() > 1 {
-        return Err(Error::Unsupported {
-            lock: target.subject().clone(),
-            reason: "a read-write lock needs one node, and Redlock's masters each keep their own mode",
-        });
-    }
-    Ok(())
+    reentrant::one_node(
+        target,
+        "a read-write lock needs one node, and Redlock's masters each keep their own mode",
+    )
 }
 
 impl Machinery for Read {
@@ -45,29 +41,7 @@ impl Machinery for Read {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        reentrant::claim::<Self>(target, lease)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        reentrant::undo::<Self>(target, claim)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        one_node(target)?;
-        reentrant::take::<Self>(target, claim, lease, limit)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        reentrant::release::<Self>(target, hold)
-    }
+    reentrant::hashed_calls!();
 
     fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
@@ -85,6 +59,10 @@ impl Hashed for Read {
     const MODE: Mode = Mode::Read;
     /// Each read hold keeps its own lease key, which a release leaves as it was.
     const RELEASE_SETS_LEASE: bool = false;
+
+    fn refuse(target: &dyn Call) -> Result<()> {
+        one_node(target)
+    }
 
     fn acquire_cmd(target: &dyn Call, key: &[u8], lease: Duration, field: &str, held: u32) -> Cmd {
         let timeouts = names::read_timeouts(key, field);
@@ -138,36 +116,7 @@ impl Machinery for Write {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        reentrant::claim::<Self>(target, lease)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        reentrant::undo::<Self>(target, claim)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        one_node(target)?;
-        let reading = (target.shared_key(), current_thread(), Mode::Read);
-        let writing = (target.shared_key(), current_thread(), Mode::Write);
-        if target.holds(&reading).0 > 0 && target.holds(&writing).0 == 0 {
-            return Err(Error::Upgrade {
-                lock: target.subject().clone(),
-            });
-        }
-        reentrant::take::<Self>(target, claim, lease, limit)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        reentrant::release::<Self>(target, hold)
-    }
+    reentrant::hashed_calls!();
 
     fn wait_channel(target: &dyn Call) -> Cow<'_, [u8]> {
         Cow::Owned(names::rwlock_channel(&target.shared_key()))
@@ -183,6 +132,20 @@ impl Machinery for Write {
 
 impl Hashed for Write {
     const MODE: Mode = Mode::Write;
+
+    /// On one node only, and never as an upgrade: a thread that holds the read side and not
+    /// the write side would wait for itself.
+    fn refuse(target: &dyn Call) -> Result<()> {
+        one_node(target)?;
+        let reading = (target.shared_key(), current_thread(), Mode::Read);
+        let writing = (target.shared_key(), current_thread(), Mode::Write);
+        if target.holds(&reading).0 > 0 && target.holds(&writing).0 == 0 {
+            return Err(Error::Upgrade {
+                lock: target.subject().clone(),
+            });
+        }
+        Ok(())
+    }
 
     fn field(target: &dyn Call) -> String {
         writer(target)

@@ -29,6 +29,62 @@ use scripts::FRESH;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reentrant;
 
+/// Refuses a kind that needs one node on a Redlock client, for `reason`.
+pub(crate) fn one_node(target: &dyn Call, reason: &'static str) -> Result<()> {
+    if target.nodes().list().len() > 1 {
+        return Err(Error::Unsupported {
+            lock: target.subject().clone(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// The lock machine's calls of a kind kept in the reentrant hash, for its `Machinery`
+/// impl, which names the rest: the claim is one more hold of the owner's field, the
+/// attempt takes it (once [`Hashed::refuse`] lets it), the undo gives back what the attempt
+/// may have taken, and the release gives back one hold.
+macro_rules! hashed_calls {
+    () => {
+        type Claim = $crate::kinds::reentrant::Claim;
+
+        fn claim(
+            target: &dyn $crate::kinds::call::Call,
+            _: &(),
+            lease: Option<std::time::Duration>,
+        ) -> Self::Claim {
+            $crate::kinds::reentrant::claim::<Self>(target, lease)
+        }
+
+        fn attempt(
+            target: &dyn $crate::kinds::call::Call,
+            claim: &Self::Claim,
+            lease: Option<std::time::Duration>,
+            limit: Option<std::time::Instant>,
+        ) -> $crate::base::error::Result<
+            $crate::kinds::kind::Attempt<$crate::kinds::kind::Grant<Self::Held>>,
+        > {
+            <Self as $crate::kinds::reentrant::Hashed>::refuse(target)?;
+            $crate::kinds::reentrant::take::<Self>(target, claim, lease, limit)
+        }
+
+        fn undo(
+            target: &dyn $crate::kinds::call::Call,
+            claim: &Self::Claim,
+        ) -> $crate::kinds::undo::Undo {
+            $crate::kinds::reentrant::undo::<Self>(target, claim)
+        }
+
+        fn release(
+            target: &dyn $crate::kinds::call::Call,
+            hold: &$crate::kinds::kind::Giving<'_, Self::Held>,
+        ) -> $crate::kinds::kind::Given {
+            $crate::kinds::reentrant::release::<Self>(target, hold)
+        }
+    };
+}
+pub(crate) use hashed_calls;
+
 impl Machinery for Reentrant {
     const LABEL: &'static str = "reentrant";
 
@@ -36,28 +92,7 @@ impl Machinery for Reentrant {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> Claim {
-        claim::<Self>(target, lease)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        take::<Self>(target, claim, lease, limit)
-    }
-
-    fn undo(target: &dyn Call, claim: &Claim) -> Undo {
-        undo::<Self>(target, claim)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        release::<Self>(target, hold)
-    }
+    hashed_calls!();
 }
 
 impl Hashed for Reentrant {
@@ -97,6 +132,13 @@ pub trait Hashed: Machinery {
     /// This thread's field in the hash.
     fn field(target: &dyn Call) -> String {
         owner(target)
+    }
+
+    /// Refuses an attempt before anything is sent: where the kind needs one node (a
+    /// fencing counter, a queue's order, a read-write lock's mode), or where what this
+    /// thread holds already forbids it.
+    fn refuse(_: &dyn Call) -> Result<()> {
+        Ok(())
     }
 
     /// The watchdog's renewal of `field`'s holds, counted by `held` (a look at the client's

@@ -1,16 +1,14 @@
 //! The spin lock, Redisson's `RSpinLock`: the reentrant lock's hash, without pub/sub. Its
 //! waiters back off exponentially between attempts and its releases publish nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::base::error::Result;
 use crate::base::retry::Backoff;
 use crate::kinds::call::Call;
-use crate::kinds::kind::{Attempt, Given, Giving, Grant, sealed::Machinery};
+use crate::kinds::kind::sealed::Machinery;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
-use crate::kinds::undo::Undo;
 use crate::transport::common;
 
 /// The spin kind, Redisson's `RSpinLock` layout: the [`Reentrant`] lock's hash (so a
@@ -48,28 +46,7 @@ impl Machinery for Spin {
     type Affinity = *const ();
     type Request = ();
 
-    type Claim = reentrant::Claim;
-
-    fn claim(target: &dyn Call, _: &(), lease: Option<Duration>) -> reentrant::Claim {
-        reentrant::claim::<Self>(target, lease)
-    }
-
-    fn attempt(
-        target: &dyn Call,
-        claim: &reentrant::Claim,
-        lease: Option<Duration>,
-        limit: Option<Instant>,
-    ) -> Result<Attempt<Grant<()>>> {
-        reentrant::take::<Self>(target, claim, lease, limit)
-    }
-
-    fn undo(target: &dyn Call, claim: &reentrant::Claim) -> Undo {
-        reentrant::undo::<Self>(target, claim)
-    }
-
-    fn release(target: &dyn Call, hold: &Giving<'_, ()>) -> Given {
-        reentrant::release::<Self>(target, hold)
-    }
+    reentrant::hashed_calls!();
 
     fn backoff(target: &dyn Call) -> Backoff {
         let (initial, max) = target.config().spin_backoff;
