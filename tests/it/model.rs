@@ -1270,6 +1270,40 @@ fn a_release_that_runs_after_the_lease_ends_finds_the_permit_gone() {
     }
 }
 
+/// Found by the property: owner 2's wait is at the head of the queue of a lock deleted
+/// from under its holder when its client stalls; the wait ends with an error, and its
+/// give-up waits in the stalled connection, so it keeps its place and the queue holds the
+/// others back, as it must. The model took the place as gone when the wait ended.
+#[test]
+fn a_stalled_fair_waiter_keeps_its_place_and_holds_the_queue_follows_its_model() {
+    use exclusive::{Lease::*, Op::*};
+    replay::<exclusive::Harness<redmutex::NonReentrantFair>>(vec![
+        Take {
+            owner: 0,
+            lease: Watched,
+        },
+        Wait {
+            owner: 2,
+            lease: Ms(28),
+            wait: 3334,
+        },
+        Delete,
+        Pass { ms: 4 },
+        Stall { client: 1 },
+        Join { owner: 2 },
+        Wait {
+            owner: 0,
+            lease: Watched,
+            wait: 358,
+        },
+        Pass { ms: 37 },
+        Take {
+            owner: 1,
+            lease: Ms(32),
+        },
+    ]);
+}
+
 /// Found by the property with direct hand-off on: a release grants the lock to owner 2's
 /// wait (an explicit lease: it confirms by an attempt), a forced unlock deletes the grant
 /// first, and the wait queues anew, behind the Java owner, which rightly takes the lock

@@ -1040,9 +1040,15 @@ impl<K: Subject> Case<'_, K> {
             .result
             .recv_timeout(waiting.wait + Duration::from_secs(20))
             .map_err(|err| format!("owner {owner}'s wait did not end: {err}"))?;
-        // Its call may have held the lock at any time: keep its bound until now.
+        // Its call may have held the lock at any time: keep its bound until now. A fair
+        // waiter whose client is still stalled keeps its place in the queue until its
+        // give-up gets through, after the thaw: past any case, as after a thaw.
         let ghost = self.parties[owner].ghost.unwrap_or(Bound::Gone);
-        self.parties[owner].ghost = Some(ghost.extend(Instant::now()));
+        let queued = K::JAVA == Java::Fair && self.stalled(owner);
+        self.parties[owner].ghost = Some(match queued {
+            true => Bound::Forever,
+            false => ghost.extend(Instant::now()),
+        });
         let rank = waiting.queued.map(|(_, rank)| rank);
         // When its successful attempt was sent (its validity began then), or its wait
         // ended.
