@@ -6,11 +6,11 @@
 //! times on shared machines swing severalfold; the ratios are the result.
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
-//! Cluster rows; `bench handoff` only the fair lock's direct hand-off rows, on against off
-//! (with `quick` too, shorter); `bench scale` only the rows of long fair queues, many
-//! waiters and many held locks; `bench redisson` only the rows beside Redisson 4.7.0, run in
-//! a JVM (`tests/peers/java/Bench.java`; a JDK 17+, and Maven to install Redisson on first
-//! use).
+//! Cluster rows; `bench handoff` only the hand-off's parts and the fair lock's direct
+//! hand-off rows, on against off (with `quick` too, shorter); `bench scale` only the rows
+//! of long fair queues, many waiters and many held locks; `bench redisson` only the rows
+//! beside Redisson 4.7.0, run in a JVM (`tests/peers/java/Bench.java`; a JDK 17+, and
+//! Maven to install Redisson on first use).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -597,6 +597,7 @@ fn direct_handoff(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>>
     let off = LockClient::builder(url).direct_handoff(false).build()?;
     let mut rows = Vec::new();
 
+    rows.extend(handoff_parts(plan, url, &on, &off)?);
     let granted_before = on.stats().grants_taken;
     let mut handoffs = interleaved(
         plan,
@@ -684,6 +685,145 @@ fn direct_handoff(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>>
         ),
     ));
     Ok(rows)
+}
+
+/// Where a hand-off's time goes, for a waiter of another thread of one client, in turns over
+/// the reentrant lock, and the fair lock with the direct hand-off on and off: the holder's
+/// release (its round trip), the unlock message as a subscriber of our own sees it (a
+/// plain `PSUBSCRIBE` connection in a thread of its own: the earliest a subscriber could
+/// have it), and the next holder's guard after that; beside a round trip after a pause
+/// as long as the holder's (3 ms), as a sleeping waiter's attempt meets it, and back to
+/// back.
+fn handoff_parts(
+    plan: &Plan,
+    url: &str,
+    on: &LockClient,
+    off: &LockClient,
+) -> Result<Vec<(&'static str, String)>> {
+    let (seen_tx, seen_rx) = crossbeam_channel::unbounded::<(String, Instant)>();
+    let watch = std::thread::spawn({
+        let url = url.to_owned();
+        move || {
+            let mut conn =
+                (redis::Client::open(url).and_then(|c| c.get_connection())).expect("a connection");
+            let mut pubsub = conn.as_pubsub();
+            pubsub
+                .psubscribe("redisson_lock__channel:{bench:parts*")
+                .unwrap();
+            while let Ok(message) = pubsub.get_message() {
+                let at = Instant::now();
+                if seen_tx
+                    .send((message.get_channel_name().to_owned(), at))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    });
+    let mut raw =
+        (redis::Client::open(url).and_then(|c| c.get_connection())).expect("a connection");
+    let noop = Script::new("return nil");
+    let _: () = noop.invoke(&mut raw).expect("no-op");
+    let mut rtt = |pause: Duration| {
+        std::thread::sleep(pause);
+        let sent = Instant::now();
+        let _: () = noop.invoke(&mut raw).expect("no-op");
+        sent.elapsed()
+    };
+    let (mut paused, mut back_to_back) = (Vec::new(), Vec::new());
+    let reentrant = LockClient::open(url)?;
+    let mut parts: Vec<(&str, [Vec<Duration>; 4])> = vec![
+        ("reentrant lock", Default::default()),
+        ("fair lock, direct hand-off on", Default::default()),
+        ("fair lock, direct hand-off off", Default::default()),
+    ];
+    let mut samplers: Vec<PartSampler> = vec![
+        part_sampler(reentrant.lock("bench:parts-reentrant"), seen_rx.clone()),
+        part_sampler(on.fair_lock("bench:parts-on"), seen_rx.clone()),
+        part_sampler(off.fair_lock("bench:parts-off"), seen_rx.clone()),
+    ];
+    drop(seen_rx);
+    for i in 0..plan.handoffs + 10 {
+        for ((_, taken), sample) in parts.iter_mut().zip(&mut samplers) {
+            let [release, message, after, whole] = sample()?;
+            paused.push(rtt(Duration::from_millis(3)));
+            back_to_back.push(rtt(Duration::ZERO));
+            if i >= 10 {
+                for (part, d) in taken.iter_mut().zip([release, message, after, whole]) {
+                    part.push(d);
+                }
+            }
+        }
+    }
+    drop(samplers);
+    let (paused, back_to_back) = (
+        percentile(&mut paused, 50),
+        percentile(&mut back_to_back, 50),
+    );
+    let mut rows = Vec::new();
+    for (what, mut taken) in parts {
+        let [release, message, after, whole] = taken.each_mut().map(|d| percentile(d, 50));
+        rows.push((
+            "hand-off parts",
+            format!(
+                "{what}, to another thread, p50 of {}: release sent → returned {} µs; → the unlock message at a plain subscriber {} µs; that → the next holder's guard {} µs; in all {} µs = {:.2} round trips after a 3 ms pause ({} µs; back to back {} µs)",
+                plan.handoffs,
+                micros(release),
+                micros(message),
+                micros(after),
+                micros(whole),
+                whole.as_secs_f64() / paused.as_secs_f64(),
+                micros(paused),
+                micros(back_to_back),
+            ),
+        ));
+    }
+    drop(watch);
+    Ok(rows)
+}
+
+/// One hand-off a call, in parts: the release's round trip, the release sent until the
+/// unlock message reached a plain subscriber, that until the next holder's guard, and the
+/// whole.
+type PartSampler = Box<dyn FnMut() -> Result<[Duration; 4]>>;
+
+fn part_sampler<K: Kind>(
+    lock: Lock<K>,
+    seen: crossbeam_channel::Receiver<(String, Instant)>,
+) -> PartSampler {
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
+    let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
+    let waiter = lock.clone();
+    std::thread::spawn(move || {
+        while go_rx.recv().is_ok() {
+            let guard = waiter.lock().expect("waiter lock");
+            got_tx.send(Instant::now()).unwrap();
+            guard.unlock().expect("waiter unlock");
+        }
+    });
+    let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
+    Box::new(move || {
+        let guard = lock.lock()?;
+        go_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(3)); // let the waiter block
+        // Messages of earlier turns (the waiter's own releases publish to no one).
+        while seen.try_recv().is_ok() {}
+        let released = Instant::now();
+        guard.unlock()?;
+        let returned = Instant::now();
+        let acquired = got_rx.recv().unwrap();
+        // This lock's message: on its channel, or a waiter's channel beside it.
+        let message = std::iter::from_fn(|| seen.recv_timeout(Duration::from_secs(1)).ok())
+            .find(|(name, _)| name.starts_with(&channel))
+            .map_or(acquired, |(_, at)| at);
+        Ok([
+            returned - released,
+            message.saturating_duration_since(released),
+            acquired.saturating_duration_since(message),
+            acquired - released,
+        ])
+    })
 }
 
 /// Sections per second of `threads` threads for `span`, each section a GET and a SET of a
