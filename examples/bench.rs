@@ -441,19 +441,30 @@ fn reentry(plan: &Plan, client: &LockClient) -> Result<Duration> {
     Ok(percentile(&mut samples, 50))
 }
 
-/// One hand-off at each call: from `unlock()` called in this thread (the release sent) to
-/// `lock()` returning in a thread that waits for it.
-fn handoff_thread<K: Kind>(lock: Lock<K>) -> Sampler {
+/// A thread that, each time it is told to go, takes `lock`, says when it got it, and lets
+/// it go; it ends when the sender is dropped.
+fn waiter_thread<K: Kind>(
+    lock: Lock<K>,
+) -> (
+    crossbeam_channel::Sender<()>,
+    crossbeam_channel::Receiver<Instant>,
+) {
     let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
     let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
-    let waiter = lock.clone();
     std::thread::spawn(move || {
         while go_rx.recv().is_ok() {
-            let guard = waiter.lock().expect("waiter lock");
+            let guard = lock.lock().expect("waiter lock");
             got_tx.send(Instant::now()).unwrap();
             guard.unlock().expect("waiter unlock");
         }
     });
+    (go_tx, got_rx)
+}
+
+/// One hand-off at each call: from `unlock()` called in this thread (the release sent) to
+/// `lock()` returning in a thread that waits for it.
+fn handoff_thread<K: Kind>(lock: Lock<K>) -> Sampler {
+    let (go_tx, got_rx) = waiter_thread(lock.clone());
     Box::new(move || {
         let guard = lock.lock()?;
         go_tx.send(()).unwrap();
@@ -792,16 +803,7 @@ fn part_sampler<K: Kind>(
     lock: Lock<K>,
     seen: crossbeam_channel::Receiver<(String, Instant)>,
 ) -> PartSampler {
-    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
-    let (got_tx, got_rx) = crossbeam_channel::bounded::<Instant>(0);
-    let waiter = lock.clone();
-    std::thread::spawn(move || {
-        while go_rx.recv().is_ok() {
-            let guard = waiter.lock().expect("waiter lock");
-            got_tx.send(Instant::now()).unwrap();
-            guard.unlock().expect("waiter unlock");
-        }
-    });
+    let (go_tx, got_rx) = waiter_thread(lock.clone());
     let channel = format!("redisson_lock__channel:{{{}}}", lock.name());
     Box::new(move || {
         let guard = lock.lock()?;
