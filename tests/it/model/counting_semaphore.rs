@@ -396,6 +396,17 @@ impl Case<'_> {
             proxy.flushed(Duration::from_secs(10)),
             "what the stall held did not go on"
         );
+        // What the proxy wrote is in the server's sockets, but the server may read them
+        // after this connection's next command, in the same turn of its event loop: a
+        // second round trip, sent after the first came back, runs in a later turn, after
+        // every command the stall held. Only then has every late acquisition landed, and
+        // the count `settle` waits for is not one they are about to change.
+        for _ in 0..2 {
+            let () = redis::cmd("PING")
+                .query(&mut self.h.conn)
+                .map(|_: String| ())
+                .unwrap();
+        }
         self.settle(client)
     }
 
