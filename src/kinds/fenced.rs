@@ -23,7 +23,7 @@ use crate::layout::names;
 /// the highest token it has seen and refuses any lower one is safe from a holder that was
 /// paused past its lease: see the README. Fencing needs one counter, so a fenced lock on a
 /// Redlock client (several independent masters) refuses every call with
-/// [`Error::Unsupported`].
+/// [`Error::Unsupported`](crate::Error::Unsupported).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fenced;
 
