@@ -17,6 +17,10 @@ use crate::base::cause::{self, Cause};
 pub(crate) use crate::base::subject::Noun;
 pub use crate::base::subject::Subject;
 
+/// Every call's `Result` is at least as large as an `Error`, 120 bytes on 64-bit targets:
+/// a variant that would grow it boxes what it adds, or the build fails here.
+const _: () = assert!(std::mem::size_of::<Error>() <= 120);
+
 /// Everything that can go wrong, with the context needed to act on it.
 ///
 /// The enum is `#[non_exhaustive]`: match the predicates ([`Error::is_timeout`],
@@ -164,7 +168,7 @@ pub enum Error {
     /// [`crate::MAX_NAME_LEN`].
     InvalidName {
         /// The lock or semaphore, by its name as given (lossily decoded).
-        name: Subject,
+        lock: Subject,
         /// What is wrong with it.
         reason: &'static str,
     },
@@ -513,7 +517,7 @@ impl Error {
             | Error::Pool { lock, .. }
             | Error::NoQuorum { lock, .. }
             | Error::NotReplicated { lock, .. } => lock.as_ref(),
-            Error::InvalidName { name, .. } => Some(name),
+            Error::InvalidName { lock, .. } => Some(lock),
             Error::Timeout { lock, .. }
             | Error::NotHeld { lock }
             | Error::Lost { lock }
@@ -813,12 +817,12 @@ impl Error {
                 f,
                 "this client was created in process {parent}, not in this fork of it; build a new client"
             ),
-            Error::InvalidName { name, reason } => {
+            Error::InvalidName { lock, reason } => {
                 write!(
                     f,
                     "invalid {} name {}: {reason}",
-                    name.noun(),
-                    name.quoted()
+                    lock.noun(),
+                    lock.quoted()
                 )
             }
             Error::InvalidConfig { setting, reason } => write!(f, "invalid {setting}: {reason}"),

@@ -122,7 +122,7 @@ impl Target {
         match self.name.invalid {
             None => Ok(&self.name.key),
             Some(reason) => Err(Error::InvalidName {
-                name: self.subject().clone(),
+                lock: self.subject().clone(),
                 reason,
             }),
         }

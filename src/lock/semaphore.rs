@@ -230,31 +230,6 @@ impl Semaphore {
         Ok(taken.map(Permit::new))
     }
 
-    /// The former name of [`try_acquire_with_lease_for`](Self::try_acquire_with_lease_for).
-    #[deprecated(
-        note = "renamed try_acquire_with_lease_for, as the locks' try_lock_with_lease_for"
-    )]
-    pub fn try_acquire_for_with_lease(
-        &self,
-        timeout: Duration,
-        lease: Duration,
-    ) -> Result<Option<Permit>> {
-        self.try_acquire_with_lease_for(timeout, lease)
-    }
-
-    /// The former name of
-    /// [`try_acquire_with_lease_until`](Self::try_acquire_with_lease_until).
-    #[deprecated(
-        note = "renamed try_acquire_with_lease_until, as the locks' try_lock_with_lease_until"
-    )]
-    pub fn try_acquire_until_with_lease(
-        &self,
-        deadline: Instant,
-        lease: Duration,
-    ) -> Result<Option<Permit>> {
-        self.try_acquire_with_lease_until(deadline, lease)
-    }
-
     /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
     /// taken in another process, say. [`Error::NotHeld`](crate::Error::NotHeld) when it is
     /// not held (never, given back already, or its lease ran out); an id that is not 32

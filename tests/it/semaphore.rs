@@ -344,22 +344,19 @@ fn a_permit_id_in_any_other_shape_is_refused_and_gives_back_nothing() {
     assert_eq!(semaphore.available_permits().unwrap(), 2);
 }
 
-/// The leased forms with a timeout or a deadline are named as the locks' are
-/// (`try_lock_with_lease_for`); their former names still work.
+/// The leased forms with a timeout or a deadline, named as the locks' are
+/// (`try_lock_with_lease_for`), keep the lease they are given.
 #[test]
-#[allow(deprecated)]
-fn timed_acquisitions_with_a_lease_work_under_both_names() {
+fn timed_acquisitions_with_a_lease_keep_their_lease() {
     let server = Server::start();
     let semaphore = server.client().semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     // Shorter than the watchdog lease (30 s), so that the validity tells them apart.
     let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(5));
     let deadline = std::time::Instant::now() + NO_HANG;
-    let takes: [&dyn Fn() -> redmutex::Result<Option<Permit>>; 4] = [
+    let takes: [&dyn Fn() -> redmutex::Result<Option<Permit>>; 2] = [
         &|| semaphore.try_acquire_with_lease_for(wait, lease),
         &|| semaphore.try_acquire_with_lease_until(deadline, lease),
-        &|| semaphore.try_acquire_for_with_lease(wait, lease),
-        &|| semaphore.try_acquire_until_with_lease(deadline, lease),
     ];
     for take in takes {
         let permit = take().unwrap().expect("a permit is free");
