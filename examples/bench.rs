@@ -1,9 +1,10 @@
 //! Measures the lock against raw Redis round trips, in one run, and prints one table.
 //!
-//! `cargo run --release --example bench` starts a throwaway redis-server unless `REDIS_URL`
-//! is set; the Redlock, Sentinel, replica, TLS and Cluster rows always start servers of
-//! their own (`redis-server`, and `redis-cli` to form the cluster, on the `PATH`). Absolute
-//! times on shared machines swing severalfold; the ratios are the result.
+//! `cargo run --release --features bench --example bench` starts a throwaway
+//! redis-server unless `REDIS_URL` is set; the Redlock, Sentinel, replica, TLS and Cluster
+//! rows always start servers of their own (`redis-server`, and `redis-cli` to form the
+//! cluster, on the `PATH`). Absolute times on shared machines swing severalfold; the
+//! ratios are the result.
 //! Samples that are compared are interleaved, so load from elsewhere hits both alike.
 //! `bench quick` runs shorter rounds (for a smoke test); `bench cluster` only the Redis
 //! Cluster rows; `bench handoff` only the hand-off's parts and the fair lock's direct

@@ -251,6 +251,7 @@ pub use base::health::{Health, HealthChange};
 pub use base::held_by::HeldBy;
 pub use base::lost::LockLost;
 pub use base::stats::Stats;
+#[cfg(feature = "bench")]
 #[doc(hidden)]
 pub use client::bench_hooks;
 pub use client::builder::LockClientBuilder;

@@ -1,5 +1,6 @@
-//! Timings of internals that the public API cannot isolate, for `examples/bench.rs`. Hidden
-//! from the documentation and not part of the API.
+//! Timings of internals that the public API cannot isolate, for `examples/bench.rs`, with
+//! the `bench` feature only. Hidden from the documentation and not part of the API: it
+//! hands out the redis crate's types, which the API does not.
 
 use std::io;
 use std::sync::Arc;

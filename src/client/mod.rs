@@ -1,6 +1,7 @@
 //! The client API: the entry points, the builder of a client's settings, and the client
 //! that makes lock handles. Uses `lock` and everything below.
 
+#[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench_hooks;
 pub(crate) mod builder;
