@@ -732,6 +732,34 @@ fn read_write_lock_after_a_lost_write_release_follows_its_model() {
     }
 }
 
+/// Found by the property: owner 2's write hold ran out and a re-entry found it lost, so
+/// the client forgot that holding; owner 2 then took the write side anew, and read. The
+/// stale guard's release reports the old holding lost, and says nothing of the new one:
+/// the next write acquisition is a re-entry, not an upgrade. The model took every write
+/// guard for stale after that release.
+#[test]
+fn the_release_of_a_stale_write_guard_leaves_the_new_holding_follows_its_model() {
+    use exclusive::Lease::Ms;
+    use read_write::{Op::*, Side::*};
+    let take = |side, ms| Take {
+        owner: 2,
+        side,
+        lease: Ms(ms),
+    };
+    let ops = [
+        take(Write, 20),
+        Pass { ms: 60 },
+        take(Write, 20),
+        take(Write, 10_000),
+        take(Read, 10_000),
+        Release { owner: 2, which: 0 },
+        take(Write, 10_000),
+    ];
+    if let Err(err) = read_write::Harness::new().run(&ops) {
+        panic!("read-write: {err}");
+    }
+}
+
 /// Found by the property: a read release whose reply comes late, by an owner with a
 /// watched read hold and one of 38 ms, may have removed the watched hold's lease key (a
 /// read release removes its owner's newest), leaving the hash to expire with the short

@@ -602,9 +602,11 @@ impl Case<'_> {
                                 view.valid_until - ended
                             ));
                         }
-                        if err.is_lost() {
-                            // The client forgot the whole holding: every guard of that
-                            // side is stale, as after an acquisition that found it lost.
+                        // The client forgot the whole holding: every guard of that side
+                        // is stale, as after an acquisition that found it lost. A stale
+                        // guard's holding was forgotten before: its release says nothing
+                        // of a holding taken since.
+                        if err.is_lost() && !hold.stale {
                             let party = &mut self.parties[owner];
                             for other in party.holds.iter_mut().filter(|h| h.side == hold.side) {
                                 other.revoked = true;
