@@ -593,3 +593,41 @@ fn a_read_hold_whose_lease_key_is_gone_is_lost_at_the_next_renewal() {
     );
     assert!(!server.exists(&keys[0]), "not put back");
 }
+
+/// A read attempt held up on its way until after its give-back ran takes a read hold that
+/// no guard holds. Under the owner's own write hold, the hash outlives that hold's lease
+/// key: the write release then sets the hash's expiry to the read leases left, so the
+/// stray hold ends with its own lease, not with the write side's.
+#[test]
+fn a_read_hold_taken_after_its_give_back_ends_with_its_own_lease() {
+    let server = Server::start();
+    let proxy = support::Proxy::start(server.port());
+    let client = LockClient::builder(&proxy.url())
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let lock = client.read_write_lock(NAME);
+    // Watched: its renewals keep the hash for 30 s.
+    let write = lock.write().lock().unwrap();
+    proxy.delay_request_to(b"rwlock_timeout:1", Duration::from_secs(2));
+    let err = lock.read().try_lock_with_lease(SHORT).unwrap_err();
+    assert!(err.is_connection() || err.is_timeout(), "{err:#}");
+    let mut redis = server.conn();
+    let lease_keys = |redis: &mut redis::Connection| -> usize {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("{rw}:*:rwlock_timeout:*")
+            .query(redis)
+            .unwrap();
+        keys.len()
+    };
+    assert!(
+        eventually(NO_HANG, || lease_keys(&mut redis) == 1),
+        "the held-up attempt never landed"
+    );
+    write.unlock().unwrap();
+    let left: i64 = redis::cmd("PTTL").arg(NAME).query(&mut redis).unwrap();
+    assert!(
+        left <= SHORT.as_millis() as i64,
+        "the stray read hold lasts {left} ms, as long as the write lease"
+    );
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::Cmd;
 
+use crate::layout::names;
 use crate::transport::common::unlock_message;
 use crate::transport::scripts::{Lua, evalsha, millis};
 
@@ -136,7 +137,8 @@ pub(crate) fn write_release(
         .arg(writer)
         .arg(held)
         .arg(millis(latch_ttl))
-        .arg(channel);
+        .arg(channel)
+        .arg(names::read_timeouts_prefix(key));
     cmd
 }
 
