@@ -3,16 +3,10 @@
 //! usage. Output ends quietly when its reader goes away. Names are printed escaped
 //! (`escape`), and taken back in that form.
 
-// The tool's modules are in the folder named after it.
-#[path = "redmutex/escape.rs"]
 mod escape;
-#[path = "redmutex/json.rs"]
 mod json;
-#[path = "redmutex/out.rs"]
 mod out;
-#[path = "redmutex/progress.rs"]
 mod progress;
-#[path = "redmutex/text.rs"]
 mod text;
 
 use std::ffi::{OsStr, OsString};
