@@ -307,7 +307,7 @@ fn send_cmds(raw: &mut redis::Connection, kind: RawKind, acquire: redis::Cmd, re
     let taken: redis::Value = acquire.query(raw).expect("acquire");
     let taken_ok = match kind {
         RawKind::Token => taken == redis::Value::Okay,
-        RawKind::Semaphore => {
+        RawKind::LeasedSemaphore => {
             matches!(&taken, redis::Value::Array(v) if v.first() == Some(&redis::Value::Int(1)))
         }
         RawKind::Counting => taken == redis::Value::Int(1),
@@ -988,7 +988,7 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
     bench_hooks::load_scripts(&mut raw).expect("load scripts");
     let (fair, semaphore, reentrant) = (
         client.fair_lock("bench:fair"),
-        client.semaphore("bench:semaphore"),
+        client.leased_semaphore("bench:semaphore"),
         client.lock("bench:family-reentrant"),
     );
     semaphore.try_set_permits(1)?;
@@ -1028,7 +1028,12 @@ fn family(plan: &Plan, url: &str, client: &LockClient) -> Result<Vec<(&'static s
         }));
         samples[6].push(mean_of(plan.pairs, || {
             request += 1;
-            send_pair(&mut raw, RawKind::Semaphore, "bench:semaphore-raw", request);
+            send_pair(
+                &mut raw,
+                RawKind::LeasedSemaphore,
+                "bench:semaphore-raw",
+                request,
+            );
         }));
     }
     let [

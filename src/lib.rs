@@ -71,8 +71,8 @@
 //!   `RSpinLock`; the reentrant lock without pub/sub, its waiters backing off.
 //! - [`client.read_write_lock(name)`](LockClient::read_write_lock): a [`ReadWriteLock`],
 //!   Redisson's `RReadWriteLock`; many readers or one writer.
-//! - [`client.semaphore(name)`](LockClient::semaphore): a [`Semaphore`], Redisson's
-//!   `RPermitExpirableSemaphore`; up to N [`Permit`]s at once, each with a lease.
+//! - [`client.leased_semaphore(name)`](LockClient::leased_semaphore): a [`LeasedSemaphore`], Redisson's
+//!   `RPermitExpirableSemaphore`; up to N [`LeasedPermit`]s at once, each with a lease.
 //! - [`client.multi_lock(names)`](LockClient::multi_lock): a [`MultiLock`], Redisson's
 //!   `RedissonMultiLock`; several locks, of any kinds, taken all or none, one
 //!   [`MultiGuard`] for all.
@@ -175,7 +175,7 @@
 //!   timeout. A string key (a `SET NX` lock of another library) is waited for the same way;
 //!   a key of another type is [`Error::WrongKind`].
 //! - **Cancelling.** [`Lock::with_cancel`], [`ReadWriteLock::with_cancel`],
-//!   [`MultiLock::with_cancel`], [`Semaphore::with_cancel`],
+//!   [`MultiLock::with_cancel`], [`LeasedSemaphore::with_cancel`],
 //!   [`CountingSemaphore::with_cancel`], [`CountDownLatch::with_cancel`] and
 //!   [`Election::with_cancel`] give the same handle,
 //!   whose blocking calls a [`Cancel`] token ends from another thread with
@@ -183,7 +183,7 @@
 //!   [`LockClient::close`] ends every wait of the client so and refuses new calls.
 //! - **Explained waits.** A wait that finds a holder without expiry logs a warning naming
 //!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).
-//! - **Watching a hold.** [`LockGuard::watch`] and [`Permit::watch`] give a [`HoldWatch`]
+//! - **Watching a hold.** [`LockGuard::watch`] and [`LeasedPermit::watch`] give a [`HoldWatch`]
 //!   that another thread can poll or block on until the hold is found lost.
 //! - **fork().** A client used in a forked child refuses every call with
 //!   [`Error::Forked`].
@@ -278,7 +278,7 @@ pub use lock::handle::Lock;
 pub use lock::hold_watch::HoldWatch;
 pub use lock::multi_lock::{MultiGuard, MultiLock};
 pub use lock::read_write_lock::ReadWriteLock;
-pub use lock::semaphore::{Permit, Semaphore};
+pub use lock::semaphore::{LeasedPermit, LeasedSemaphore};
 pub use notify::cancel::Cancel;
 
 const _: () = {
@@ -289,12 +289,12 @@ const _: () = {
     send_sync::<Lock<Fair>>();
     send_sync::<Lock<NonReentrantFair>>();
     send_sync::<ReadWriteLock>();
-    send_sync::<Semaphore>();
+    send_sync::<LeasedSemaphore>();
     send_sync::<Election>();
     send_sync::<CountDownLatch>();
     const fn send<T: Send>() {}
     send::<LockGuard<Token>>();
-    send::<Permit>();
+    send::<LeasedPermit>();
     send_sync::<CountingSemaphore>();
     send::<CountedPermits>();
     send::<Leadership>();

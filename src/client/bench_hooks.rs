@@ -32,7 +32,7 @@ pub enum RawKind {
     Token,
     Fair,
     Read,
-    Semaphore,
+    LeasedSemaphore,
     /// The counting semaphore, on a count of 1.
     Counting,
 }
@@ -115,7 +115,7 @@ pub fn raw_pair(kind: RawKind, key: &str, request: u64) -> (redis::Cmd, redis::C
             );
             (acquire, release)
         }
-        RawKind::Semaphore => {
+        RawKind::LeasedSemaphore => {
             let id: [u8; 16] = rand::random();
             let (timeouts, channel) = (
                 names::semaphore_timeouts(key),

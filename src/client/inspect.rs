@@ -33,7 +33,7 @@ pub enum LockKind {
     Token,
     /// A string holding a number, with the semaphore's held permits beside it: the
     /// permits left.
-    Semaphore,
+    LeasedSemaphore,
     /// An election's leader: a hash of its token, epoch and name. Its one holder is the
     /// leader, by token, with its name as the holder's client;
     /// [`LockInfo::epoch`] is its epoch, and [`LockInfo::candidates`] its candidates.
@@ -560,7 +560,7 @@ fn info(name: &[u8], names: &[Vec<u8>; 9], raw: Raw, server: &str) -> LockInfo {
                 permit.lease_left = Some(Duration::from_millis(left));
                 holders.push(permit);
             }
-            LockKind::Semaphore
+            LockKind::LeasedSemaphore
         }
         "counting" => {
             // Below zero, more were taken away than there were: none is left to take.
@@ -635,7 +635,7 @@ fn relevant_keys(kind: &LockKind, names: &[Vec<u8>; 9]) -> Vec<Vec<u8>> {
         LockKind::Fair => &[0, 1, 2, 3],
         LockKind::Fenced | LockKind::Election => &[0, 1, 4],
         LockKind::ReadWrite => &[0, 6],
-        LockKind::Semaphore => &[0, 5, 7],
+        LockKind::LeasedSemaphore => &[0, 5, 7],
         LockKind::CountingSemaphore => &[0, 7],
         LockKind::CountDownLatch => &[0, 8],
         LockKind::Free | LockKind::Reentrant | LockKind::Token => &[0, 1],

@@ -21,7 +21,7 @@ use crate::lock::election::Election;
 use crate::lock::handle::Lock;
 use crate::lock::multi_lock::MultiLock;
 use crate::lock::read_write_lock::ReadWriteLock;
-use crate::lock::semaphore::Semaphore;
+use crate::lock::semaphore::LeasedSemaphore;
 use crate::transport::node::{Node, Nodes};
 use crate::transport::{common, scripts};
 
@@ -128,9 +128,9 @@ impl LockClient {
     }
 
     /// The leased semaphore `name`: up to its number of permits held at once. See
-    /// [`Semaphore`].
-    pub fn semaphore(&self, name: impl AsRef<[u8]>) -> Semaphore {
-        Semaphore::new(self.target(name.as_ref(), Noun::Semaphore))
+    /// [`LeasedSemaphore`].
+    pub fn leased_semaphore(&self, name: impl AsRef<[u8]>) -> LeasedSemaphore {
+        LeasedSemaphore::new(self.target(name.as_ref(), Noun::Semaphore))
     }
 
     /// The semaphore without leases `name`: a count of permits that anyone may take, give

@@ -30,7 +30,7 @@ use crate::transport::common;
 /// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
 /// [`NonReentrantFair`](crate::NonReentrantFair), [`Spin`](crate::Spin), [`Read`](crate::Read),
 /// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a
-/// [`Semaphore`](crate::Semaphore) or a [`CountingSemaphore`](crate::CountingSemaphore). The trait is sealed; its machinery is internal.
+/// [`LeasedSemaphore`](crate::LeasedSemaphore) or a [`CountingSemaphore`](crate::CountingSemaphore). The trait is sealed; its machinery is internal.
 pub trait Kind: sealed::Machinery {}
 
 impl<K: sealed::Machinery> Kind for K {}

@@ -23,8 +23,8 @@ use crate::layout::names;
 use crate::topology::quorum::validity_end;
 use crate::transport::common::Renewed;
 
-/// The permits of a [`Semaphore`](crate::Semaphore): the kind behind its
-/// [`Permit`](crate::Permit)s. A busy attempt waits at most until the first held lease
+/// The permits of a [`LeasedSemaphore`](crate::LeasedSemaphore): the kind behind its
+/// [`LeasedPermit`](crate::LeasedPermit)s. A busy attempt waits at most until the first held lease
 /// ends, when that permit comes back without a message.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Permits;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::Result;
 use crate::kinds::call::Call;
 use crate::kinds::counted::scripts::{self, CsemRead};
-use crate::kinds::counted::{self, Counted, MAX_PERMITS};
+use crate::kinds::counted::{self, Counted};
 use crate::layout::names;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
@@ -24,7 +24,7 @@ use crate::notify::cancel::Cancel;
 /// **The permits of a holder that crashes are not given back**: nothing records who holds
 /// what, and nothing expires. Someone has to give them back with
 /// [`release`](Self::release) or [`add_permits`](Self::add_permits). Where a holder may die
-/// without releasing, use the leased [`Semaphore`](crate::Semaphore), whose permits come
+/// without releasing, use the leased [`LeasedSemaphore`](crate::LeasedSemaphore), whose permits come
 /// back when their leases run out.
 ///
 /// Acquiring waits like a lock does: woken by a release (Redisson's message, the number of
@@ -155,18 +155,28 @@ impl CountingSemaphore {
         counted::add(target, n as i64, None)
     }
 
-    /// Adds `delta` permits (up to 2^40 either way; below zero takes them away, down below
-    /// zero if need be, as Redisson's `addPermits`), waking waiters for the number then
-    /// available; returns that number. A count that would pass ±2^50 is
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing changed.
-    pub fn add_permits(&self, delta: i64) -> Result<i64> {
+    /// Adds `n` permits (1 to 2^40), waking waiters for the number then available;
+    /// returns that number. Nothing checks that they were taken: see
+    /// [`release`](Self::release), which is the same call for permits given back. A count
+    /// that would pass 2^50 is [`Error::InvalidArgument`](crate::Error::InvalidArgument),
+    /// with nothing changed.
+    pub fn add_permits(&self, n: u64) -> Result<i64> {
         let target = self.target();
-        if delta == 0 || delta.unsigned_abs() > MAX_PERMITS {
-            let reason = format!("must be -{MAX_PERMITS}..={MAX_PERMITS}, not 0");
-            return Err(target.invalid_argument("delta", reason));
-        }
+        check_permits(target, n)?;
         target.open()?;
-        counted::add(target, delta, None)
+        counted::add(target, n as i64, None)
+    }
+
+    /// Takes `n` permits (1 to 2^40) away from those available, down below zero if need
+    /// be, as Redisson's `reducePermits` does; returns the number available after. Permits
+    /// below zero are owed: releases pay them back before anyone may acquire. A count that
+    /// would pass -2^50 is [`Error::InvalidArgument`](crate::Error::InvalidArgument), with
+    /// nothing changed.
+    pub fn reduce_permits(&self, n: u64) -> Result<i64> {
+        let target = self.target();
+        check_permits(target, n)?;
+        target.open()?;
+        counted::add(target, -(n as i64), None)
     }
 
     /// Sets the number of permits to `n` (1 to 2^40) if it has none yet; false, with

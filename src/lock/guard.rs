@@ -28,7 +28,7 @@ use crate::lock::hold_watch::HoldWatch;
 /// |---|---|---|
 /// | [`Reentrant`], [`Fenced`], [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) | not `Send` | the hold belongs to the thread that took it: a release from another thread would name the wrong owner |
 /// | [`Token`] | `Send` | the hold belongs to its token |
-/// | a semaphore's [`Permit`](crate::Permit) | `Send` | the permit belongs to its id |
+/// | a semaphore's [`LeasedPermit`](crate::LeasedPermit) | `Send` | the permit belongs to its id |
 /// | a counting semaphore's [`CountedPermits`](crate::CountedPermits) | `Send` | permits are counted, not owned |
 ///
 /// ```compile_fail

@@ -10,7 +10,7 @@ use crate::base::health::Health;
 use crate::kinds::holding::Holding;
 
 /// A watch on one hold of a guard or permit, made by [`LockGuard::watch`](crate::LockGuard::watch)
-/// or [`Permit::watch`](crate::Permit::watch): `Send + Sync + Clone`, so a helper thread can
+/// or [`LeasedPermit::watch`](crate::LeasedPermit::watch): `Send + Sync + Clone`, so a helper thread can
 /// check the hold (a guard of a reentrant lock cannot leave its thread) or block until it
 /// is lost, where [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) hears every
 /// lock of the client.

@@ -15,11 +15,11 @@ use crate::lock::handle::Lock;
 use crate::lock::hold_watch::HoldWatch;
 use crate::notify::cancel::Cancel;
 
-use crate::kinds::counted::MAX_PERMITS;
+use crate::kinds::counted::{MAX_PERMITS, MAX_TOTAL};
 
 /// A leased semaphore: up to its number of permits may be held at once, by any threads and
 /// processes, each permit with a lease. Made by
-/// [`LockClient::semaphore`](crate::LockClient::semaphore); Redisson's
+/// [`LockClient::leased_semaphore`](crate::LockClient::leased_semaphore); Redisson's
 /// `RPermitExpirableSemaphore` layout, so Java services share it.
 ///
 /// A permit taken without a lease is renewed by the watchdog while held, like a lock; one
@@ -31,7 +31,7 @@ use crate::kinds::counted::MAX_PERMITS;
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
-/// let pool = client.semaphore("db-connections");
+/// let pool = client.leased_semaphore("db-connections");
 /// pool.try_set_permits(3)?; // only if not set yet
 /// let permit = pool.acquire()?; // one of three
 /// println!("holding {}", permit.id());
@@ -39,20 +39,20 @@ use crate::kinds::counted::MAX_PERMITS;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct Semaphore {
+pub struct LeasedSemaphore {
     permits: Lock<Permits>,
 }
 
-/// One held permit of a [`Semaphore`]; gives it back when dropped. `Send`: any thread may
+/// One held permit of a [`LeasedSemaphore`]; gives it back when dropped. `Send`: any thread may
 /// release it.
 #[must_use = "a permit is given back when dropped"]
-pub struct Permit {
+pub struct LeasedPermit {
     guard: LockGuard<Permits>,
 }
 
-impl Semaphore {
+impl LeasedSemaphore {
     pub(crate) fn new(target: Target) -> Self {
-        Semaphore {
+        LeasedSemaphore {
             permits: Lock::new(target),
         }
     }
@@ -68,7 +68,7 @@ impl Semaphore {
     /// [`Lock::with_cancel`]; an attempt that took a permit as the token was cancelled
     /// returns it).
     pub fn with_cancel(&self, cancel: &Cancel) -> Self {
-        Semaphore {
+        LeasedSemaphore {
             permits: self.permits.with_cancel(cancel),
         }
     }
@@ -83,9 +83,10 @@ impl Semaphore {
         Ok(self.change(true, permits)? >= 0)
     }
 
-    /// Adds `permits` (1 to 2^40) to the permits available, waking as many waiters.
-    pub fn add_permits(&self, permits: u64) -> Result<()> {
-        self.change(false, permits).map(drop)
+    /// Adds `permits` (1 to 2^40) to the permits available, waking as many waiters;
+    /// returns the number available after.
+    pub fn add_permits(&self, permits: u64) -> Result<i64> {
+        self.change(false, permits)
     }
 
     /// Sets the number of permits available now to `permits` (1 to 2^40), whatever it
@@ -96,44 +97,58 @@ impl Semaphore {
     ///
     /// ```no_run
     /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
-    /// let pool = client.semaphore("db-connections");
+    /// let pool = client.leased_semaphore("db-connections");
     /// pool.set_permits(10)?; // 10 available now, whatever there were
-    /// let taken = pool.reduce_permits(4)?; // up to 4 fewer, never below zero
-    /// println!("took {taken}; {} left", pool.available_permits()?);
+    /// let left = pool.reduce_permits(4)?; // up to 4 fewer, never below zero
+    /// println!("{left} left, {} taken", pool.drain_permits()?);
     /// pool.delete()?; // gone: held permits fail to release
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn set_permits(&self, permits: u64) -> Result<u64> {
+    pub fn set_permits(&self, permits: u64) -> Result<i64> {
         let target = self.target();
         check_permits(target, permits)?;
         let key = target.open()?;
         let timeouts = names::semaphore_timeouts(key);
         let cmd = scripts::semaphore_set(key, &timeouts, &names::semaphore_channel(key), permits);
-        self.run(&cmd)
-            .map(|before| u64::try_from(before).unwrap_or_default())
+        self.run(&cmd).map(|before| before.max(0))
     }
 
     /// Takes up to `permits` (1 to 2^40) away from the permits available, never below
-    /// zero, and returns how many it took: fewer than asked when fewer were available.
-    /// Held permits are left alone: each comes back when released, so to shrink a pool
-    /// whose permits are held, reduce what is available and let the holders release.
+    /// zero, and returns the number available after (0 when fewer were available than
+    /// asked). Held permits are left alone: each comes back when released, so to shrink a
+    /// pool whose permits are held, reduce what is available and let the holders release.
     /// Held permits whose leases had run out come back first and count as available. A
     /// semaphore without permits is left as it is (0).
-    pub fn reduce_permits(&self, permits: u64) -> Result<u64> {
+    pub fn reduce_permits(&self, permits: u64) -> Result<i64> {
+        check_permits(self.target(), permits)?;
+        self.reduce(permits).map(|(_, left)| left)
+    }
+
+    /// Takes every permit available and returns how many, without a guard: they are gone
+    /// until someone adds permits. Held permits are left alone; those whose leases had run
+    /// out come back first and are taken too.
+    pub fn drain_permits(&self) -> Result<u64> {
+        self.reduce(MAX_TOTAL).map(|(taken, _)| taken)
+    }
+
+    /// Takes up to `permits` away: how many it took, and how many are left.
+    fn reduce(&self, permits: u64) -> Result<(u64, i64)> {
         let target = self.target();
-        check_permits(target, permits)?;
         let key = target.open()?;
         let timeouts = names::semaphore_timeouts(key);
         let cmd =
             scripts::semaphore_reduce(key, &timeouts, &names::semaphore_channel(key), permits);
-        self.run(&cmd)
-            .map(|taken| u64::try_from(taken).unwrap_or_default())
+        let nodes = target.shared.nodes();
+        let (taken, left): (i64, i64) = nodes
+            .agreed(nodes.run_all_unhurried(&cmd))
+            .map_err(|err| target.wrong_kind(err))?;
+        Ok((u64::try_from(taken).unwrap_or_default(), left.max(0)))
     }
 
     /// Deletes the semaphore: its permits and its record of held permits. Returns whether
     /// there was anything to delete. Permits held when it was deleted are not held any
     /// more: their release fails with [`Error::Lost`](crate::Error::Lost) (by
-    /// [`Permit`]; [`Error::NotHeld`](crate::Error::NotHeld) by id), their watchdog marks
+    /// [`LeasedPermit`]; [`Error::NotHeld`](crate::Error::NotHeld) by id), their watchdog marks
     /// them lost at its next renewal, and waiters wait for permits to be set again. A key
     /// of another kind is [`Error::WrongKind`](crate::Error::WrongKind), left as it is.
     pub fn delete(&self) -> Result<bool> {
@@ -157,56 +172,55 @@ impl Semaphore {
         check_permits(target, permits)?;
         let key = target.open()?;
         let cmd = scripts::semaphore_add(key, &names::semaphore_channel(key), set, permits);
-        let nodes = target.shared.nodes();
-        nodes
-            .agreed(nodes.run_all_unhurried::<i64>(&cmd))
-            .map_err(|err| target.wrong_kind(err))
+        self.run(&cmd)
     }
 
     /// The permits available now, counting those whose leases have run out (they come back
-    /// at the next acquisition). Reads only.
-    pub fn available_permits(&self) -> Result<u64> {
+    /// at the next acquisition). Never below zero. Reads only.
+    pub fn available_permits(&self) -> Result<i64> {
         let target = self.target();
         let key = target.open()?;
         let cmd = scripts::semaphore_available(key, &names::semaphore_timeouts(key));
-        let nodes = target.shared.nodes();
-        let count: i64 = nodes
-            .agreed(nodes.run_all_unhurried(&cmd))
-            .map_err(|err| target.wrong_kind(err))?;
-        Ok(u64::try_from(count).unwrap_or_default())
+        self.run(&cmd).map(|count| count.max(0))
     }
 
     /// Waits until a permit is free and takes it; the watchdog renews its lease until it
     /// is released. Waits without bound unless the client has a
     /// [`max_wait`](crate::LockClientBuilder::max_wait).
-    pub fn acquire(&self) -> Result<Permit> {
-        self.permits.lock().map(Permit::new)
+    pub fn acquire(&self) -> Result<LeasedPermit> {
+        self.permits.lock().map(LeasedPermit::new)
     }
 
     /// Takes a permit if one is free; `None` when none is.
-    pub fn try_acquire(&self) -> Result<Option<Permit>> {
-        Ok(self.permits.try_lock()?.map(Permit::new))
+    pub fn try_acquire(&self) -> Result<Option<LeasedPermit>> {
+        Ok(self.permits.try_lock()?.map(LeasedPermit::new))
     }
 
     /// Waits at most `timeout` for a permit; a timeout whose end the clock cannot hold
     /// (such as `Duration::MAX`) sets no deadline, as in [`Lock::try_lock_for`].
-    pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<Permit>> {
-        Ok(self.permits.try_lock_for(timeout)?.map(Permit::new))
+    pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<LeasedPermit>> {
+        Ok(self.permits.try_lock_for(timeout)?.map(LeasedPermit::new))
     }
 
     /// Waits until `deadline` at most for a permit.
-    pub fn try_acquire_until(&self, deadline: Instant) -> Result<Option<Permit>> {
-        Ok(self.permits.try_lock_until(deadline)?.map(Permit::new))
+    pub fn try_acquire_until(&self, deadline: Instant) -> Result<Option<LeasedPermit>> {
+        Ok(self
+            .permits
+            .try_lock_until(deadline)?
+            .map(LeasedPermit::new))
     }
 
     /// Like [`acquire`](Self::acquire), for a permit with a fixed lease and no watchdog.
-    pub fn acquire_with_lease(&self, lease: Duration) -> Result<Permit> {
-        self.permits.lock_with_lease(lease).map(Permit::new)
+    pub fn acquire_with_lease(&self, lease: Duration) -> Result<LeasedPermit> {
+        self.permits.lock_with_lease(lease).map(LeasedPermit::new)
     }
 
     /// Like [`try_acquire`](Self::try_acquire), with a fixed lease and no watchdog.
-    pub fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Permit>> {
-        Ok(self.permits.try_lock_with_lease(lease)?.map(Permit::new))
+    pub fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<LeasedPermit>> {
+        Ok(self
+            .permits
+            .try_lock_with_lease(lease)?
+            .map(LeasedPermit::new))
     }
 
     /// Like [`try_acquire_for`](Self::try_acquire_for), with a fixed lease and no watchdog.
@@ -214,9 +228,9 @@ impl Semaphore {
         &self,
         timeout: Duration,
         lease: Duration,
-    ) -> Result<Option<Permit>> {
+    ) -> Result<Option<LeasedPermit>> {
         let taken = self.permits.try_lock_with_lease_for(timeout, lease)?;
-        Ok(taken.map(Permit::new))
+        Ok(taken.map(LeasedPermit::new))
     }
 
     /// Like [`try_acquire_until`](Self::try_acquire_until), with a fixed lease and no
@@ -225,12 +239,12 @@ impl Semaphore {
         &self,
         deadline: Instant,
         lease: Duration,
-    ) -> Result<Option<Permit>> {
+    ) -> Result<Option<LeasedPermit>> {
         let taken = self.permits.try_lock_with_lease_until(deadline, lease)?;
-        Ok(taken.map(Permit::new))
+        Ok(taken.map(LeasedPermit::new))
     }
 
-    /// Gives back the permit `id` (as [`Permit::id`] shows it), held by anyone: a permit
+    /// Gives back the permit `id` (as [`LeasedPermit::id`] shows it), held by anyone: a permit
     /// taken in another process, say. [`Error::NotHeld`](crate::Error::NotHeld) when it is
     /// not held (never, given back already, or its lease ran out); an id that is not 32
     /// lowercase hex digits (no sign, no spaces) is
@@ -254,17 +268,17 @@ pub(crate) fn check_permits(target: &Target, permits: u64) -> Result<()> {
     Ok(())
 }
 
-impl fmt::Debug for Semaphore {
+impl fmt::Debug for LeasedSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
+        f.debug_struct("LeasedSemaphore")
             .field("name", &self.name())
             .finish()
     }
 }
 
-impl Permit {
+impl LeasedPermit {
     fn new(guard: LockGuard<Permits>) -> Self {
-        Permit { guard }
+        LeasedPermit { guard }
     }
 
     /// The permit's id: 32 lowercase hex digits, as Redisson shows them.
@@ -289,7 +303,7 @@ impl Permit {
     /// ```no_run
     /// # use std::time::Duration;
     /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
-    /// let pool = client.semaphore("db-connections");
+    /// let pool = client.leased_semaphore("db-connections");
     /// let permit = pool.acquire_with_lease(Duration::from_secs(10))?;
     /// permit.extend(Duration::from_secs(60))?; // the job runs longer than planned
     /// # Ok::<(), redmutex::Error>(())
@@ -321,9 +335,9 @@ impl Permit {
     }
 }
 
-impl fmt::Debug for Permit {
+impl fmt::Debug for LeasedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
+        f.debug_struct("LeasedPermit")
             .field("semaphore", &self.guard.lock().name())
             .field("id", &self.id())
             .finish()

@@ -14,7 +14,7 @@ use crate::notify::hub::Signal;
 ///
 /// Cheap to clone (clones are the same token), `Send + Sync`. Hand it to a handle with
 /// `with_cancel` ([`Lock::with_cancel`](crate::Lock::with_cancel),
-/// [`Semaphore::with_cancel`](crate::Semaphore::with_cancel),
+/// [`LeasedSemaphore::with_cancel`](crate::LeasedSemaphore::with_cancel),
 /// [`ReadWriteLock::with_cancel`](crate::ReadWriteLock::with_cancel),
 /// [`CountDownLatch::with_cancel`](crate::CountDownLatch::with_cancel)); the handle it returns
 /// has every acquisition call of the original, and each of them ends within one round trip

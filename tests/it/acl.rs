@@ -200,14 +200,14 @@ fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
     let server = Server::start();
     let url = readme_user(&server);
     let holder = client(&url, Duration::from_millis(200));
-    let semaphore = holder.semaphore("pool");
+    let semaphore = holder.leased_semaphore("pool");
     assert!(semaphore.try_set_permits(1).unwrap());
     let permit = semaphore.acquire().unwrap();
     let renewals = holder.stats().renewals;
     std::thread::scope(|scope| {
         let waiter = scope.spawn(|| {
             let waiter = client(&url, Duration::from_secs(600));
-            let semaphore = waiter.semaphore("pool");
+            let semaphore = waiter.leased_semaphore("pool");
             let permit = semaphore.try_acquire_for(Duration::from_secs(120)).unwrap();
             permit.expect("woken").release().unwrap();
         });
@@ -223,7 +223,9 @@ fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
     let permit = semaphore.acquire().unwrap();
     permit.extend(Duration::from_secs(5)).unwrap();
     assert_eq!(semaphore.set_permits(4).unwrap(), 2);
-    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1);
+    assert_eq!(semaphore.reduce_permits(1).unwrap(), 3);
+    assert_eq!(semaphore.drain_permits().unwrap(), 3);
+    assert_eq!(semaphore.add_permits(3).unwrap(), 3);
     permit.release().unwrap();
     assert_eq!(semaphore.available_permits().unwrap(), 4);
     assert_eq!(holder.stats().locks_lost, 0);

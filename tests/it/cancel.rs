@@ -137,8 +137,8 @@ fn closing_the_client_ends_its_waits_and_refuses_new_calls() {
     let server = Server::start();
     let held = holder(&server);
     let _lock = held.lock("a").lock().unwrap();
-    held.semaphore("s").try_set_permits(1).unwrap();
-    let _permit = held.semaphore("s").acquire().unwrap();
+    held.leased_semaphore("s").try_set_permits(1).unwrap();
+    let _permit = held.leased_semaphore("s").acquire().unwrap();
     let client = server.client();
     let mine = client.lock("mine").lock().unwrap();
 
@@ -149,7 +149,7 @@ fn closing_the_client_ends_its_waits_and_refuses_new_calls() {
             move || sender.send(lock.lock().map(drop)).unwrap()
         }),
         std::thread::spawn({
-            let (semaphore, sender) = (client.semaphore("s"), sender.clone());
+            let (semaphore, sender) = (client.leased_semaphore("s"), sender.clone());
             move || sender.send(semaphore.acquire().map(drop)).unwrap()
         }),
     ];
@@ -170,7 +170,7 @@ fn closing_the_client_ends_its_waits_and_refuses_new_calls() {
     assert!(client.lock("free").try_lock().unwrap_err().is_closed());
     assert!(
         client
-            .semaphore("s")
+            .leased_semaphore("s")
             .add_permits(1)
             .unwrap_err()
             .is_closed()

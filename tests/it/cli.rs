@@ -47,7 +47,7 @@ fn locks_and_show_list_every_kind_held_waited_for_and_released() {
     let fenced = ours.fenced_lock("ledger").lock().unwrap();
     let rw = ours.read_write_lock("config");
     let read = rw.read().lock().unwrap();
-    let semaphore = ours.semaphore("pool");
+    let semaphore = ours.leased_semaphore("pool");
     assert!(semaphore.try_set_permits(2).unwrap());
     let permit = semaphore.acquire().unwrap();
     let fair = ours.fair_lock("queue").lock().unwrap();
@@ -74,7 +74,7 @@ fn locks_and_show_list_every_kind_held_waited_for_and_released() {
         ("jobs:7", "token (may be a lock)", token.token()),
         ("ledger", "fenced", ours.id()),
         ("config", "read-write", ours.id()),
-        ("pool", "semaphore", permit_id.as_str()),
+        ("pool", "leased-semaphore", permit_id.as_str()),
         ("queue", "fair", ours.id()),
     ] {
         let line = (lines.iter())

@@ -63,10 +63,10 @@ fn kinds_keep_their_own_rules_on_a_cluster() {
     assert!(waiter.join().unwrap());
 
     // A semaphore's release wakes a waiter on the shard serving it.
-    let semaphore = client.semaphore("permits");
+    let semaphore = client.leased_semaphore("permits");
     assert!(semaphore.try_set_permits(1).unwrap());
     let permit = semaphore.acquire().unwrap();
-    let rival = cluster.client().semaphore("permits");
+    let rival = cluster.client().leased_semaphore("permits");
     let waiter = std::thread::spawn(move || rival.try_acquire_for(LONG).unwrap().is_some());
     let owner = cluster.owner_of("permits");
     assert!(eventually(LONG, || subscribed(owner, "permits") >= 1));
@@ -91,7 +91,11 @@ fn a_name_whose_keys_would_cross_slots_is_refused_before_anything_is_sent() {
     for name in ["a{}b", "a{b", "a}b", "{"] {
         let err = client.lock(name).try_lock().map(drop).unwrap_err();
         assert!(err.is_invalid_input(), "{name}: {err}");
-        let err = client.semaphore(name).try_acquire().map(drop).unwrap_err();
+        let err = client
+            .leased_semaphore(name)
+            .try_acquire()
+            .map(drop)
+            .unwrap_err();
         assert!(err.is_invalid_input(), "{name}: {err}");
     }
     let after: Vec<u64> = cluster.servers.iter().map(|s| s.calls("evalsha")).collect();
@@ -773,7 +777,7 @@ fn a_migration_longer_than_a_lease_lets_releases_through_and_try_calls_answer() 
     let write = client.read_write_lock(&names[2]).write().lock().unwrap();
     let token = client.token_lock(&names[3]).lock().unwrap();
     let leadership = client.election(&names[4]).campaign().unwrap();
-    let semaphore = client.semaphore(&names[5]);
+    let semaphore = client.leased_semaphore(&names[5]);
     assert!(semaphore.try_set_permits(1).unwrap());
     let permit = semaphore.acquire().unwrap();
 

@@ -117,7 +117,7 @@ fn permits_are_counted_as_guards_take_and_give_them_back() {
 
     // Released by anyone, added to, taken away below zero, drained, deleted.
     assert_eq!(sem.release(2).unwrap(), 5);
-    assert_eq!(sem.add_permits(-7).unwrap(), -2);
+    assert_eq!(sem.reduce_permits(7).unwrap(), -2);
     assert!(sem.try_acquire().unwrap().is_none());
     assert_eq!(
         sem.drain_permits().unwrap(),
@@ -313,8 +313,9 @@ fn bad_input_and_keys_of_another_kind_change_nothing() {
                 .is_invalid_input()
         );
     }
-    for bad in [0, (1 << 40) + 1, -(1 << 40) - 1] {
+    for bad in [0, (1 << 40) + 1] {
         assert!(sem.add_permits(bad).unwrap_err().is_invalid_input());
+        assert!(sem.reduce_permits(bad).unwrap_err().is_invalid_input());
     }
     for name in [String::new(), "n".repeat(1025)] {
         let err = client.counting_semaphore(&name).try_acquire().unwrap_err();
@@ -358,7 +359,7 @@ fn wrong_kind_everywhere(sem: &CountingSemaphore, server: &Server) {
     assert!(sem.try_acquire().unwrap_err().is_wrong_kind());
     assert!(sem.try_set_permits(1).unwrap_err().is_wrong_kind());
     assert!(sem.release(1).unwrap_err().is_wrong_kind());
-    assert!(sem.add_permits(-1).unwrap_err().is_wrong_kind());
+    assert!(sem.reduce_permits(1).unwrap_err().is_wrong_kind());
     assert!(sem.available_permits().unwrap_err().is_wrong_kind());
     assert!(sem.drain_permits().unwrap_err().is_wrong_kind());
     assert!(sem.delete().unwrap_err().is_wrong_kind());
@@ -554,7 +555,7 @@ fn a_release_whose_reply_is_cut_counts_once() {
     assert!(proxy.trap_sprung());
     assert_eq!(sem.available_permits().unwrap(), 5, "released once");
     proxy.cut_on_reply_to(&add_sha());
-    assert_eq!(sem.add_permits(-4).unwrap(), 1);
+    assert_eq!(sem.reduce_permits(4).unwrap(), 1);
     assert!(proxy.trap_sprung());
     assert_eq!(sem.available_permits().unwrap(), 1, "taken away once");
     // A drain and a delete answer what their first try did.

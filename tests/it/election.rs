@@ -302,7 +302,10 @@ fn every_other_kind_refuses_an_election_s_key_and_leaves_it_alone() {
     );
     refused(
         "semaphore",
-        client.semaphore(NAME).try_acquire().map(|p| p.is_some()),
+        client
+            .leased_semaphore(NAME)
+            .try_acquire()
+            .map(|p| p.is_some()),
     );
     refused("forced lock", client.lock(NAME).force_unlock());
     refused("forced fair", client.fair_lock(NAME).force_unlock());
@@ -1042,7 +1045,7 @@ fn a_patient_observer_hears_a_campaign_that_nobody_resigns() {
 fn every_call_refuses_another_kinds_key_and_force_resign_deletes_no_data() {
     let server = Server::start();
     let client = server.client();
-    let semaphore = client.semaphore("permits");
+    let semaphore = client.leased_semaphore("permits");
     assert!(semaphore.try_set_permits(3).unwrap());
     let _held = client.lock("locked").lock().unwrap();
     let _: () = redis::cmd("HSET")

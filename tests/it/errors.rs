@@ -332,14 +332,14 @@ fn a_long_name_is_named_whole_and_printed_cut() {
     assert!(name.len() <= redmutex::MAX_NAME_LEN);
     let lock = client.lock(&name);
     assert_eq!(lock.name(), name);
-    assert_eq!(client.semaphore(&name).name(), name);
+    assert_eq!(client.leased_semaphore(&name).name(), name);
     assert_eq!(client.election(&name).name(), name);
     assert_eq!(client.fenced_lock(&name).name(), name);
     assert_eq!(client.read_write_lock(&name).write().name(), name);
 
     let guard = lock.lock().unwrap();
     assert_eq!(client.inspect(&name).unwrap().name, name);
-    let err = client.semaphore(&name).try_acquire().unwrap_err();
+    let err = client.leased_semaphore(&name).try_acquire().unwrap_err();
     assert!(err.is_wrong_kind(), "{err}");
     assert_eq!(err.lock_name(), Some(name.as_str()));
     let message = err.to_string();
@@ -633,7 +633,7 @@ fn every_kind_fails_at_once_on_a_server_that_stopped_running_scripts() {
     let mut server = Server::start();
     // No max_wait: a lock() that waited for a server without scripts would wait for ever.
     let client = server.client();
-    let semaphore = client.semaphore("unscripted-permits");
+    let semaphore = client.leased_semaphore("unscripted-permits");
     semaphore.try_set_permits(1).unwrap();
     // The same port, scripting turned off: as after an upgrade that left Lua out.
     server.restart_with(&NO_EVAL);
@@ -691,7 +691,7 @@ fn a_server_whose_lua_module_was_unloaded_is_refused_at_once() {
     refused_at_once::<redmutex::Read>(&client, conn, round);
     refused_at_once::<redmutex::Write>(&client, conn, round);
     let err = client
-        .semaphore("unscripted")
+        .leased_semaphore("unscripted")
         .acquire()
         .map(drop)
         .unwrap_err();

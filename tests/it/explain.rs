@@ -109,7 +109,7 @@ fn a_semaphore_without_permits_says_so_once_per_wait() {
         .max_wait(Duration::from_millis(300))
         .build()
         .unwrap();
-    let semaphore = client.semaphore("unset");
+    let semaphore = client.leased_semaphore("unset");
     let err = semaphore.acquire().unwrap_err();
     assert!(err.is_timeout(), "{err}");
     assert!(err.to_string().contains("never set"), "{err}");

@@ -161,9 +161,20 @@ fn a_lost_semaphore_attempt_leaves_nothing_held() {
     a_lost_reply_leaves_nothing(
         "semaphore",
         &permit,
-        |direct| assert!(direct.semaphore("s").try_set_permits(1).unwrap()),
-        |client| client.semaphore("s").try_acquire().map(|p| p.is_some()),
-        |direct| direct.semaphore("s").try_acquire().unwrap().is_some(),
+        |direct| assert!(direct.leased_semaphore("s").try_set_permits(1).unwrap()),
+        |client| {
+            client
+                .leased_semaphore("s")
+                .try_acquire()
+                .map(|p| p.is_some())
+        },
+        |direct| {
+            direct
+                .leased_semaphore("s")
+                .try_acquire()
+                .unwrap()
+                .is_some()
+        },
     );
 }
 
@@ -199,7 +210,7 @@ fn a_release_that_could_not_reach_redis_is_sent_again_once_it_can() {
     let lock = client.lock("unsent:reentrant");
     let write = client.read_write_lock("unsent:rw");
     let token = client.token_lock("unsent:token");
-    let semaphore = client.semaphore("unsent:permits");
+    let semaphore = client.leased_semaphore("unsent:permits");
     assert!(semaphore.try_set_permits(1).unwrap());
     let held = lock.lock_with_lease(lease).unwrap();
     let written = write.write().lock_with_lease(lease).unwrap();
@@ -228,7 +239,7 @@ fn a_release_that_could_not_reach_redis_is_sent_again_once_it_can() {
                 .unwrap()
             && !direct.token_lock("unsent:token").is_locked().unwrap()
             && direct
-                .semaphore("unsent:permits")
+                .leased_semaphore("unsent:permits")
                 .available_permits()
                 .unwrap()
                 == 1

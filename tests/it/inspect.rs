@@ -37,7 +37,7 @@ fn every_kind_is_read_as_held_waited_for_and_released() {
     let fair = ours.fair_lock("fair").lock().unwrap();
     let rw = ours.read_write_lock("rw");
     let read = rw.read().lock().unwrap();
-    let semaphore = ours.semaphore("permits");
+    let semaphore = ours.leased_semaphore("permits");
     assert!(semaphore.try_set_permits(3).unwrap());
     let permit = semaphore.acquire().unwrap();
 
@@ -82,7 +82,7 @@ fn every_kind_is_read_as_held_waited_for_and_released() {
     assert_eq!(info.holders[0].mode, Some("read"));
 
     let info = ours.inspect("permits").unwrap();
-    assert_eq!(info.kind, LockKind::Semaphore);
+    assert_eq!(info.kind, LockKind::LeasedSemaphore);
     assert_eq!(info.available, Some(2));
     assert_eq!(info.holders[0].id, permit.id());
     assert!(info.holders[0].lease_left.is_some());
@@ -148,7 +148,7 @@ fn a_counting_semaphore_and_a_latch_are_read_with_their_counts_and_waiters() {
     assert!(pool.try_set_permits(2).unwrap());
     let held = pool.acquire_many(2).unwrap();
     // More taken away than there are: the count goes below zero.
-    assert_eq!(pool.add_permits(-1).unwrap(), -1);
+    assert_eq!(pool.reduce_permits(1).unwrap(), -1);
     let latch = ours.count_down_latch("ready");
     assert!(latch.try_set_count(2).unwrap());
     for name in ["pool", "ready"] {
@@ -285,7 +285,7 @@ fn inspection_writes_nothing() {
             .lock_with_lease(lease)
             .unwrap(),
     );
-    let semaphore = ours.semaphore("f");
+    let semaphore = ours.leased_semaphore("f");
     assert!(semaphore.try_set_permits(2).unwrap());
     let _permit = semaphore.acquire_with_lease(lease).unwrap();
     // A counting semaphore and a latch, each with a waiter (whose looks write nothing).

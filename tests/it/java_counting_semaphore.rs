@@ -67,7 +67,7 @@ fn permits_set_on_either_side_are_shared_and_counted_alike() {
             a.ok("release", KIND, NAME, json!({"n": 2}));
             both(4);
             // Changes of the pool, either way, below zero too.
-            assert_eq!(ours.add_permits(-5).unwrap(), -1);
+            assert_eq!(ours.reduce_permits(5).unwrap(), -1);
             both(-1);
             a.ok("addPermits", KIND, NAME, json!({"n": 3}));
             both(2);

@@ -389,7 +389,10 @@ impl Side for Scripts {
     /// The semaphore as the model sets it: through this crate.
     fn set_permits(&mut self) -> String {
         let client = self.store.server.client();
-        let set = client.semaphore(NAME).try_set_permits(PERMITS).unwrap();
+        let set = client
+            .leased_semaphore(NAME)
+            .try_set_permits(PERMITS)
+            .unwrap();
         format!("set: {set}")
     }
 

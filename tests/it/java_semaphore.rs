@@ -43,7 +43,7 @@ fn held(server: &Server) -> Vec<String> {
     assert!(
         matches!(
             info.kind,
-            LockKind::Semaphore | LockKind::CountingSemaphore | LockKind::NotALock(_)
+            LockKind::LeasedSemaphore | LockKind::CountingSemaphore | LockKind::NotALock(_)
         ),
         "{:?}",
         info.kind
@@ -67,7 +67,7 @@ fn permits_set_on_either_side_are_shared_and_counted_alike() {
             let server = Server::start();
             let java = Jvm::shared(version).connect(&server.url(), None);
             let a = java.thread("a");
-            let ours = server.client().semaphore(NAME);
+            let ours = server.client().leased_semaphore(NAME);
             let set_twice = json!({"n": 5});
             if java_sets {
                 assert_eq!(
@@ -127,7 +127,7 @@ fn a_release_on_either_side_wakes_a_waiter_on_the_other() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = server.sleepy().semaphore(NAME);
+        let ours = server.sleepy().leased_semaphore(NAME);
         assert!(ours.try_set_permits(1).unwrap());
 
         // Theirs holds the one permit for a minute; their release wakes our waiter.
@@ -171,7 +171,7 @@ fn a_lapsed_lease_on_either_side_gives_the_permit_to_the_other() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = server.sleepy().semaphore(NAME);
+        let ours = server.sleepy().leased_semaphore(NAME);
         assert!(ours.try_set_permits(1).unwrap());
 
         // Their permit's lease runs out: our waiter, whose wait is bounded by it, takes it.
@@ -218,7 +218,7 @@ fn each_side_gives_back_the_other_s_permits_by_id_and_no_unknown_ones() {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
         let a = java.thread("a");
-        let ours = server.client().semaphore(NAME);
+        let ours = server.client().leased_semaphore(NAME);
         assert!(ours.try_set_permits(3).unwrap());
         let theirs = java_take(&a, LONG).expect("a permit");
         let mine = ours.acquire().unwrap();

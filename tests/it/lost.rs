@@ -256,14 +256,14 @@ fn watched_kinds() -> Vec<WatchedKind> {
         (
             "semaphore",
             |c| {
-                let semaphore = c.semaphore("cut-off-permits");
+                let semaphore = c.leased_semaphore("cut-off-permits");
                 semaphore.try_set_permits(1).unwrap();
                 let permit = semaphore.acquire().unwrap();
                 let watch = permit.watch();
                 (Box::new(permit), watch)
             },
             |c| {
-                let semaphore = c.semaphore("cut-off-permits");
+                let semaphore = c.leased_semaphore("cut-off-permits");
                 semaphore.try_acquire_for(PATIENCE).unwrap().is_some()
             },
         ),

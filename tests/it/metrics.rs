@@ -116,7 +116,7 @@ fn counters_and_histograms_move_with_the_locks() {
             let held = other.lock("b").lock().unwrap();
             assert!(client.lock("b").try_lock().unwrap().is_none());
             drop(held);
-            let semaphore = client.semaphore("s");
+            let semaphore = client.leased_semaphore("s");
             semaphore.try_set_permits(1).unwrap();
             let permit = semaphore.acquire().unwrap();
             assert!(semaphore.try_acquire().unwrap().is_none());

@@ -743,7 +743,7 @@ fn their_semaphore_acquire(server: &Server) -> Option<String> {
 #[test]
 fn semaphore_each_side_excludes_and_wakes_the_other() {
     let server = Server::start();
-    let ours = sleepy(&server).semaphore("pool");
+    let ours = sleepy(&server).leased_semaphore("pool");
     assert!(ours.try_set_permits(1).unwrap());
     // Theirs holds the one permit: our waiter waits, and their release wakes it.
     assert_eq!(their_semaphore_acquire(&server).as_deref(), Some("OK"));

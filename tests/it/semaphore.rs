@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use redmutex::{Cancel, Error, LockClient, Permit};
+use redmutex::{Cancel, Error, LeasedPermit, LockClient};
 use support::{Server, eventually, get_int, incr, spawn_worker};
 
 const URL_VAR: &str = "REDMUTEX_TEST_URL";
@@ -17,7 +17,7 @@ const NO_HANG: Duration = Duration::from_secs(60);
 #[test]
 fn three_permits_never_have_four_holders_across_four_processes() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     assert!(semaphore.try_set_permits(3).unwrap());
     assert!(!semaphore.try_set_permits(5).unwrap(), "set twice");
     let workers: Vec<_> = (0..4)
@@ -53,7 +53,7 @@ fn semaphore_worker() {
                     .unwrap()
                     .get_connection()
                     .unwrap();
-                let semaphore = client.semaphore(NAME);
+                let semaphore = client.leased_semaphore(NAME);
                 for _ in 0..15 {
                     let permit = semaphore.acquire().unwrap();
                     let holders = incr(&mut redis, "holders", 1);
@@ -74,10 +74,10 @@ fn semaphore_worker() {
 fn one_permit_excludes_like_a_lock() {
     let server = Server::start();
     let client = server.client();
-    client.semaphore(NAME).try_set_permits(1).unwrap();
+    client.leased_semaphore(NAME).try_set_permits(1).unwrap();
     std::thread::scope(|scope| {
         for _ in 0..4 {
-            let (semaphore, mut redis) = (client.semaphore(NAME), server.conn());
+            let (semaphore, mut redis) = (client.leased_semaphore(NAME), server.conn());
             scope.spawn(move || {
                 for _ in 0..50 {
                     let permit = semaphore.acquire().unwrap();
@@ -99,7 +99,7 @@ fn one_permit_excludes_like_a_lock() {
 #[test]
 fn a_killed_holders_permits_come_back_when_their_leases_end() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     let mut holder = spawn_worker("semaphore::permit_holder", &[(URL_VAR, server.url())]);
     assert!(eventually(NO_HANG, || server.exists("taken")));
@@ -121,7 +121,7 @@ fn permit_holder() {
         .lease(Duration::from_secs(1))
         .build()
         .unwrap();
-    let _permit = client.semaphore(NAME).acquire().unwrap();
+    let _permit = client.leased_semaphore(NAME).acquire().unwrap();
     let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
     let _: () = redis::cmd("SET")
         .arg("taken")
@@ -143,7 +143,7 @@ fn releasing_three_permits_wakes_three_waiters_of_one_client() {
         .retry_cap(Duration::from_secs(600))
         .build()
         .unwrap();
-    let semaphore = waiters.semaphore(NAME);
+    let semaphore = waiters.leased_semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     let first = semaphore.acquire().unwrap();
     let scripts = server.calls("evalsha");
@@ -179,7 +179,7 @@ fn releasing_three_permits_wakes_three_waiters_of_one_client() {
 #[test]
 fn permits_that_came_back_from_ended_leases_wake_a_waiter() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     assert!(semaphore.try_set_permits(2).unwrap());
     let hour = Duration::from_secs(3600);
     let held = [
@@ -192,12 +192,12 @@ fn permits_that_came_back_from_ended_leases_wake_a_waiter() {
         .retry_cap(Duration::from_secs(600))
         .build()
         .unwrap();
-    let waiter = waiters.semaphore(NAME);
+    let waiter = waiters.leased_semaphore(NAME);
     let scripts = server.calls("evalsha");
     let (taken, got) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let permit = waiter.try_acquire_for(4 * NO_HANG).unwrap();
-        let _ = taken.send(permit.map(Permit::release).is_some());
+        let _ = taken.send(permit.map(LeasedPermit::release).is_some());
     });
     // It tried, subscribed, tried again, and sleeps.
     assert!(eventually(NO_HANG, || server.calls("evalsha") >= scripts + 2));
@@ -215,7 +215,7 @@ fn permits_that_came_back_from_ended_leases_wake_a_waiter() {
     listener.set_read_timeout(Some(NO_HANG)).unwrap();
 
     // Another client's acquisition takes both back, takes one, and says two came back.
-    let other = server.client().semaphore(NAME);
+    let other = server.client().leased_semaphore(NAME);
     let _kept = other.try_acquire().unwrap().expect("a permit came back");
     assert_eq!(
         got.recv_timeout(NO_HANG),
@@ -254,7 +254,7 @@ fn ended_leases(server: &Server) -> u64 {
 fn a_permit_is_sent_between_threads_and_released_by_id() {
     let server = Server::start();
     let client = server.client();
-    let semaphore = client.semaphore(NAME);
+    let semaphore = client.leased_semaphore(NAME);
     semaphore.try_set_permits(2).unwrap();
     let permit = semaphore
         .acquire_with_lease(Duration::from_secs(30))
@@ -275,7 +275,7 @@ fn a_permit_is_sent_between_threads_and_released_by_id() {
 #[test]
 fn bad_input_and_keys_of_another_kind_change_nothing() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     for bad in [0, 1 << 41] {
         assert!(
             semaphore
@@ -313,7 +313,7 @@ fn bad_input_and_keys_of_another_kind_change_nothing() {
 #[test]
 fn a_permit_id_in_any_other_shape_is_refused_and_gives_back_nothing() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     semaphore.try_set_permits(2).unwrap();
     let one = format!("{:032x}", 1);
     // The permit 1 taken for an hour, as an acquisition leaves it.
@@ -349,12 +349,12 @@ fn a_permit_id_in_any_other_shape_is_refused_and_gives_back_nothing() {
 #[test]
 fn timed_acquisitions_with_a_lease_keep_their_lease() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     // Shorter than the watchdog lease (30 s), so that the validity tells them apart.
     let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(5));
     let deadline = std::time::Instant::now() + NO_HANG;
-    let takes: [&dyn Fn() -> redmutex::Result<Option<Permit>>; 2] = [
+    let takes: [&dyn Fn() -> redmutex::Result<Option<LeasedPermit>>; 2] = [
         &|| semaphore.try_acquire_with_lease_for(wait, lease),
         &|| semaphore.try_acquire_with_lease_until(deadline, lease),
     ];
@@ -376,7 +376,7 @@ fn a_semaphore_on_redlock_is_unsupported() {
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let client = LockClient::redlock(&urls).build().unwrap();
-    let err = client.semaphore(NAME).try_acquire().unwrap_err();
+    let err = client.leased_semaphore(NAME).try_acquire().unwrap_err();
     assert!(err.is_unsupported(), "{err}");
 }
 
@@ -387,7 +387,7 @@ fn a_semaphore_on_redlock_is_unsupported() {
 #[test]
 fn a_lease_ending_a_millisecond_later_never_yields_a_permit_that_is_not_held() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     let mut redis = server.conn();
     // All permits taken by someone else, whose lease ends 1 ms after now on the server.
     let busy = redis::Script::new(
@@ -444,7 +444,7 @@ fn stored_id(id: &str) -> Vec<u8> {
 fn set_permits_sets_what_is_available_whatever_it_was_and_wakes_waiters() {
     let server = Server::start();
     let client = server.client();
-    let semaphore = client.semaphore(NAME);
+    let semaphore = client.leased_semaphore(NAME);
     assert_eq!(semaphore.set_permits(3).unwrap(), 0, "none before");
     let held = semaphore.acquire().unwrap();
     assert_eq!(semaphore.set_permits(5).unwrap(), 2);
@@ -457,14 +457,14 @@ fn set_permits_sets_what_is_available_whatever_it_was_and_wakes_waiters() {
     );
 
     // A waiter on a semaphore without permits is woken by the message, not its pause.
-    let other = server.client().semaphore("empty");
+    let other = server.client().leased_semaphore("empty");
     let waiters = server
         .builder()
         .retry_base(Duration::from_secs(300))
         .retry_cap(Duration::from_secs(600))
         .build()
         .unwrap();
-    let waiter = waiters.semaphore("empty");
+    let waiter = waiters.leased_semaphore("empty");
     let thread = std::thread::spawn(move || waiter.try_acquire_for(4 * NO_HANG).unwrap());
     assert!(eventually(NO_HANG, || server
         .subscribers("redisson_sc:{empty}")
@@ -480,9 +480,9 @@ fn set_permits_sets_what_is_available_whatever_it_was_and_wakes_waiters() {
 }
 
 #[test]
-fn reduce_permits_takes_what_is_available_and_never_goes_below_zero() {
+fn reduce_and_drain_take_what_is_available_and_never_go_below_zero() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     assert_eq!(semaphore.reduce_permits(2).unwrap(), 0);
     assert!(
         !server.exists(NAME),
@@ -490,12 +490,14 @@ fn reduce_permits_takes_what_is_available_and_never_goes_below_zero() {
     );
     semaphore.try_set_permits(3).unwrap();
     let held = semaphore.acquire().unwrap();
-    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1);
+    assert_eq!(semaphore.reduce_permits(1).unwrap(), 1, "what is left");
     assert_eq!(semaphore.available_permits().unwrap(), 1);
+    assert_eq!(semaphore.reduce_permits(5).unwrap(), 0, "below zero");
+    assert_eq!(semaphore.add_permits(2).unwrap(), 2);
     assert_eq!(
-        semaphore.reduce_permits(5).unwrap(),
-        1,
-        "only what was available"
+        semaphore.drain_permits().unwrap(),
+        2,
+        "not what was available"
     );
     assert_eq!(semaphore.available_permits().unwrap(), 0);
     assert!(semaphore.try_acquire().unwrap().is_none());
@@ -514,14 +516,14 @@ fn reduce_permits_takes_what_is_available_and_never_goes_below_zero() {
         .arg(stored_id(&expired.id()))
         .query(&mut server.conn())
         .unwrap();
-    assert_eq!(semaphore.reduce_permits(5).unwrap(), 1);
+    assert_eq!(semaphore.drain_permits().unwrap(), 1);
     assert_eq!(semaphore.available_permits().unwrap(), 0);
 }
 
 #[test]
 fn delete_removes_the_semaphore_and_its_held_permits_fail_to_release() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     semaphore.try_set_permits(2).unwrap();
     let by_guard = semaphore.acquire().unwrap();
     let by_id = semaphore
@@ -542,7 +544,7 @@ fn delete_removes_the_semaphore_and_its_held_permits_fail_to_release() {
 #[test]
 fn extend_moves_a_held_permits_lease_and_a_run_out_one_is_lost() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     let permit = semaphore
         .acquire_with_lease(Duration::from_secs(2))
@@ -587,7 +589,7 @@ fn extend_moves_a_held_permits_lease_and_a_run_out_one_is_lost() {
 #[test]
 fn operator_calls_refuse_bad_input_and_missing_rights_writing_nothing() {
     let server = Server::start();
-    let semaphore = server.client().semaphore(NAME);
+    let semaphore = server.client().leased_semaphore(NAME);
     for bad in [0, (1 << 40) + 1] {
         assert!(semaphore.set_permits(bad).unwrap_err().is_invalid_input());
         assert!(
@@ -608,7 +610,7 @@ fn operator_calls_refuse_bad_input_and_missing_rights_writing_nothing() {
     let narrow = LockClient::builder(&format!("redis://narrow:pw@127.0.0.1:{}/", server.port()))
         .build()
         .unwrap()
-        .semaphore(NAME);
+        .leased_semaphore(NAME);
     assert!(narrow.set_permits(5).unwrap_err().is_permission());
     assert!(narrow.reduce_permits(1).unwrap_err().is_permission());
     assert_eq!(semaphore.available_permits().unwrap(), 2, "a refusal wrote");
@@ -633,7 +635,7 @@ fn every_error_about_a_semaphore_calls_it_a_semaphore() {
         .max_wait(Duration::from_millis(50))
         .build()
         .unwrap();
-    let semaphore = client.semaphore(NAME);
+    let semaphore = client.leased_semaphore(NAME);
     semaphore.try_set_permits(1).unwrap();
     let held = semaphore.acquire().unwrap();
     let err = semaphore.acquire().unwrap_err();
@@ -680,7 +682,7 @@ fn every_error_about_a_semaphore_calls_it_a_semaphore() {
     assert!(err.is_permission(), "{err}");
     about_the_semaphore("refused", &err);
 
-    let err = client.semaphore("").available_permits().unwrap_err();
+    let err = client.leased_semaphore("").available_permits().unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
     assert!(
         err.to_string().starts_with("invalid semaphore name"),

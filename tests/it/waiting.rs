@@ -142,7 +142,7 @@ fn a_timeout_beyond_the_clock_takes_a_free_lock_of_every_kind() {
         .expect("free")
         .unlock()
         .unwrap();
-    let semaphore = client.semaphore("semaphore");
+    let semaphore = client.leased_semaphore("semaphore");
     semaphore.try_set_permits(1).unwrap();
     (semaphore.try_acquire_for(forever).unwrap())
         .expect("free")

@@ -43,7 +43,7 @@ fn a_watch_in_another_thread_wakes_when_the_hold_is_found_lost() {
 fn a_permit_has_a_watch_too() {
     let server = Server::start();
     let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
-    let semaphore = client.semaphore("w");
+    let semaphore = client.leased_semaphore("w");
     semaphore.try_set_permits(1).unwrap();
     let permit = semaphore.acquire().unwrap();
     let watch = permit.watch();
@@ -77,7 +77,7 @@ fn a_released_guard_ends_the_waits_on_its_watch() {
     assert_eq!(ended, Some(false), "released, not lost");
     assert!(watch.is_released() && !watch.is_lost());
 
-    let semaphore = client.semaphore("released");
+    let semaphore = client.leased_semaphore("released");
     semaphore.try_set_permits(1).unwrap();
     let permit = semaphore.acquire().unwrap();
     let watch = permit.watch();

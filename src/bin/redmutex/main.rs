@@ -257,7 +257,7 @@ fn unlock(
             say(&format!("{shown} is no lock ({what}); nothing removed"));
             return Ok(ExitCode::from(1));
         }
-        LockKind::Semaphore | LockKind::CountingSemaphore => {
+        LockKind::LeasedSemaphore | LockKind::CountingSemaphore => {
             say(&format!(
                 "{shown} is a semaphore, which unlock does not break"
             ));

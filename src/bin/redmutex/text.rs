@@ -19,7 +19,7 @@ pub fn kind_word(kind: &LockKind) -> &'static str {
         LockKind::Fair => "fair",
         LockKind::ReadWrite => "read-write",
         LockKind::Token => "token",
-        LockKind::Semaphore => "semaphore",
+        LockKind::LeasedSemaphore => "leased-semaphore",
         LockKind::CountingSemaphore => "counting-semaphore",
         LockKind::CountDownLatch => "count-down-latch",
         LockKind::Election => "election",

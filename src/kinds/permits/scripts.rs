@@ -93,7 +93,7 @@ pub(crate) fn semaphore_set(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64)
 }
 
 /// Take `n` permits away from those available, not below zero. Replies how many were
-/// taken away.
+/// taken away and how many are left.
 pub(crate) fn semaphore_reduce(key: &[u8], timeouts: &[u8], channel: &[u8], n: u64) -> Cmd {
     let mut cmd = evalsha(&SEMAPHORE_REDUCE, &[key, timeouts]);
     cmd.arg(n).arg(channel);

@@ -5,8 +5,9 @@
 -- KEYS[2]  timeouts (see semaphore_acquire.lua)
 -- ARGV[1]  how many permits to take away (at least 1)
 -- ARGV[2]  the semaphore's channel
--- Reply    how many were taken away: ARGV[1], or all that were available when fewer; 0,
---          with nothing written, when the semaphore has no permits key; the error
+-- Reply    {taken, left}: how many were taken away (ARGV[1], or all that were available
+--          when fewer) and how many are available after; {0, 0}, with nothing written,
+--          when the semaphore has no permits key; the error
 --          "WRONGKIND <type>" when a key holds something else; an error, with nothing
 --          written, when the user may not write the keys or publish.
 local kind = redis.call('type', KEYS[1]).ok
@@ -18,7 +19,7 @@ if zkind ~= 'none' and zkind ~= 'zset' then
     return redis.error_reply('WRONGKIND ' .. zkind)
 end
 if kind == 'none' then
-    return 0
+    return {0, 0}
 end
 local check = redis.acl_check_cmd
 if check and (not check('incrby', KEYS[1], '1') or not check('decrby', KEYS[1], '1')
@@ -40,4 +41,4 @@ end
 if #ended > 0 and available > taken then
     redis.call('publish', ARGV[2], available - taken)
 end
-return taken
+return {taken, available - taken}

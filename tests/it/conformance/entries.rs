@@ -274,14 +274,14 @@ pub static SEMAPHORE: Entry = Entry {
     name: "semaphore",
     constructor: "semaphore",
     make: |c, n, cancel| {
-        let semaphore = c.semaphore(n);
+        let semaphore = c.leased_semaphore(n);
         Box::new(match cancel {
             Some(cancel) => semaphore.with_cancel(cancel),
             None => semaphore,
         })
     },
     rival: |c, n| same(&SEMAPHORE, c, n),
-    prepare: |c, n| assert!(c.semaphore(n).try_set_permits(1).unwrap()),
+    prepare: |c, n| assert!(c.leased_semaphore(n).try_set_permits(1).unwrap()),
     occupy: None,
     attempt: EVALSHA,
     rights: &[],

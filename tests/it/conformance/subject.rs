@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use redmutex::{
-    Cancel, CountDownLatch, CountingSemaphore, Election, Kind, Lock, MultiLock, Result, Semaphore,
+    Cancel, CountDownLatch, CountingSemaphore, Election, Kind, LeasedSemaphore, Lock, MultiLock,
+    Result,
 };
 
 /// A hold, given back by calling it.
@@ -72,7 +73,7 @@ impl Subject for MultiLock {
 }
 
 /// One leased permit.
-impl Subject for Semaphore {
+impl Subject for LeasedSemaphore {
     fn try_now(&self) -> Result<Option<Held>> {
         Ok(self.try_acquire()?.map(|p| held(move || p.release())))
     }

@@ -48,7 +48,7 @@ pub enum Op {
         client: usize,
         n: u64,
     },
-    /// `add_permits(delta)`.
+    /// `add_permits(delta)`, or `reduce_permits(-delta)` below zero.
     Add {
         client: usize,
         delta: i64,
@@ -345,7 +345,10 @@ impl Case<'_> {
                 Ok(_) => self.exact += n as i64,
                 Err(_) => self.maybe.push(n as i64),
             },
-            Op::Add { client, delta } => match self.handles[client].add_permits(delta) {
+            Op::Add { client, delta } => match match delta.is_negative() {
+                true => self.handles[client].reduce_permits(delta.unsigned_abs()),
+                false => self.handles[client].add_permits(delta.unsigned_abs()),
+            } {
                 Ok(_) => self.exact += delta,
                 Err(_) => self.maybe.push(delta),
             },

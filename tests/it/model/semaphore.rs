@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redmutex::{Health, Permit, Semaphore};
+use redmutex::{Health, LeasedPermit, LeasedSemaphore};
 
 use super::exclusive::{Lease, lease};
 use super::{
@@ -88,7 +88,7 @@ pub fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
 }
 
 struct Ours {
-    permit: Permit,
+    permit: LeasedPermit,
     lease: Lease,
     bound: Bound,
     /// Deleted from outside (a restart, an operator): it counts no more.
@@ -123,8 +123,8 @@ impl Harness {
     pub fn run(&mut self, permits: u64, ops: &[Op]) -> Result<(), String> {
         let name = fresh_name("semaphore");
         let handles = [
-            self.clients.of(0).semaphore(&name),
-            self.clients.of(2).semaphore(&name),
+            self.clients.of(0).leased_semaphore(&name),
+            self.clients.of(2).leased_semaphore(&name),
         ];
         // A fresh name: the permits are set by the first call that gets through (the end
         // of the case counts them).
@@ -155,7 +155,7 @@ struct Case<'h> {
     h: &'h mut Harness,
     name: String,
     permits: u64,
-    handles: [Semaphore; 2],
+    handles: [LeasedSemaphore; 2],
     ours: Vec<Ours>,
     theirs: Vec<Theirs>,
     /// What failed calls may hold.
@@ -451,7 +451,7 @@ impl Case<'_> {
     fn taken(
         &mut self,
         lease: Lease,
-        result: redmutex::Result<Option<Permit>>,
+        result: redmutex::Result<Option<LeasedPermit>>,
         free: bool,
     ) -> Result<(), String> {
         match result {
@@ -584,14 +584,16 @@ impl Case<'_> {
         let available = loop {
             let late = Instant::now() >= deadline;
             match self.handles[0].available_permits() {
-                Ok(available) if available == self.permits || !failed || late => break available,
+                Ok(available) if available == self.permits as i64 || !failed || late => {
+                    break available;
+                }
                 Err(err) if !err.is_connection() || late => {
                     return Err(format!("available_permits: {err}"));
                 }
                 _ => std::thread::sleep(Duration::from_millis(10)),
             }
         };
-        if available != self.permits {
+        if available != self.permits as i64 {
             return Err(format!("{available} permits back of {}", self.permits));
         }
         let left: Vec<String> = leftovers(&mut self.h.conn, &self.name)
