@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redmutex::{Cancel, Change, Health, LeadershipEvent, LockClient};
+use redmutex::{Cancel, Health, LeaderChange, LeadershipEvent, LockClient};
 
 const ELECTION: &str = "leader-demo";
 
@@ -102,7 +102,7 @@ fn next_leader(observer: &mut redmutex::Observer) -> redmutex::Result<u64> {
     loop {
         let change = observer.recv()?;
         let epoch = match &change {
-            Change::Elected(leader) => Some(leader.epoch()),
+            LeaderChange::Elected(leader) => Some(leader.epoch()),
             _ => None,
         };
         print_change(change);
@@ -112,15 +112,15 @@ fn next_leader(observer: &mut redmutex::Observer) -> redmutex::Result<u64> {
     }
 }
 
-fn print_change(change: Change) {
+fn print_change(change: LeaderChange) {
     match change {
-        Change::Elected(leader) => println!(
+        LeaderChange::Elected(leader) => println!(
             "  follower: {} leads (epoch {}); requests go to {}",
             leader.name(),
             leader.epoch(),
             leader.value().unwrap_or("(no address)")
         ),
-        Change::Vacant => println!("  follower: nobody leads"),
+        LeaderChange::Vacant => println!("  follower: nobody leads"),
         other => println!("  follower: {other:?}"),
     }
 }

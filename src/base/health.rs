@@ -21,6 +21,18 @@ pub enum Health {
     Lost,
 }
 
+impl Health {
+    /// The least sure of `all`: lost if any is, uncertain if any is, otherwise held.
+    pub(crate) fn worst(all: impl IntoIterator<Item = Health>) -> Health {
+        all.into_iter()
+            .fold(Health::Held, |worst, health| match (worst, health) {
+                (Health::Lost, _) | (_, Health::Lost) => Health::Lost,
+                (Health::Uncertain, _) | (_, Health::Uncertain) => Health::Uncertain,
+                _ => Health::Held,
+            })
+    }
+}
+
 /// A hold's change of [`Health`], as handed to the
 /// [`on_health_change`](crate::LockClientBuilder::on_health_change) callback.
 #[derive(Debug, Clone)]

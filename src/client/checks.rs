@@ -1,5 +1,5 @@
 //! The checks of [`LockClient::doctor`](crate::LockClient::doctor), each on one server, and
-//! the [`Report`] they make. Every check only reads; where a managed service denies `CONFIG`
+//! the [`DoctorReport`] they make. Every check only reads; where a managed service denies `CONFIG`
 //! or `INFO`, the finding says "unknown" instead of failing.
 
 use std::fmt;
@@ -13,7 +13,7 @@ use crate::transport::shard::Shard;
 /// How a finding rates, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
-pub enum Level {
+pub enum FindingLevel {
     /// Safe for locks.
     Ok,
     /// The server would not tell (a right or command denied).
@@ -36,7 +36,7 @@ pub struct Finding {
     /// The server, as `host:port` (or a Sentinel master name, a cluster's `cluster@..`).
     pub server: String,
     /// How it rates.
-    pub level: Level,
+    pub level: FindingLevel,
     /// What was found, and why it matters.
     pub reason: String,
     /// What to change, when something should be.
@@ -46,18 +46,24 @@ pub struct Finding {
 /// The findings of [`LockClient::doctor`](crate::LockClient::doctor), server by server.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Report {
+pub struct DoctorReport {
     /// Every finding, in the order the checks ran.
     pub findings: Vec<Finding>,
 }
 
-impl Report {
+impl DoctorReport {
     /// The worst level found; `Ok` for an empty report.
-    pub fn worst(&self) -> Level {
-        (self.findings.iter().map(|f| f.level).max()).unwrap_or(Level::Ok)
+    pub fn worst(&self) -> FindingLevel {
+        (self.findings.iter().map(|f| f.level).max()).unwrap_or(FindingLevel::Ok)
     }
 
-    pub(crate) fn push(&mut self, check: &'static str, server: &str, level: Level, reason: String) {
+    pub(crate) fn push(
+        &mut self,
+        check: &'static str,
+        server: &str,
+        level: FindingLevel,
+        reason: String,
+    ) {
         self.findings.push(Finding {
             check,
             server: server.to_owned(),
@@ -74,13 +80,13 @@ impl Report {
     }
 }
 
-impl fmt::Display for Level {
+impl fmt::Display for FindingLevel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Level::Ok => "ok",
-            Level::Unknown => "unknown",
-            Level::Warn => "warn",
-            Level::Fail => "fail",
+            FindingLevel::Ok => "ok",
+            FindingLevel::Unknown => "unknown",
+            FindingLevel::Warn => "warn",
+            FindingLevel::Fail => "fail",
         })
     }
 }
@@ -103,7 +109,7 @@ impl fmt::Display for Finding {
     }
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for DoctorReport {
     /// One line per finding.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for finding in &self.findings {
@@ -115,11 +121,15 @@ impl fmt::Display for Report {
 
 /// Logs, once per client at build, an eviction policy that can evict a held lock.
 pub(crate) fn warn_about_eviction(shards: &[std::sync::Arc<Shard>], config: &Config) {
-    let mut report = Report::default();
+    let mut report = DoctorReport::default();
     for shard in shards {
         eviction(&mut report, shard, config);
     }
-    for finding in report.findings.iter().filter(|f| f.level >= Level::Warn) {
+    for finding in report
+        .findings
+        .iter()
+        .filter(|f| f.level >= FindingLevel::Warn)
+    {
         log::warn!(
             "{}: {}; {}",
             finding.server,
@@ -155,9 +165,13 @@ fn info(shard: &Shard, section: &str, field: &str, config: &Config) -> Result<Op
 
 /// Records that `check` could not be made: unknown when the server refused the command
 /// (rights, a managed service), failed when it could not be reached.
-fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Error) {
+fn could_not(report: &mut DoctorReport, check: &'static str, shard: &Shard, err: &Error) {
     let refused = err.server_code().is_some();
-    let level = if refused { Level::Unknown } else { Level::Fail };
+    let level = if refused {
+        FindingLevel::Unknown
+    } else {
+        FindingLevel::Fail
+    };
     report.push(
         check,
         &shard.name,
@@ -168,7 +182,7 @@ fn could_not(report: &mut Report, check: &'static str, shard: &Shard, err: &Erro
 
 /// Whether the server is a primary: a replica refuses every lock with `READONLY` (or, made
 /// writable, keeps locks that its primary and the other clients never see).
-pub(crate) fn role(report: &mut Report, shard: &Shard, config: &Config) {
+pub(crate) fn role(report: &mut DoctorReport, shard: &Shard, config: &Config) {
     let reply: Vec<redis::Value> = match shard.run(&redis::cmd("ROLE"), deadline(config)) {
         Ok(reply) => reply,
         Err(err) => return could_not(report, "role", shard, &err),
@@ -180,7 +194,7 @@ pub(crate) fn role(report: &mut Report, shard: &Shard, config: &Config) {
         _ => String::new(),
     };
     let (level, reason, fix) = match word(0).as_str() {
-        "master" => (Level::Ok, "primary".to_owned(), None),
+        "master" => (FindingLevel::Ok, "primary".to_owned(), None),
         "slave" | "replica" => {
             let writable = matches!(
                 config_get(shard, "replica-read-only", config),
@@ -199,10 +213,10 @@ pub(crate) fn role(report: &mut Report, shard: &Shard, config: &Config) {
                 word(2)
             );
             let fix = "with Sentinel or Cluster, the client finds the primary itself";
-            (Level::Fail, reason, Some(fix))
+            (FindingLevel::Fail, reason, Some(fix))
         }
         other => (
-            Level::Fail,
+            FindingLevel::Fail,
             format!("a {other}, not a server that keeps locks"),
             Some(
                 "the URL of a Redis primary (with Sentinel, the sentinels' URLs and the master name)",
@@ -215,7 +229,7 @@ pub(crate) fn role(report: &mut Report, shard: &Shard, config: &Config) {
     }
 }
 
-pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {
+pub(crate) fn eviction(report: &mut DoctorReport, shard: &Shard, config: &Config) {
     let read = config_get(shard, "maxmemory-policy", config).and_then(|policy| {
         let policy = policy.unwrap_or_default();
         if policy == "noeviction" {
@@ -231,26 +245,31 @@ pub(crate) fn eviction(report: &mut Report, shard: &Shard, config: &Config) {
         Err(err) => return could_not(report, "eviction", shard, &err),
     };
     let (level, reason) = match (policy.as_str(), max) {
-        ("noeviction", _) => (Level::Ok, "maxmemory-policy noeviction".to_owned()),
+        ("noeviction", _) => (FindingLevel::Ok, "maxmemory-policy noeviction".to_owned()),
         (_, 0) => (
-            Level::Warn,
+            FindingLevel::Warn,
             format!("maxmemory-policy {policy} would evict held locks once a maxmemory is set"),
         ),
         _ => (
-            Level::Fail,
+            FindingLevel::Fail,
             format!(
                 "maxmemory-policy {policy} with maxmemory {max}: a full Redis evicts held locks"
             ),
         ),
     };
     report.push("eviction", &shard.name, level, reason);
-    if level != Level::Ok {
+    if level != FindingLevel::Ok {
         report
             .fix("CONFIG SET maxmemory-policy noeviction (or keep locks on a Redis of their own)");
     }
 }
 
-pub(crate) fn persistence(report: &mut Report, shard: &Shard, config: &Config, redlock: bool) {
+pub(crate) fn persistence(
+    report: &mut DoctorReport,
+    shard: &Shard,
+    config: &Config,
+    redlock: bool,
+) {
     let read = config_get(shard, "appendonly", config)
         .and_then(|aof| Ok((aof, config_get(shard, "appendfsync", config)?)));
     let (aof, fsync) = match read {
@@ -258,24 +277,24 @@ pub(crate) fn persistence(report: &mut Report, shard: &Shard, config: &Config, r
         Err(err) => return could_not(report, "persistence", shard, &err),
     };
     let (level, reason, fix) = match (aof.as_str(), fsync.as_str(), redlock) {
-        ("yes", "always", _) => (Level::Ok, "appendonly yes, appendfsync always", None),
-        ("yes", _, false) => (Level::Ok, "appendonly yes", None),
+        ("yes", "always", _) => (FindingLevel::Ok, "appendonly yes, appendfsync always", None),
+        ("yes", _, false) => (FindingLevel::Ok, "appendonly yes", None),
         ("yes", _, true) => (
-            Level::Warn,
+            FindingLevel::Warn,
             "appendfsync is not always: a crash may forget locks granted in the last second, and Redlock's safety needs every grant on disk",
             Some(
                 "CONFIG SET appendfsync always, or restart a crashed node only after the longest lease",
             ),
         ),
         (_, _, true) => (
-            Level::Fail,
+            FindingLevel::Fail,
             "appendonly no: a restarted node forgets its locks, and Redlock may then grant a lock twice",
             Some(
                 "CONFIG SET appendonly yes and appendfsync always, or restart a crashed node only after the longest lease",
             ),
         ),
         _ => (
-            Level::Warn,
+            FindingLevel::Warn,
             "appendonly no: a restart forgets every lock while their holders go on",
             Some("CONFIG SET appendonly yes, or restart only after the longest lease"),
         ),
@@ -286,7 +305,7 @@ pub(crate) fn persistence(report: &mut Report, shard: &Shard, config: &Config, r
     }
 }
 
-pub(crate) fn replicas(report: &mut Report, shard: &Shard, config: &Config) {
+pub(crate) fn replicas(report: &mut DoctorReport, shard: &Shard, config: &Config) {
     let read = info(shard, "replication", "connected_slaves", config).and_then(|replicas| {
         let min: u32 = (config_get(shard, "min-replicas-to-write", config)?)
             .and_then(|min| min.parse().ok())
@@ -302,18 +321,18 @@ pub(crate) fn replicas(report: &mut Report, shard: &Shard, config: &Config) {
         let reason = format!(
             "{replicas} replicas; min-replicas-to-write {min}; the client waits for {acks}"
         );
-        return report.push("replicas", &shard.name, Level::Ok, reason);
+        return report.push("replicas", &shard.name, FindingLevel::Ok, reason);
     }
     report.push(
         "replicas",
         &shard.name,
-        Level::Warn,
+        FindingLevel::Warn,
         format!("{replicas} replicas, none required to have a lock before it is granted: a failover may promote one that never saw it"),
     );
     report.fix("the client's min_replica_acks(1, ..), or CONFIG SET min-replicas-to-write 1");
 }
 
-pub(crate) fn version(report: &mut Report, shard: &Shard, config: &Config) {
+pub(crate) fn version(report: &mut DoctorReport, shard: &Shard, config: &Config) {
     let version = match info(shard, "server", "redis_version", config) {
         Ok(version) => version.unwrap_or_default(),
         Err(err) => return could_not(report, "version", shard, &err),
@@ -323,55 +342,55 @@ pub(crate) fn version(report: &mut Report, shard: &Shard, config: &Config) {
         .unwrap_or(0);
     let (level, reason) = match major {
         0..=5 => (
-            Level::Fail,
+            FindingLevel::Fail,
             format!("Redis {version}: unlock notifications need RESP3 (Redis 6)"),
         ),
         6 => (
-            Level::Warn,
+            FindingLevel::Warn,
             format!(
                 "Redis {version}: no sharded pub/sub on a cluster, and rights are only found missing when a lock first needs them"
             ),
         ),
-        _ => (Level::Ok, format!("Redis {version}")),
+        _ => (FindingLevel::Ok, format!("Redis {version}")),
     };
     report.push("version", &shard.name, level, reason);
-    if level != Level::Ok {
+    if level != FindingLevel::Ok {
         report.fix("upgrade to Redis 7");
     }
 }
 
-pub(crate) fn idle_timeout(report: &mut Report, shard: &Shard, config: &Config) {
+pub(crate) fn idle_timeout(report: &mut DoctorReport, shard: &Shard, config: &Config) {
     let seconds: u64 = match config_get(shard, "timeout", config) {
         Ok(timeout) => timeout.and_then(|t| t.parse().ok()).unwrap_or(0),
         Err(err) => return could_not(report, "idle timeout", shard, &err),
     };
     let idle = Duration::from_secs(seconds);
     let (level, reason) = if seconds == 0 {
-        (Level::Ok, "idle clients are never closed".to_owned())
+        (FindingLevel::Ok, "idle clients are never closed".to_owned())
     } else if idle <= config.ping_interval {
         (
-            Level::Fail,
+            FindingLevel::Fail,
             format!(
                 "idle clients are closed after {seconds} s, within the subscriber's ping interval: waiters lose their notifications"
             ),
         )
     } else {
         (
-            Level::Warn,
+            FindingLevel::Warn,
             format!(
                 "idle clients are closed after {seconds} s: pooled connections are opened again after a quiet spell"
             ),
         )
     };
     report.push("idle timeout", &shard.name, level, reason);
-    if level != Level::Ok {
+    if level != FindingLevel::Ok {
         report.fix("CONFIG SET timeout 0");
     }
 }
 
 /// Times five `TIME` calls, records the median round trip, and returns the server clock's
 /// offset from this machine's, taken at the middle of the fastest call.
-pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) -> Option<f64> {
+pub(crate) fn round_trip(report: &mut DoctorReport, shard: &Shard, config: &Config) -> Option<f64> {
     let time = redis::cmd("TIME");
     let mut samples = Vec::new();
     for _ in 0..5 {
@@ -392,9 +411,9 @@ pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) ->
     samples.sort_by_key(|&(took, _)| took);
     let median = samples[samples.len() / 2].0;
     let level = if median * 4 > config.response_timeout {
-        Level::Warn
+        FindingLevel::Warn
     } else {
-        Level::Ok
+        FindingLevel::Ok
     };
     let reason = format!(
         "{} µs (TIME, median of 5); response timeout {:?}",
@@ -402,7 +421,7 @@ pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) ->
         config.response_timeout
     );
     report.push("round trip", &shard.name, level, reason);
-    if level != Level::Ok {
+    if level != FindingLevel::Ok {
         report.fix("a response_timeout well above the round trip, or a nearer Redis");
     }
     Some(samples[0].1)
@@ -411,10 +430,10 @@ pub(crate) fn round_trip(report: &mut Report, shard: &Shard, config: &Config) ->
 /// Redlock: each node's clock against the median of them all. Expiry runs on each node's
 /// own clock; a node whose clock is off by more than the drift Redlock allows for is one
 /// that stepped or runs at another rate, and may expire a lock early.
-pub(crate) fn clocks(report: &mut Report, offsets: &[(String, f64)], config: &Config) {
+pub(crate) fn clocks(report: &mut DoctorReport, offsets: &[(String, f64)], config: &Config) {
     for (server, level, reason) in clock_findings(offsets, allowance(config.lease)) {
         report.push("clock", &server, level, reason);
-        if level != Level::Ok {
+        if level != FindingLevel::Ok {
             report.fix("run NTP (slewing, not stepping) on every Redlock node");
         }
     }
@@ -429,7 +448,10 @@ fn allowance(lease: Duration) -> f64 {
 
 /// Per server, its clock's offset from the median of all, rated against `allowance`
 /// seconds.
-fn clock_findings(offsets: &[(String, f64)], allowance: f64) -> Vec<(String, Level, String)> {
+fn clock_findings(
+    offsets: &[(String, f64)],
+    allowance: f64,
+) -> Vec<(String, FindingLevel, String)> {
     let mut sorted: Vec<f64> = offsets.iter().map(|&(_, offset)| offset).collect();
     sorted.sort_by(f64::total_cmp);
     let Some(&median) = sorted.get(sorted.len() / 2) else {
@@ -440,9 +462,9 @@ fn clock_findings(offsets: &[(String, f64)], allowance: f64) -> Vec<(String, Lev
         .map(|(server, offset)| {
             let off = offset - median;
             let level = if off.abs() > allowance {
-                Level::Warn
+                FindingLevel::Warn
             } else {
-                Level::Ok
+                FindingLevel::Ok
             };
             let reason = format!(
                 "{:+.1} ms from the other nodes' median (allowed drift {:.1} ms)",
@@ -466,8 +488,11 @@ mod tests {
             ("c".to_owned(), 5.0),
         ];
         let findings = clock_findings(&offsets, 0.302);
-        let levels: Vec<Level> = findings.iter().map(|f| f.1).collect();
-        assert_eq!(levels, [Level::Ok, Level::Ok, Level::Warn]);
+        let levels: Vec<FindingLevel> = findings.iter().map(|f| f.1).collect();
+        assert_eq!(
+            levels,
+            [FindingLevel::Ok, FindingLevel::Ok, FindingLevel::Warn]
+        );
         assert!(findings[2].2.contains("+4988.0 ms"), "{}", findings[2].2);
         assert!(clock_findings(&[], 0.3).is_empty());
     }
@@ -480,8 +505,10 @@ mod tests {
 
     #[test]
     fn levels_order_from_best_to_worst() {
-        assert!(Level::Ok < Level::Unknown && Level::Unknown < Level::Warn);
-        assert!(Level::Warn < Level::Fail);
-        assert_eq!(Report::default().worst(), Level::Ok);
+        assert!(
+            FindingLevel::Ok < FindingLevel::Unknown && FindingLevel::Unknown < FindingLevel::Warn
+        );
+        assert!(FindingLevel::Warn < FindingLevel::Fail);
+        assert_eq!(DoctorReport::default().worst(), FindingLevel::Ok);
     }
 }

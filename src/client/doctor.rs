@@ -3,7 +3,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::client::builder::LockClientBuilder;
-use crate::client::checks::{self, Level, Report};
+use crate::client::checks::{self, DoctorReport, FindingLevel};
 use crate::client::lock_client::LockClient;
 
 impl LockClient {
@@ -15,25 +15,25 @@ impl LockClient {
     /// let client = redmutex::LockClient::open("redis://127.0.0.1:6379/")?;
     /// let report = client.doctor()?;
     /// print!("{report}");
-    /// if report.worst() >= redmutex::Level::Warn {
+    /// if report.worst() >= redmutex::FindingLevel::Warn {
     ///     // page someone
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn doctor(&self) -> Result<Report> {
+    pub fn doctor(&self) -> Result<DoctorReport> {
         self.shared().check_process()?;
         Ok(self.examine().0)
     }
 
     /// Every finding, and each node's check of its scripting and rights as `build()` makes
     /// it (its first failure), in the order of the nodes.
-    fn examine(&self) -> (Report, Vec<Result<()>>) {
+    fn examine(&self) -> (DoctorReport, Vec<Result<()>>) {
         let shared = self.shared();
         let config = shared.config();
         let nodes = shared.nodes().list();
         let redlock = nodes.len() > 1;
         let probe = [&config.key_prefix[..], b"redmutex:probe"].concat();
-        let mut report = Report::default();
+        let mut report = DoctorReport::default();
         let mut offsets = Vec::new();
         let mut node_checks = Vec::new();
         for node in nodes {
@@ -55,7 +55,12 @@ impl LockClient {
             let shards = match node.shards() {
                 Ok(shards) => shards,
                 Err(err) => {
-                    report.push("round trip", &node.name, Level::Fail, format!("{err:#}"));
+                    report.push(
+                        "round trip",
+                        &node.name,
+                        FindingLevel::Fail,
+                        format!("{err:#}"),
+                    );
                     continue;
                 }
             };
@@ -88,7 +93,7 @@ impl LockClientBuilder {
     /// let report = redmutex::LockClient::builder("redis://127.0.0.1:6379/").doctor();
     /// print!("{report}");
     /// ```
-    pub fn doctor(self) -> Report {
+    pub fn doctor(self) -> DoctorReport {
         let urls = self.urls_text();
         let client = self
             .settled()
@@ -96,7 +101,7 @@ impl LockClientBuilder {
         let client = match client {
             Ok(client) => client,
             Err(err) => {
-                let mut report = Report::default();
+                let mut report = DoctorReport::default();
                 cannot_build(&mut report, &urls, &err);
                 return report;
             }
@@ -113,41 +118,41 @@ impl LockClientBuilder {
 }
 
 /// The failed `client` finding of a client that cannot build, for `err`.
-fn cannot_build(report: &mut Report, server: &str, err: &Error) {
+fn cannot_build(report: &mut DoctorReport, server: &str, err: &Error) {
     let reason = format!("no client can lock here: {err:#}");
-    report.push("client", server, Level::Fail, reason);
+    report.push("client", server, FindingLevel::Fail, reason);
 }
 
 /// The scripting and rights findings for `server` from its check.
-fn rights(report: &mut Report, server: &str, checked: &Result<()>) {
+fn rights(report: &mut DoctorReport, server: &str, checked: &Result<()>) {
     match checked {
         Ok(()) => {
             let runs = "runs the lock scripts (EVALSHA, SCRIPT LOAD)";
-            report.push("scripting", server, Level::Ok, runs.into());
+            report.push("scripting", server, FindingLevel::Ok, runs.into());
             report.push(
                 "rights",
                 server,
-                Level::Ok,
+                FindingLevel::Ok,
                 "may run every command and channel the locks need".into(),
             );
         }
         Err(err) if err.is_scripting_disabled() => {
-            report.push("scripting", server, Level::Fail, err.detail());
+            report.push("scripting", server, FindingLevel::Fail, err.detail());
             report.fix(
                 "turn scripting on: no rename-command of EVAL, EVALSHA or SCRIPT; on \
                  Valkey 9.1 and later, load its Lua module",
             );
             let unknown = "could not tell: the rights are checked by a script";
-            report.push("rights", server, Level::Unknown, unknown.into());
+            report.push("rights", server, FindingLevel::Unknown, unknown.into());
         }
         Err(Error::Permission { denied, .. }) => {
-            report.push("rights", server, Level::Fail, denied.join("; "));
+            report.push("rights", server, FindingLevel::Fail, denied.join("; "));
             report.fix("grant the rights the README lists for a lock user");
         }
         Err(err) if err.is_auth() => {
-            report.push("rights", server, Level::Fail, format!("{err:#}"));
+            report.push("rights", server, FindingLevel::Fail, format!("{err:#}"));
             report.fix("the user and password in the URL: redis://USER:PASSWORD@HOST:PORT/");
         }
-        Err(err) => report.push("rights", server, Level::Fail, format!("{err:#}")),
+        Err(err) => report.push("rights", server, FindingLevel::Fail, format!("{err:#}")),
     }
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::undo::Undo;
 use crate::layout::names;
@@ -105,6 +106,8 @@ pub(crate) fn add(target: &dyn Call, delta: i64, marker: Option<(&[u8], bool)>) 
         _ => target.wrong_kind(err),
     })
 }
+
+impl Kind for Counted {}
 
 impl Machinery for Counted {
     const LABEL: &'static str = "counting_semaphore";

@@ -20,6 +20,7 @@ use crate::base::held_by::HeldBy;
 use crate::base::retry::Backoff;
 use crate::kinds::call::Call;
 use crate::kinds::candidacy::Candidacy;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{
     Attempt, Busy, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery,
 };
@@ -260,6 +261,8 @@ pub(crate) fn proclaim(target: &dyn Call, token: &str, value: &str) -> Result<bo
         .map_err(|err| err.with_lock(target.subject()))?;
     Ok(set == 1)
 }
+
+impl Kind for Leading {}
 
 impl Machinery for Leading {
     const LABEL: &'static str = "election";

@@ -10,7 +10,9 @@ use redis::{Cmd, Value};
 
 use crate::base::error::Result;
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{Attempt, Grant, sealed::Machinery};
+use crate::kinds::reentrant::ThreadOwned;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
 use crate::kinds::slot::Mode;
 use crate::layout::names::{self, Granted};
@@ -114,6 +116,9 @@ impl QueueKeys {
         (&self.queue, &self.places, &self.ours)
     }
 }
+
+impl Kind for Fair {}
+impl ThreadOwned for Fair {}
 
 impl Machinery for Fair {
     const LABEL: &'static str = "fair";

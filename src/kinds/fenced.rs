@@ -9,7 +9,9 @@ use redis::{Cmd, Value};
 
 use crate::base::error::Result;
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::sealed::Machinery;
+use crate::kinds::reentrant::ThreadOwned;
 use crate::kinds::reentrant::{self, Answer, Hashed};
 use crate::layout::names;
 
@@ -26,6 +28,9 @@ use crate::layout::names;
 /// [`Error::Unsupported`](crate::Error::Unsupported).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fenced;
+
+impl Kind for Fenced {}
+impl ThreadOwned for Fenced {}
 
 impl Machinery for Fenced {
     const LABEL: &'static str = "fenced";

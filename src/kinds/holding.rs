@@ -2,6 +2,7 @@
 //! was lost and until when it surely lasts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -22,9 +23,10 @@ pub(crate) struct Holding {
     /// Held by the watchdog for a renewal round and by a release while it runs, so that a
     /// late renewal cannot put back a hold that the release just deleted.
     round: Mutex<()>,
-    /// Notified, under `lost_wait`, when the holding is marked lost.
-    lost_cond: Condvar,
+    /// Taken to mark the loss, so that it is marked once.
     lost_wait: Mutex<()>,
+    /// The waits of [`wait_lost`] on this holding, woken when it is marked lost.
+    waits: Mutex<Vec<Weak<Wait>>>,
     /// Taken by the first report of the loss.
     lost_hook: Mutex<Option<LostHook>>,
 }
@@ -36,8 +38,8 @@ impl Holding {
             uncertain: AtomicBool::new(false),
             valid_until: Mutex::new(valid_until),
             round: Mutex::new(()),
-            lost_cond: Condvar::new(),
             lost_wait: Mutex::new(()),
+            waits: Mutex::new(Vec::new()),
             lost_hook: Mutex::new(None),
         }
     }
@@ -83,18 +85,18 @@ impl Holding {
         (before != after).then_some(before)
     }
 
-    /// Marks the holding lost, waking [`wait_lost`](Self::wait_lost); true the first time,
+    /// Marks the holding lost, waking [`wait_lost`]; true the first time,
     /// which runs `first` before the mark (a loss is counted before anyone can see it). A
     /// concurrent marker waits until `first` ran.
     pub fn mark_lost(&self, first: impl FnOnce()) -> bool {
-        // Under the lock, so that a waiter between its check and its wait is not missed.
-        let _wait = self.lost_wait.lock();
+        let marked = self.lost_wait.lock();
         if self.lost.load(Ordering::Acquire) {
             return false;
         }
         first();
         self.lost.store(true, Ordering::Release);
-        self.lost_cond.notify_all();
+        drop(marked);
+        self.wake_watchers();
         true
     }
 
@@ -116,30 +118,19 @@ impl Holding {
         self.lost_hook.lock().take()
     }
 
-    /// Waits until the holding is lost (marked so, or its validity ran out) or `done`
-    /// (checked again on every [`wake_watchers`](Self::wake_watchers)), at most `timeout`;
-    /// whether it was lost.
-    pub fn wait_lost(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut wait = self.lost_wait.lock();
-        while !self.is_lost() && !done() {
-            // Woken when the validity ends, to look again: a renewal may have moved it.
-            let until = match deadline {
-                Some(deadline) => deadline.min(self.valid_until()),
-                None => self.valid_until(),
-            };
-            let timed_out = self.lost_cond.wait_until(&mut wait, until).timed_out();
-            if timed_out && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                break;
-            }
-        }
-        self.is_lost()
-    }
-
-    /// Wakes the waits of [`wait_lost`](Self::wait_lost) to check their `done` again.
+    /// Wakes the waits of [`wait_lost`] on this holding, to look again at the loss and
+    /// their `done`.
     pub fn wake_watchers(&self) {
-        let _wait = self.lost_wait.lock();
-        self.lost_cond.notify_all();
+        let mut waits = self.waits.lock();
+        waits.retain(|wait| match wait.upgrade() {
+            Some(wait) => {
+                // Under its lock, so that a wait between its check and its sleep is not missed.
+                let _sleeping = wait.lock.lock();
+                wait.cond.notify_all();
+                true
+            }
+            None => false,
+        });
     }
 
     /// Until when the lock is surely held, as of the last acquisition or renewal.
@@ -183,6 +174,46 @@ impl Holding {
     }
 }
 
+/// One wait of [`wait_lost`], woken by any of the holdings it waits on.
+#[derive(Default)]
+struct Wait {
+    lock: Mutex<()>,
+    cond: Condvar,
+}
+
+/// Waits until one of `holdings` is lost (marked so, or its validity ran out) or `done`
+/// (checked again on every [`Holding::wake_watchers`]), at most `timeout`; whether one was
+/// lost. Without holdings, nothing can be lost: `false` at once.
+pub(crate) fn wait_lost(
+    holdings: &[Arc<Holding>],
+    timeout: Duration,
+    done: impl Fn() -> bool,
+) -> bool {
+    let lost = || holdings.iter().any(|holding| holding.is_lost());
+    let wait = Arc::new(Wait::default());
+    for holding in holdings {
+        let mut waits = holding.waits.lock();
+        // The waits that ended since are dropped here, or at the next wake.
+        waits.retain(|wait| wait.strong_count() > 0);
+        waits.push(Arc::downgrade(&wait));
+    }
+    let deadline = Instant::now().checked_add(timeout);
+    let mut sleeping = wait.lock.lock();
+    while !lost() && !done() {
+        let Some(soonest) = holdings.iter().map(|holding| holding.valid_until()).min() else {
+            break;
+        };
+        // Woken when a validity ends, to look again: a renewal may have moved it.
+        let until = deadline.map_or(soonest, |deadline| deadline.min(soonest));
+        let timed_out = wait.cond.wait_until(&mut sleeping, until).timed_out();
+        if timed_out && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break;
+        }
+    }
+    drop(sleeping);
+    lost()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -193,15 +224,42 @@ mod tests {
     fn wait_lost_is_woken_by_the_loss_and_times_out_without_one() {
         let holding = Arc::new(Holding::new(Instant::now() + Duration::from_secs(100)));
         assert!(
-            !holding.wait_lost(Duration::from_millis(1), || false),
+            !wait_lost(&[holding.clone()], Duration::from_millis(1), || false),
             "not lost yet"
         );
         let marker = holding.clone();
         let thread = std::thread::spawn(move || marker.mark_lost(|| {}));
         // A bound far beyond any scheduling delay: only the loss ends this wait in time.
-        assert!(holding.wait_lost(Duration::from_secs(3600), || false));
+        assert!(wait_lost(
+            &[holding.clone()],
+            Duration::from_secs(3600),
+            || false
+        ));
         assert!(thread.join().unwrap());
-        assert!(holding.wait_lost(Duration::ZERO, || false), "stays lost");
+        assert!(
+            wait_lost(&[holding], Duration::ZERO, || false),
+            "stays lost"
+        );
+    }
+
+    #[test]
+    fn a_wait_on_several_holdings_is_woken_by_the_loss_of_any() {
+        let far = Instant::now() + Duration::from_secs(100);
+        let holdings = [Arc::new(Holding::new(far)), Arc::new(Holding::new(far))];
+        let second = holdings[1].clone();
+        let thread = std::thread::spawn(move || second.mark_lost(|| {}));
+        // A bound far beyond any scheduling delay: only the second's loss ends it in time.
+        assert!(wait_lost(&holdings, Duration::from_secs(3600), || false));
+        assert!(thread.join().unwrap());
+        assert!(!holdings[0].is_lost());
+        assert_eq!(
+            holdings[0].waits.lock().len(),
+            1,
+            "its wait is kept until the next"
+        );
+        assert!(!wait_lost(&holdings[..1], Duration::ZERO, || false));
+        assert_eq!(holdings[0].waits.lock().len(), 1, "ended waits are dropped");
+        assert!(!wait_lost(&[], Duration::from_secs(3600), || false));
     }
 
     #[test]
@@ -223,11 +281,15 @@ mod tests {
 
     #[test]
     fn a_holding_is_lost_when_its_validity_ends_and_nothing_revives_it() {
-        let holding = Holding::new(Instant::now() + Duration::from_millis(20));
+        let holding = Arc::new(Holding::new(Instant::now() + Duration::from_millis(20)));
         assert!(!holding.is_lost());
         assert_eq!(holding.health(), Health::Held);
         // Woken by the end of the validity alone: nothing marks the loss.
-        assert!(holding.wait_lost(Duration::from_secs(3600), || false));
+        assert!(wait_lost(
+            &[holding.clone()],
+            Duration::from_secs(3600),
+            || false
+        ));
         assert!(holding.is_lost());
         assert_eq!(holding.health(), Health::Lost);
         assert_eq!(holding.told_health(), Health::Uncertain, "not told yet");

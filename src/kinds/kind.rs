@@ -26,14 +26,11 @@ use crate::layout::names::Granted;
 use crate::topology::quorum::Outcome;
 use crate::transport::common;
 
-/// A kind of lock: [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced),
-/// [`Fair`](crate::Fair), [`NonReentrant`](crate::NonReentrant),
-/// [`NonReentrantFair`](crate::NonReentrantFair), [`Spin`](crate::Spin), [`Read`](crate::Read),
-/// [`Write`](crate::Write) or [`Token`](crate::Token), and the permits of a
-/// [`LeasedSemaphore`](crate::LeasedSemaphore) or a [`CountingSemaphore`](crate::CountingSemaphore). The trait is sealed; its machinery is internal.
+/// A kind of lock: how a [`Lock`](crate::Lock) of it takes a hold, waits and renews, and
+/// what its guard carries. Each kind is a type of its own, listed below as the trait's
+/// implementors, and [`ThreadOwned`](crate::ThreadOwned) says which of them a thread owns.
+/// The trait is sealed: its machinery is internal.
 pub trait Kind: sealed::Machinery {}
-
-impl<K: sealed::Machinery> Kind for K {}
 
 /// What an attempt that took a hold grants: what the kind keeps for it and how long it
 /// lasts. The lock machine makes it a hold: its holding, its place in the client's table of

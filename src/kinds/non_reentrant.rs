@@ -10,7 +10,9 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
 use crate::kinds::fair::Fair;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{Attempt, Grant, sealed::Machinery};
+use crate::kinds::reentrant::ThreadOwned;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
 use crate::layout::names::Granted;
 use crate::layout::owner::current_thread;
@@ -85,6 +87,11 @@ fn once<K: Hashed>(target: &dyn Call) -> Result<()> {
         }),
     }
 }
+
+impl Kind for NonReentrant {}
+impl ThreadOwned for NonReentrant {}
+impl Kind for NonReentrantFair {}
+impl ThreadOwned for NonReentrantFair {}
 
 impl<T: Once> Machinery for T {
     const POLLS: bool = <T::Of as Machinery>::POLLS;

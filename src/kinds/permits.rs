@@ -16,6 +16,7 @@ use crate::base::error::{Error, Result};
 use crate::base::held_by::HeldBy;
 use crate::kinds::call::Call;
 use crate::kinds::holding::Holding;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::undo::Undo;
@@ -55,6 +56,8 @@ fn keys_of(key: &[u8]) -> Keys {
         names::semaphore_channel(key),
     )
 }
+
+impl Kind for Permits {}
 
 impl Machinery for Permits {
     const LABEL: &'static str = "semaphore";

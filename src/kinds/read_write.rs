@@ -11,7 +11,9 @@ use redis::{Cmd, Value};
 
 use crate::base::error::{Error, Result};
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::sealed::Machinery;
+use crate::kinds::reentrant::ThreadOwned;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant, owner};
 use crate::kinds::slot::Mode;
 use crate::layout::names;
@@ -33,6 +35,9 @@ fn one_node(target: &dyn Call) -> Result<()> {
         "a read-write lock needs one node, and Redlock's masters each keep their own mode",
     )
 }
+
+impl Kind for Read {}
+impl ThreadOwned for Read {}
 
 impl Machinery for Read {
     const LABEL: &'static str = "read";
@@ -108,6 +113,9 @@ impl Hashed for Read {
 
     fn held(_: Option<u64>) -> Self::Held {}
 }
+
+impl Kind for Write {}
+impl ThreadOwned for Write {}
 
 impl Machinery for Write {
     const LABEL: &'static str = "write";

@@ -12,6 +12,7 @@ use redis::{Cmd, Value};
 use crate::base::config::MAX_LEASE;
 use crate::base::error::{Error, Result};
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{Attempt, Busy, Freed, Given, Giving, Grant, sealed::Machinery};
 use crate::kinds::renewal::Renewal;
 use crate::kinds::slot::{HoldId, Mode};
@@ -85,6 +86,9 @@ macro_rules! hashed_calls {
 }
 pub(crate) use hashed_calls;
 
+impl Kind for Reentrant {}
+impl ThreadOwned for Reentrant {}
+
 impl Machinery for Reentrant {
     const LABEL: &'static str = "reentrant";
 
@@ -116,6 +120,15 @@ impl Hashed for Reentrant {
 
     fn held(_: Option<u64>) -> Self::Held {}
 }
+
+/// A kind whose holds belong to the thread that took them, counted per thread in
+/// Redisson's hash of `<client-uuid>:<thread-id>` → hold count: its [`Lock`](crate::Lock)
+/// tells the current thread's [`hold_count`](crate::Lock::hold_count) and
+/// [`is_held_by_current_thread`](crate::Lock::is_held_by_current_thread), and its
+/// [`LockGuard`](crate::LockGuard) cannot move to another thread, since a release names
+/// the thread that releases. The other kinds' holds belong to a token or a permit id. The
+/// trait is sealed.
+pub trait ThreadOwned: Kind + Hashed {}
 
 /// The kinds kept in Redisson's reentrant hash — the reentrant, fenced and fair locks —
 /// which differ only in their acquire and release scripts and what their guards carry.

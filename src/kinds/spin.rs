@@ -7,7 +7,9 @@ use redis::{Cmd, Value};
 
 use crate::base::retry::Backoff;
 use crate::kinds::call::Call;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::sealed::Machinery;
+use crate::kinds::reentrant::ThreadOwned;
 use crate::kinds::reentrant::{self, Answer, Hashed, Reentrant};
 use crate::transport::common;
 
@@ -37,6 +39,9 @@ use crate::transport::common;
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Spin;
+
+impl Kind for Spin {}
+impl ThreadOwned for Spin {}
 
 impl Machinery for Spin {
     const LABEL: &'static str = "spin";

@@ -12,6 +12,7 @@ use crate::base::config::check_lease;
 use crate::base::error::{Error, NodeError, Result};
 use crate::kinds::call::Call;
 use crate::kinds::holding::Holding;
+use crate::kinds::kind::Kind;
 use crate::kinds::kind::{
     Attempt, Busy, Freed, Given, Giving, Grant, TokenClaim, sealed::Machinery,
 };
@@ -41,6 +42,8 @@ pub struct Token;
 pub struct TokenHeld {
     token: String,
 }
+
+impl Kind for Token {}
 
 impl Machinery for Token {
     const LABEL: &'static str = "token";

@@ -26,9 +26,9 @@ use crate::lock::hold_watch::HoldWatch;
 ///
 /// | kind | guard | why |
 /// |---|---|---|
-/// | [`Reentrant`], [`Fenced`], [`Fair`](crate::Fair), [`Read`](crate::Read), [`Write`](crate::Write) | not `Send` | the hold belongs to the thread that took it: a release from another thread would name the wrong owner |
+/// | every [`ThreadOwned`](crate::ThreadOwned) kind ([`Reentrant`], [`Fenced`], [`Fair`](crate::Fair), [`Spin`](crate::Spin), the non-reentrant ones, [`Read`](crate::Read), [`Write`](crate::Write)) | not `Send` | the hold belongs to the thread that took it: a release from another thread would name the wrong owner |
 /// | [`Token`] | `Send` | the hold belongs to its token |
-/// | a semaphore's [`LeasedPermit`](crate::LeasedPermit) | `Send` | the permit belongs to its id |
+/// | a leased semaphore's [`LeasedPermit`](crate::LeasedPermit) | `Send` | the permit belongs to its id |
 /// | a counting semaphore's [`CountedPermits`](crate::CountedPermits) | `Send` | permits are counted, not owned |
 ///
 /// ```compile_fail
@@ -124,7 +124,7 @@ impl<K: Kind> LockGuard<K> {
     /// [`valid_until`](HoldWatch::valid_until) and [`wait_lost`](HoldWatch::wait_lost).
     pub fn watch(&self) -> HoldWatch {
         let released = self.watched_release.get_or_init(Arc::default).clone();
-        HoldWatch::new(self.hold.holding.clone(), released, self.lock.name())
+        HoldWatch::new(vec![self.hold.holding.clone()], released, self.lock.name())
     }
 
     /// Whether the watchdog renews this hold (taken without an explicit lease).

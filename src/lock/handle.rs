@@ -9,15 +9,16 @@ use std::time::Duration;
 use crate::base::error::Result;
 use crate::kinds::call::Call;
 use crate::kinds::kind::Kind;
-use crate::kinds::reentrant::{self, Hashed, Reentrant};
+use crate::kinds::reentrant::{self, Reentrant, ThreadOwned};
 use crate::layout::names;
 use crate::lease::target::Target;
 use crate::notify::cancel::Cancel;
 use crate::transport::common;
 
 /// A lock on one Redis key, shared by every thread and process that names it. `K` is its
-/// kind: [`Reentrant`] (the default, Redisson's `RLock`), [`Fenced`](crate::Fenced) or
-/// [`Token`](crate::Token).
+/// [`Kind`]: [`Reentrant`] (the default, Redisson's `RLock`) or another (see the
+/// implementors of [`Kind`]), each made by its constructor on
+/// [`LockClient`](crate::LockClient).
 ///
 /// The handle is cheap to clone and `Send + Sync`. Acquisition comes in the usual four
 /// forms — [`lock`](Self::lock) (wait), [`try_lock`](Self::try_lock) (do not wait),
@@ -164,12 +165,9 @@ impl<K: Kind> Lock<K> {
     }
 }
 
-/// For the locks kept in Redisson's hash, which count each thread's holds:
-/// [`Reentrant`](crate::Reentrant), [`Fenced`](crate::Fenced), [`Fair`](crate::Fair),
-/// [`Spin`](crate::Spin), and
-/// the [`Read`](crate::Read) and [`Write`](crate::Write) sides of a read-write lock. A
+/// For the kinds a thread owns ([`ThreadOwned`]), which count each thread's holds. A
 /// [`Token`](crate::Token) lock has one hold, which its guard knows.
-impl<K: Hashed> Lock<K> {
+impl<K: ThreadOwned> Lock<K> {
     /// Whether the current thread holds the lock, as Redis sees it.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         Ok(self.hold_count()? > 0)

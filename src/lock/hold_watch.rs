@@ -7,10 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::base::health::Health;
-use crate::kinds::holding::Holding;
+use crate::kinds::holding::{self, Holding};
 
-/// A watch on one hold of a guard or permit, made by [`LockGuard::watch`](crate::LockGuard::watch)
-/// or [`LeasedPermit::watch`](crate::LeasedPermit::watch): `Send + Sync + Clone`, so a helper thread can
+/// A watch on the holds of a guard or permit, made by
+/// [`LockGuard::watch`](crate::LockGuard::watch),
+/// [`LeasedPermit::watch`](crate::LeasedPermit::watch),
+/// [`MultiGuard::watch`](crate::MultiGuard::watch) (every member: lost when any is) or
+/// [`Leadership::watch`](crate::Leadership::watch): `Send + Sync + Clone`, so a helper thread can
 /// check the hold (a guard of a reentrant lock cannot leave its thread) or block until it
 /// is lost, where [`on_lock_lost`](crate::LockClientBuilder::on_lock_lost) hears every
 /// lock of the client.
@@ -35,16 +38,17 @@ use crate::kinds::holding::Holding;
 /// ```
 #[derive(Clone)]
 pub struct HoldWatch {
-    holding: Arc<Holding>,
+    /// One holding, or a multi-lock's members'.
+    holdings: Arc<[Arc<Holding>]>,
     /// Set when the guard or permit watched is released or dropped.
     released: Arc<AtomicBool>,
     name: Arc<str>,
 }
 
 impl HoldWatch {
-    pub(crate) fn new(holding: Arc<Holding>, released: Arc<AtomicBool>, name: &str) -> Self {
+    pub(crate) fn new(holdings: Vec<Arc<Holding>>, released: Arc<AtomicBool>, name: &str) -> Self {
         HoldWatch {
-            holding,
+            holdings: holdings.into(),
             released,
             name: name.into(),
         }
@@ -60,20 +64,24 @@ impl HoldWatch {
         &self.name
     }
 
-    /// Whether the hold is lost (as [`LockGuard::is_lost`](crate::LockGuard::is_lost)).
+    /// Whether the hold is lost (as [`LockGuard::is_lost`](crate::LockGuard::is_lost));
+    /// for a multi-lock, whether any member's is.
     pub fn is_lost(&self) -> bool {
-        self.holding.is_lost()
+        self.holdings.iter().any(|holding| holding.is_lost())
     }
 
-    /// Where the hold stands (as [`LockGuard::health`](crate::LockGuard::health)).
+    /// Where the hold stands (as [`LockGuard::health`](crate::LockGuard::health)); for a
+    /// multi-lock, the least sure of its members'.
     pub fn health(&self) -> Health {
-        self.holding.health()
+        Health::worst(self.holdings.iter().map(|holding| holding.health()))
     }
 
     /// Until when the hold is surely held (as
-    /// [`LockGuard::valid_until`](crate::LockGuard::valid_until)).
+    /// [`LockGuard::valid_until`](crate::LockGuard::valid_until)); for a multi-lock, the
+    /// soonest of its members'.
     pub fn valid_until(&self) -> Instant {
-        self.holding.valid_until()
+        let ends = self.holdings.iter().map(|holding| holding.valid_until());
+        ends.min().unwrap_or_else(Instant::now)
     }
 
     /// Blocks until the hold is lost, at most `timeout`, and returns whether it was. Woken
@@ -82,7 +90,7 @@ impl HoldWatch {
     /// guard or permit watched is released or dropped ([`is_released`](Self::is_released)),
     /// so a helper thread waiting on it ends with the hold.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
-        self.holding.wait_lost(timeout, || self.is_released())
+        holding::wait_lost(&self.holdings, timeout, || self.is_released())
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::base::config::check_lease;
@@ -11,6 +12,7 @@ use crate::base::health::Health;
 use crate::base::metrics;
 use crate::base::subject::Noun;
 use crate::kinds::call::Call;
+use crate::kinds::holding::Holding;
 use crate::kinds::kind::sealed::Machinery;
 use crate::kinds::kind::{Grant, Kind};
 use crate::kinds::multi::{self, Batch};
@@ -18,6 +20,7 @@ use crate::kinds::reentrant::Reentrant;
 use crate::lease::hold::Hold;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::hold_watch::HoldWatch;
 use crate::notify::cancel::Cancel;
 
 /// Several locks taken as one: all of them, or none. Made by
@@ -74,6 +77,8 @@ pub struct MultiLock {
 #[must_use = "the locks are released as soon as the guard is dropped"]
 pub struct MultiGuard {
     holds: Vec<Box<dyn Held>>,
+    /// Told to the watches when the guard is released or dropped.
+    watched_release: OnceLock<Arc<AtomicBool>>,
 }
 
 /// How an acquisition takes the members: in this order, by these units (indices into it).
@@ -107,6 +112,9 @@ trait Held {
     fn is_lost(&self) -> bool;
     fn health(&self) -> Health;
     fn valid_until(&self) -> Instant;
+    fn is_watched(&self) -> bool;
+    fn holding(&self) -> Arc<Holding>;
+    fn name(&self) -> &str;
 }
 
 impl<K: Kind> Member for Lock<K> {
@@ -160,6 +168,18 @@ impl<K: Kind> Held for LockGuard<K> {
 
     fn valid_until(&self) -> Instant {
         LockGuard::valid_until(self)
+    }
+
+    fn is_watched(&self) -> bool {
+        LockGuard::is_watched(self)
+    }
+
+    fn holding(&self) -> Arc<Holding> {
+        self.hold.holding.clone()
+    }
+
+    fn name(&self) -> &str {
+        self.lock().name()
     }
 }
 
@@ -337,7 +357,10 @@ impl MultiLock {
                 }
             }
             let Some(busy) = busy else {
-                return Ok(Some(MultiGuard { holds }));
+                return Ok(Some(MultiGuard {
+                    holds,
+                    watched_release: OnceLock::new(),
+                }));
             };
             holds.extend(waited.take().map(|(_, hold)| hold));
             give_back(holds, &members, "to wait");
@@ -476,12 +499,14 @@ impl MultiGuard {
     /// [`LockGuard::unlock`]); the others are given back whatever it was.
     pub fn unlock(mut self) -> Result<()> {
         let holds = std::mem::take(&mut self.holds);
+        let holdings: Vec<_> = holds.iter().map(|hold| hold.holding()).collect();
         let mut first = Ok(());
         for hold in holds.into_iter().rev() {
             if let (Err(err), Ok(())) = (hold.unlock(), &first) {
                 first = Err(err);
             }
         }
+        self.released(&holdings);
         first
     }
 
@@ -493,12 +518,7 @@ impl MultiGuard {
     /// The least sure of the members' [`health`](LockGuard::health): lost if any is,
     /// uncertain if any is, otherwise held.
     pub fn health(&self) -> Health {
-        let all = self.holds.iter().map(|hold| hold.health());
-        all.fold(Health::Held, |worst, health| match (worst, health) {
-            (Health::Lost, _) | (_, Health::Lost) => Health::Lost,
-            (Health::Uncertain, _) | (_, Health::Uncertain) => Health::Uncertain,
-            _ => Health::Held,
-        })
+        Health::worst(self.holds.iter().map(|hold| hold.health()))
     }
 
     /// Until when every member is surely held: the soonest of their
@@ -507,17 +527,42 @@ impl MultiGuard {
         let ends = self.holds.iter().map(|hold| hold.valid_until());
         ends.min().unwrap_or_else(Instant::now)
     }
+
+    /// A watch on every member's hold that other threads may keep and wait on (see
+    /// [`LockGuard::watch`]): lost when any member is, and released with this guard.
+    pub fn watch(&self) -> HoldWatch {
+        let released = self.watched_release.get_or_init(Arc::default).clone();
+        let holdings = self.holds.iter().map(|hold| hold.holding()).collect();
+        let names: Vec<_> = self.holds.iter().map(|hold| hold.name()).collect();
+        HoldWatch::new(holdings, released, &names.join(", "))
+    }
+
+    /// Whether the watchdog renews the members' holds (taken without an explicit lease).
+    pub fn is_watched(&self) -> bool {
+        self.holds.iter().all(|hold| hold.is_watched())
+    }
+
+    /// Tells the watches that the guard was released, once its members are.
+    fn released(&self, holdings: &[Arc<Holding>]) {
+        if let Some(released) = self.watched_release.get() {
+            released.store(true, Ordering::Release);
+            holdings.iter().for_each(|holding| holding.wake_watchers());
+        }
+    }
 }
 
 impl Drop for MultiGuard {
     fn drop(&mut self) {
-        for hold in std::mem::take(&mut self.holds).into_iter().rev() {
+        let holds = std::mem::take(&mut self.holds);
+        let holdings: Vec<_> = holds.iter().map(|hold| hold.holding()).collect();
+        for hold in holds.into_iter().rev() {
             match hold.unlock() {
                 // In a forked child nothing is released, and nothing logged (see LockGuard).
                 Ok(()) | Err(Error::Forked { .. }) => {}
                 Err(err) => log::warn!("releasing a multi-lock's member on drop failed: {err:#}"),
             }
         }
+        self.released(&holdings);
     }
 }
 

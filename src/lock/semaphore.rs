@@ -313,7 +313,8 @@ impl LeasedPermit {
         permits::extend(&self.guard.lock().target, &hold.holding, &hold.held, lease)
     }
 
-    /// Whether the watchdog, or a release, found the permit gone.
+    /// Whether the permit is lost (see [`LockGuard::is_lost`]): its lease ran out, or the
+    /// watchdog or a release found it gone.
     pub fn is_lost(&self) -> bool {
         self.guard.is_lost()
     }
@@ -332,6 +333,11 @@ impl LeasedPermit {
     /// Until when the permit is surely held (see [`LockGuard::valid_until`]).
     pub fn valid_until(&self) -> Instant {
         self.guard.valid_until()
+    }
+
+    /// Whether the watchdog renews the permit (taken without an explicit lease).
+    pub fn is_watched(&self) -> bool {
+        self.guard.is_watched()
     }
 }
 

@@ -13,10 +13,13 @@ use crate::notify::hub::Signal;
 /// made with it, now and later, with [`Error::Cancelled`](crate::Error::Cancelled).
 ///
 /// Cheap to clone (clones are the same token), `Send + Sync`. Hand it to a handle with
-/// `with_cancel` ([`Lock::with_cancel`](crate::Lock::with_cancel),
-/// [`LeasedSemaphore::with_cancel`](crate::LeasedSemaphore::with_cancel),
-/// [`ReadWriteLock::with_cancel`](crate::ReadWriteLock::with_cancel),
-/// [`CountDownLatch::with_cancel`](crate::CountDownLatch::with_cancel)); the handle it returns
+/// `with_cancel`, which every handle that waits has ([`Lock`](crate::Lock::with_cancel),
+/// [`ReadWriteLock`](crate::ReadWriteLock::with_cancel),
+/// [`MultiLock`](crate::MultiLock::with_cancel),
+/// [`LeasedSemaphore`](crate::LeasedSemaphore::with_cancel),
+/// [`CountingSemaphore`](crate::CountingSemaphore::with_cancel),
+/// [`CountDownLatch`](crate::CountDownLatch::with_cancel) and
+/// [`Election`](crate::Election::with_cancel)); the handle it returns
 /// has every acquisition call of the original, and each of them ends within one round trip
 /// with Redis once the token is cancelled. A cancelled token stays cancelled.
 ///

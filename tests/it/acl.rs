@@ -356,8 +356,8 @@ fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
     assert_eq!(rights.len(), 3, "{report}");
     for finding in rights {
         let expected = match finding.server.ends_with(&port) {
-            true => redmutex::Level::Fail,
-            false => redmutex::Level::Ok,
+            true => redmutex::FindingLevel::Fail,
+            false => redmutex::FindingLevel::Ok,
         };
         assert_eq!(finding.level, expected, "{report}");
     }

@@ -440,7 +440,7 @@ fn a_subscription_answered_moved_after_timed_out_reads_follows_the_slot() {
     // following the MOVED; the next wait subscribes again, where the slot is now.
     assert_eq!(
         observer.recv_timeout(LONG).unwrap(),
-        Some(redmutex::Change::Vacant)
+        Some(redmutex::LeaderChange::Vacant)
     );
     assert_eq!(observer.recv_timeout(Duration::ZERO).unwrap(), None);
     assert!(
@@ -649,7 +649,7 @@ fn read_holds_and_a_leadership_keep_through_a_long_migration_and_hand_over() {
     let mut observer = client.election(&names[1]).observe();
     assert!(matches!(
         observer.recv_timeout(LONG).unwrap(),
-        Some(redmutex::Change::Elected(_))
+        Some(redmutex::LeaderChange::Elected(_))
     ));
 
     let mut migration = cluster.begin_migration(slot, to);
@@ -699,7 +699,9 @@ fn read_holds_and_a_leadership_keep_through_a_long_migration_and_hand_over() {
     let seen =
         std::iter::from_fn(|| observer.recv_timeout(LONG).unwrap()).find_map(
             |change| match change {
-                redmutex::Change::Elected(leader) if leader.epoch() >= next => Some(leader.epoch()),
+                redmutex::LeaderChange::Elected(leader) if leader.epoch() >= next => {
+                    Some(leader.epoch())
+                }
                 _ => None,
             },
         );

@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use redmutex::{Finding, Level, LockClient, Report};
+use redmutex::{DoctorReport, Finding, FindingLevel, LockClient};
 use support::{Server, logs};
 
 /// The warnings the library logged about the server on `port`.
@@ -14,7 +14,7 @@ fn warnings_about(port: u16) -> Vec<String> {
     logs::messages(log::Level::Warn, &format!(":{port}"))
 }
 
-fn finding<'a>(report: &'a Report, check: &str) -> &'a Finding {
+fn finding<'a>(report: &'a DoctorReport, check: &str) -> &'a Finding {
     (report.findings.iter())
         .find(|f| f.check == check)
         .unwrap_or_else(|| panic!("no {check} finding in\n{report}"))
@@ -34,25 +34,33 @@ fn an_eviction_policy_that_can_evict_a_held_lock_fails_and_is_logged_at_build() 
     warnings_about(0);
     let server = Server::start();
     let report = server.client().doctor().unwrap();
-    assert_eq!(finding(&report, "eviction").level, Level::Ok, "{report}");
+    assert_eq!(
+        finding(&report, "eviction").level,
+        FindingLevel::Ok,
+        "{report}"
+    );
     assert!(warnings_about(server.port()).is_empty());
 
     config_set(&server, "maxmemory-policy", "allkeys-lru");
     let report = server.client().doctor().unwrap();
     let eviction = finding(&report, "eviction");
-    assert_eq!(eviction.level, Level::Warn, "no maxmemory yet: {report}");
+    assert_eq!(
+        eviction.level,
+        FindingLevel::Warn,
+        "no maxmemory yet: {report}"
+    );
     config_set(&server, "maxmemory", "100mb");
     let client = server.client();
     let report = client.doctor().unwrap();
     let eviction = finding(&report, "eviction");
-    assert_eq!(eviction.level, Level::Fail, "{report}");
+    assert_eq!(eviction.level, FindingLevel::Fail, "{report}");
     assert!(
         eviction.reason.contains("allkeys-lru"),
         "{}",
         eviction.reason
     );
     assert!(eviction.fix.as_deref().unwrap().contains("noeviction"));
-    assert_eq!(report.worst(), Level::Fail);
+    assert_eq!(report.worst(), FindingLevel::Fail);
     let logged = warnings_about(server.port());
     assert_eq!(
         logged.iter().filter(|w| w.contains("allkeys-lru")).count(),
@@ -80,11 +88,11 @@ fn every_check_reports_on_a_plain_server() {
         assert!(checks.contains(&check), "{check} missing from\n{report}");
     }
     // The test servers run without persistence: a restart forgets every lock.
-    assert_eq!(finding(&report, "persistence").level, Level::Warn);
-    assert_eq!(finding(&report, "idle timeout").level, Level::Ok);
+    assert_eq!(finding(&report, "persistence").level, FindingLevel::Warn);
+    assert_eq!(finding(&report, "idle timeout").level, FindingLevel::Ok);
     config_set(&server, "timeout", "30");
     let report = server.client().doctor().unwrap();
-    assert_eq!(finding(&report, "idle timeout").level, Level::Warn);
+    assert_eq!(finding(&report, "idle timeout").level, FindingLevel::Warn);
     let text = report.to_string();
     assert_eq!(text.lines().count(), report.findings.len(), "{text}");
 }
@@ -94,7 +102,11 @@ fn a_server_that_stopped_running_scripts_fails_the_scripting_check() {
     let mut server = Server::start();
     let client = server.client();
     let report = client.doctor().unwrap();
-    assert_eq!(finding(&report, "scripting").level, Level::Ok, "{report}");
+    assert_eq!(
+        finding(&report, "scripting").level,
+        FindingLevel::Ok,
+        "{report}"
+    );
     // The same port, EVAL and EVALSHA renamed away: as after an upgrade that left Lua out.
     let renamed = [
         "--rename-command",
@@ -107,7 +119,7 @@ fn a_server_that_stopped_running_scripts_fails_the_scripting_check() {
     server.restart_with(&renamed);
     let report = client.doctor().unwrap();
     let scripting = finding(&report, "scripting");
-    assert_eq!(scripting.level, Level::Fail, "{report}");
+    assert_eq!(scripting.level, FindingLevel::Fail, "{report}");
     assert!(scripting.reason.contains("runs no scripts"), "{report}");
     assert!(
         scripting.reason.contains("every lock is a Lua script"),
@@ -119,10 +131,18 @@ fn a_server_that_stopped_running_scripts_fails_the_scripting_check() {
         "{report}"
     );
     // The rights are checked by a script, which cannot run there.
-    assert_eq!(finding(&report, "rights").level, Level::Unknown, "{report}");
-    assert_eq!(report.worst(), Level::Fail);
+    assert_eq!(
+        finding(&report, "rights").level,
+        FindingLevel::Unknown,
+        "{report}"
+    );
+    assert_eq!(report.worst(), FindingLevel::Fail);
     // The checks that need no script still report.
-    assert_eq!(finding(&report, "eviction").level, Level::Ok, "{report}");
+    assert_eq!(
+        finding(&report, "eviction").level,
+        FindingLevel::Ok,
+        "{report}"
+    );
 }
 
 #[test]
@@ -140,7 +160,7 @@ fn redlock_without_persistence_fails_and_its_clocks_are_compared() {
         .collect();
     assert_eq!(persistence.len(), 3);
     assert!(
-        persistence.iter().all(|f| f.level == Level::Fail),
+        persistence.iter().all(|f| f.level == FindingLevel::Fail),
         "{report}"
     );
     let clocks: Vec<&Finding> = (report.findings.iter())
@@ -148,7 +168,10 @@ fn redlock_without_persistence_fails_and_its_clocks_are_compared() {
         .collect();
     assert_eq!(clocks.len(), 3, "{report}");
     // One machine, one clock.
-    assert!(clocks.iter().all(|f| f.level == Level::Ok), "{report}");
+    assert!(
+        clocks.iter().all(|f| f.level == FindingLevel::Ok),
+        "{report}"
+    );
 }
 
 #[test]
@@ -169,10 +192,18 @@ fn a_user_without_config_rights_gets_unknown_not_a_failure() {
     let report = LockClient::open(&url).unwrap().doctor().unwrap();
     for check in ["eviction", "persistence", "idle timeout", "replicas"] {
         let found = finding(&report, check);
-        assert_eq!(found.level, Level::Unknown, "{check}: {report}");
+        assert_eq!(found.level, FindingLevel::Unknown, "{check}: {report}");
     }
-    assert_eq!(finding(&report, "rights").level, Level::Ok, "{report}");
-    assert_eq!(finding(&report, "version").level, Level::Ok, "{report}");
+    assert_eq!(
+        finding(&report, "rights").level,
+        FindingLevel::Ok,
+        "{report}"
+    );
+    assert_eq!(
+        finding(&report, "version").level,
+        FindingLevel::Ok,
+        "{report}"
+    );
 }
 
 /// A Redlock node whose clock runs 5 s ahead of the others' (a stub in front of a server
@@ -194,16 +225,16 @@ fn a_redlock_node_with_a_skewed_clock_is_a_warning() {
             .find(|f| f.check == "clock" && f.server.ends_with(&format!(":{port}")))
             .unwrap_or_else(|| panic!("no clock finding for {url}:\n{report}"))
     };
-    assert_eq!(clock(urls[0]).level, Level::Ok, "{report}");
-    assert_eq!(clock(urls[1]).level, Level::Ok, "{report}");
+    assert_eq!(clock(urls[0]).level, FindingLevel::Ok, "{report}");
+    assert_eq!(clock(urls[1]).level, FindingLevel::Ok, "{report}");
     let skewed = clock(urls[2]);
-    assert_eq!(skewed.level, Level::Warn, "{report}");
+    assert_eq!(skewed.level, FindingLevel::Warn, "{report}");
     assert!(
         skewed.reason.starts_with("+4") || skewed.reason.starts_with("+5"),
         "{}",
         skewed.reason
     );
-    assert!(report.worst() >= Level::Warn);
+    assert!(report.worst() >= FindingLevel::Warn);
 }
 
 /// The tool's doctor against `url` with `args`: its exit code and standard output.
@@ -232,7 +263,7 @@ fn a_replica_fails_the_role_check() {
 
     let report = client.doctor().unwrap();
     let role = finding(&report, "role");
-    assert_eq!(role.level, Level::Fail, "{report}");
+    assert_eq!(role.level, FindingLevel::Fail, "{report}");
     assert!(
         role.reason
             .contains("read-only replica: point the client at the primary"),
@@ -243,7 +274,7 @@ fn a_replica_fails_the_role_check() {
         "{report}"
     );
     let report = primary.client().doctor().unwrap();
-    assert_eq!(finding(&report, "role").level, Level::Ok, "{report}");
+    assert_eq!(finding(&report, "role").level, FindingLevel::Ok, "{report}");
 
     #[cfg(feature = "cli")]
     {
@@ -270,18 +301,22 @@ fn a_client_that_cannot_build_still_gets_a_full_report() {
     assert!(refused.is_permission(), "{refused}");
 
     let report = LockClient::builder(&url).doctor();
-    assert_eq!(finding(&report, "rights").level, Level::Fail, "{report}");
+    assert_eq!(
+        finding(&report, "rights").level,
+        FindingLevel::Fail,
+        "{report}"
+    );
     assert_eq!(
         finding(&report, "persistence").level,
-        Level::Warn,
+        FindingLevel::Warn,
         "{report}"
     );
     let client = finding(&report, "client");
-    assert_eq!(client.level, Level::Fail, "{report}");
+    assert_eq!(client.level, FindingLevel::Fail, "{report}");
     assert!(client.reason.contains("evalsha"), "{report}");
     // A client that builds has no such finding.
     let report = LockClient::builder(&server.url()).doctor();
-    assert_eq!(report.worst(), Level::Warn, "{report}");
+    assert_eq!(report.worst(), FindingLevel::Warn, "{report}");
     assert!(
         report.findings.iter().all(|f| f.check != "client"),
         "{report}"

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Script;
-use redmutex::{Cancel, Change, Health, LockClient};
+use redmutex::{Cancel, Health, LeaderChange, LockClient};
 use support::{Proxy, SHORT_LEASE, Server, await_calls, await_subscribers, channel, eventually};
 
 const NAME: &str = "e";
@@ -696,7 +696,9 @@ fn on_a_cluster_the_elections_keys_share_one_slot() {
         first.resign().unwrap();
         let second = waiter.join().unwrap();
         assert!(second.epoch() > epoch);
-        let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+        let seen = changes_until(&mut observer, |change| {
+            matches!(change, LeaderChange::Elected(_))
+        });
         assert_eq!(elected(&seen), [("beta".to_owned(), second.epoch())]);
         let leader = alpha.election(name).leader().unwrap().unwrap();
         assert_eq!((leader.name(), leader.epoch()), ("beta", second.epoch()));
@@ -705,7 +707,10 @@ fn on_a_cluster_the_elections_keys_share_one_slot() {
 }
 
 /// The changes `observer` reports until `done` holds for the last one.
-fn changes_until(observer: &mut redmutex::Observer, done: impl Fn(&Change) -> bool) -> Vec<Change> {
+fn changes_until(
+    observer: &mut redmutex::Observer,
+    done: impl Fn(&LeaderChange) -> bool,
+) -> Vec<LeaderChange> {
     let mut seen = Vec::new();
     loop {
         let change = observer
@@ -720,11 +725,11 @@ fn changes_until(observer: &mut redmutex::Observer, done: impl Fn(&Change) -> bo
     }
 }
 
-fn elected(changes: &[Change]) -> Vec<(String, u64)> {
+fn elected(changes: &[LeaderChange]) -> Vec<(String, u64)> {
     changes
         .iter()
         .filter_map(|change| match change {
-            Change::Elected(leader) => Some((leader.name().to_owned(), leader.epoch())),
+            LeaderChange::Elected(leader) => Some((leader.name().to_owned(), leader.epoch())),
             _ => None,
         })
         .collect()
@@ -737,7 +742,7 @@ fn an_observer_sees_every_change_in_order_woken_by_messages() {
     let mut observer = patient(&server, "observer").election(NAME).observe();
     assert_eq!(
         observer.recv_timeout(NO_HANG).unwrap(),
-        Some(Change::Vacant)
+        Some(LeaderChange::Vacant)
     );
     let candidates: Vec<_> = ["a", "b", "c"]
         .iter()
@@ -753,11 +758,11 @@ fn an_observer_sees_every_change_in_order_woken_by_messages() {
     }
     let seen = changes_until(
         &mut observer,
-        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 12),
+        |change| matches!(change, LeaderChange::Elected(leader) if leader.epoch() == 12),
     );
     assert_eq!(elected(&seen), expected, "{seen:?}");
     let last = changes_until(&mut observer, |_| true);
-    assert_eq!(last, [Change::Vacant], "the last resignation");
+    assert_eq!(last, [LeaderChange::Vacant], "the last resignation");
 
     // A leader as the observer starts is its first change; then the hand-over.
     let first = candidates[0].campaign().unwrap();
@@ -776,7 +781,9 @@ fn an_observer_sees_every_change_in_order_woken_by_messages() {
     await_subscribers(&server, &channel(NAME), 1);
     first.resign().unwrap();
     let second = waiter.join().unwrap();
-    let seen = changes_until(&mut late, |change| matches!(change, Change::Elected(_)));
+    let seen = changes_until(&mut late, |change| {
+        matches!(change, LeaderChange::Elected(_))
+    });
     assert_eq!(elected(&seen), [("b".to_owned(), second.epoch())]);
     drop(second);
 }
@@ -788,7 +795,7 @@ fn an_observer_notices_an_expired_leader_and_a_cancel_ends_it() {
     let mut observer = server.client().election(NAME).with_cancel(&stop).observe();
     assert_eq!(
         observer.recv_timeout(NO_HANG).unwrap(),
-        Some(Change::Vacant)
+        Some(LeaderChange::Vacant)
     );
     let leader = server
         .builder_with_lease(SHORT_LEASE)
@@ -803,7 +810,10 @@ fn an_observer_notices_an_expired_leader_and_a_cancel_ends_it() {
         .arg(NAME)
         .query(&mut server.conn())
         .unwrap();
-    assert_eq!(changes_until(&mut observer, |_| true), [Change::Vacant]);
+    assert_eq!(
+        changes_until(&mut observer, |_| true),
+        [LeaderChange::Vacant]
+    );
     drop(leadership);
 
     let thread = std::thread::spawn(move || observer.collect::<Vec<_>>());
@@ -979,7 +989,7 @@ fn a_forced_resignation_wakes_the_candidates_and_the_observers() {
     assert_eq!(waiter.join().unwrap().unwrap(), 2);
     let seen = changes_until(
         &mut observer,
-        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 2),
+        |change| matches!(change, LeaderChange::Elected(leader) if leader.epoch() == 2),
     );
     assert_eq!(elected(&seen), [("next".to_owned(), 2)], "{seen:?}");
     // The removed leader finds it lost; its resignation ends nobody else's.
@@ -1018,7 +1028,7 @@ fn a_patient_observer_hears_a_campaign_that_nobody_resigns() {
     let mut observer = patient(&server, "observer").election(NAME).observe();
     assert_eq!(
         observer.recv_timeout(NO_HANG).unwrap(),
-        Some(Change::Vacant)
+        Some(LeaderChange::Vacant)
     );
     await_subscribers(&server, &format!("{}:leader", channel(NAME)), 1);
     let base = server.calls("evalsha");
@@ -1068,7 +1078,7 @@ fn every_call_refuses_another_kinds_key_and_force_resign_deletes_no_data() {
         assert!(err.is_wrong_kind(), "{name}: {err}");
         let err = election.force_resign().unwrap_err();
         assert!(err.is_wrong_kind(), "{name}: {err}");
-        let err = (election.force_resign_leader("0123456789abcdef0123456789abcdef")).unwrap_err();
+        let err = (election.force_resign_held_by("0123456789abcdef0123456789abcdef")).unwrap_err();
         assert!(err.is_wrong_kind(), "{name}: {err}");
         let after: Vec<u8> = redis::cmd("DUMP")
             .arg(name)
@@ -1097,11 +1107,11 @@ fn a_forced_resignation_of_a_named_leader_spares_its_successor() {
     first.resign().unwrap();
     let second = named(&server, "second").election(NAME).campaign().unwrap();
     let election = server.client().election(NAME);
-    assert!(!election.force_resign_leader(&token).unwrap());
+    assert!(!election.force_resign_held_by(&token).unwrap());
     let now = election.leader().unwrap().unwrap();
     assert_eq!((now.name(), now.epoch()), ("second", second.epoch()));
     let token = server.client().inspect(NAME).unwrap().holders[0].id.clone();
-    assert!(election.force_resign_leader(&token).unwrap());
+    assert!(election.force_resign_held_by(&token).unwrap());
     assert!(election.leader().unwrap().is_none());
 }
 
@@ -1117,7 +1127,7 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
     let mut observer = server.client().election(election).observe();
     assert_eq!(
         observer.recv_timeout(NO_HANG).unwrap(),
-        Some(Change::Vacant)
+        Some(LeaderChange::Vacant)
     );
     for name in ["a", "b", "c"] {
         named(&server, name)
@@ -1127,7 +1137,7 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
             .resign()
             .unwrap();
     }
-    let seen = changes_until(&mut observer, |change| *change == Change::Vacant);
+    let seen = changes_until(&mut observer, |change| *change == LeaderChange::Vacant);
     let before = [("a", 1), ("b", 2), ("c", 3)].map(|(name, epoch)| (name.to_owned(), epoch));
     assert_eq!(elected(&seen), before, "{seen:?}");
 
@@ -1138,7 +1148,9 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
         .campaign()
         .unwrap();
     assert_eq!(first.epoch(), 1);
-    let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+    let seen = changes_until(&mut observer, |change| {
+        matches!(change, LeaderChange::Elected(_))
+    });
     assert_eq!(elected(&seen), [("first".to_owned(), 1)], "{seen:?}");
 
     // Restarted empty again, and a leader at the epoch reported last that is another.
@@ -1148,7 +1160,9 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
         .campaign()
         .unwrap();
     assert_eq!(again.epoch(), 1);
-    let seen = changes_until(&mut observer, |change| matches!(change, Change::Elected(_)));
+    let seen = changes_until(&mut observer, |change| {
+        matches!(change, LeaderChange::Elected(_))
+    });
     assert_eq!(elected(&seen), [("again".to_owned(), 1)], "{seen:?}");
     let warnings = support::logs::messages(log::Level::Warn, "went backwards");
     let warnings = warnings
@@ -1165,7 +1179,7 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
         .unwrap();
     let seen = changes_until(
         &mut observer,
-        |change| matches!(change, Change::Elected(leader) if leader.epoch() == 2),
+        |change| matches!(change, LeaderChange::Elected(leader) if leader.epoch() == 2),
     );
     assert_eq!(elected(&seen), [("next".to_owned(), 2)], "{seen:?}");
     drop((first, next));
@@ -1195,7 +1209,7 @@ fn an_observer_rides_out_redis_out_of_reach_and_reports_what_changed_meanwhile()
         }
         Ok(())
     });
-    assert_eq!(changes.recv_timeout(NO_HANG), Ok(Change::Vacant));
+    assert_eq!(changes.recv_timeout(NO_HANG), Ok(LeaderChange::Vacant));
 
     proxy.cut_all_and_refuse();
     // While nobody leads it reads again within a second or so, and finds Redis out of reach.
@@ -1244,7 +1258,7 @@ fn a_vacant_observer_soon_finds_a_leader_that_announced_nothing() {
     let mut observer = client.election(NAME).observe();
     assert_eq!(
         observer.recv_timeout(NO_HANG).unwrap(),
-        Some(Change::Vacant)
+        Some(LeaderChange::Vacant)
     );
     await_subscribers(&server, &format!("{}:leader", channel(NAME)), 1);
     let base = server.calls("evalsha");

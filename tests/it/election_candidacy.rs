@@ -272,12 +272,12 @@ fn an_observer_hears_the_leaders_value_and_each_proclamation() {
     let server = Server::start();
     let url = server.url();
     let mut observer = patient(&url, "watcher").election(NAME).observe();
-    assert_eq!(next(&mut observer), redmutex::Change::Vacant);
+    assert_eq!(next(&mut observer), redmutex::LeaderChange::Vacant);
     let leadership = patient(&url, "leader")
         .election(NAME)
         .campaign_with("10.0.0.1:80")
         .unwrap();
-    let redmutex::Change::Elected(leader) = next(&mut observer) else {
+    let redmutex::LeaderChange::Elected(leader) = next(&mut observer) else {
         panic!("an election first")
     };
     assert_eq!(
@@ -286,15 +286,15 @@ fn an_observer_hears_the_leaders_value_and_each_proclamation() {
     );
     for value in ["10.0.0.2:80", "10.0.0.3:80"] {
         leadership.proclaim(value).unwrap();
-        let redmutex::Change::Proclaimed(leader) = next(&mut observer) else {
+        let redmutex::LeaderChange::Proclaimed(leader) = next(&mut observer) else {
             panic!("a proclamation")
         };
         assert_eq!((leader.epoch(), leader.value()), (1, Some(value)));
     }
     leadership.resign().unwrap();
-    assert_eq!(next(&mut observer), redmutex::Change::Vacant);
+    assert_eq!(next(&mut observer), redmutex::LeaderChange::Vacant);
 }
 
-fn next(observer: &mut redmutex::Observer) -> redmutex::Change {
+fn next(observer: &mut redmutex::Observer) -> redmutex::LeaderChange {
     (observer.recv_timeout(NO_HANG).unwrap()).expect("a change within a minute")
 }

@@ -699,7 +699,7 @@ fn a_server_whose_lua_module_was_unloaded_is_refused_at_once() {
     let report = client.doctor().unwrap();
     let scripting = (report.findings.iter()).find(|f| f.check == "scripting");
     assert!(
-        scripting.is_some_and(|f| f.level == redmutex::Level::Fail),
+        scripting.is_some_and(|f| f.level == redmutex::FindingLevel::Fail),
         "{report}"
     );
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redmutex::{Change, LockClient};
+use redmutex::{LeaderChange, LockClient};
 use support::{Cluster, eventually};
 
 use crate::conformance::{self, Coverage, Property};
@@ -83,8 +83,11 @@ pub fn every_waiting_call() -> Vec<WaitingCall> {
         }),
         wait: Arc::new(|waiter, name| {
             let mut observer = waiter.election(&name).observe();
-            matches!(observer.recv().unwrap(), Change::Elected(_))
-                && matches!(observer.recv_timeout(WAIT).unwrap(), Some(Change::Vacant))
+            matches!(observer.recv().unwrap(), LeaderChange::Elected(_))
+                && matches!(
+                    observer.recv_timeout(WAIT).unwrap(),
+                    Some(LeaderChange::Vacant)
+                )
         }),
     });
     calls

@@ -83,3 +83,39 @@ fn a_released_guard_ends_the_waits_on_its_watch() {
     let watch = permit.watch();
     assert_eq!(waited_on(&watch, || drop(permit)), Some(false), "dropped");
 }
+
+/// A multi-lock's watch sees every member: the loss of the second member wakes a wait on
+/// it, and a release or drop of the guard ends the waits, as a single guard's does.
+#[test]
+fn a_multi_lock_s_watch_wakes_when_any_member_is_lost() {
+    let server = Server::start();
+    let client = server.builder_with_lease(SHORT_LEASE).build().unwrap();
+    let both = || {
+        redmutex::MultiLock::new()
+            .and(client.lock("first"))
+            .and(client.fair_lock("second"))
+    };
+    let guard = both().lock().unwrap();
+    assert!(guard.is_watched());
+    let watch = guard.watch();
+    assert_eq!(watch.name(), "first, second");
+    assert_eq!(watch.health(), Health::Held);
+    assert_eq!(watch.valid_until(), guard.valid_until());
+    let ended = waited_on(&watch, || {
+        let () = redis::cmd("DEL")
+            .arg("second")
+            .query(&mut server.conn())
+            .unwrap();
+    });
+    assert_eq!(ended, Some(true), "the second member's loss did not wake the wait");
+    assert!(watch.is_lost() && guard.is_lost());
+    assert!(!watch.is_released());
+    assert!(guard.unlock().unwrap_err().is_lost());
+    assert!(watch.is_released());
+
+    let leased = both().lock_with_lease(Duration::from_secs(60)).unwrap();
+    assert!(!leased.is_watched());
+    let watch = leased.watch();
+    assert_eq!(waited_on(&watch, || drop(leased)), Some(false), "dropped, not lost");
+    assert!(watch.is_released() && !watch.is_lost());
+}

@@ -9,7 +9,7 @@
 use std::fmt::Write;
 use std::time::UNIX_EPOCH;
 
-use redmutex::{Candidate, Holder, LockInfo, LockKind, Report};
+use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind};
 use serde_json::{Map, Value, json};
 
 use crate::escape::{escape, json_escapes};
@@ -129,7 +129,7 @@ pub fn unlocked_json(name: &[u8], removed: Option<&[u8]>, holders: &[Holder]) ->
 }
 
 /// The doctor's report: the worst level, and every finding.
-pub fn report_json(report: &Report) -> Value {
+pub fn report_json(report: &DoctorReport) -> Value {
     let findings: Vec<Value> = (report.findings.iter())
         .map(|f| {
             json!({

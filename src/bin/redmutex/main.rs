@@ -14,7 +14,7 @@ use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use redmutex::{Level, LockClient, LockClientBuilder, LockInfo, LockKind};
+use redmutex::{FindingLevel, LockClient, LockClientBuilder, LockInfo, LockKind};
 use serde_json::Value;
 
 use escape::{escape, escape_str};
@@ -225,8 +225,8 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                 print_report(out, &report);
             }
             Ok(match report.worst() {
-                Level::Fail => ExitCode::from(1),
-                Level::Warn | Level::Unknown if *strict => ExitCode::from(1),
+                FindingLevel::Fail => ExitCode::from(1),
+                FindingLevel::Warn | FindingLevel::Unknown if *strict => ExitCode::from(1),
                 _ => ExitCode::SUCCESS,
             })
         }
@@ -325,7 +325,7 @@ fn unlock(
         }
         (LockKind::Token, Some(held)) => client.token_lock(name).force_unlock_held_by(held)?,
         // As a resignation: observers are told too.
-        (LockKind::Election, Some(held)) => client.election(name).force_resign_leader(held)?,
+        (LockKind::Election, Some(held)) => client.election(name).force_resign_held_by(held)?,
         (_, Some(held)) => client.lock(name).force_unlock_held_by(held)?,
     };
     if cli.json {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use redmutex::{Candidate, Holder, LockInfo, LockKind, Report};
+use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind};
 
 use crate::escape::{escape, escape_str};
 use crate::out::Out;
@@ -213,7 +213,7 @@ pub fn print_candidates(out: &mut Out, candidates: &[Candidate]) {
 }
 
 /// The doctor's report, a line per finding.
-pub fn print_report(out: &mut Out, report: &Report) {
+pub fn print_report(out: &mut Out, report: &DoctorReport) {
     for finding in &report.findings {
         out.line(&escape_str(&finding.to_string()));
     }

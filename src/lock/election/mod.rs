@@ -393,12 +393,13 @@ impl Election {
         election::force_resign(self.target(), None)
     }
 
-    /// Ends the leadership of the leader whose token is `token` (as
+    /// Ends the leadership of the leader whose token is `holder` (its holder's id, as
     /// [`LockClient::inspect`](crate::LockClient::inspect) shows it), as
     /// [`force_resign`](Self::force_resign) does, and only while that leader leads: a
-    /// leader elected since is left alone. `false` when it no longer leads.
-    pub fn force_resign_leader(&self, token: &str) -> Result<bool> {
-        election::force_resign(self.target(), Some(token))
+    /// leader elected since is left alone. `false` when it no longer leads. The locks'
+    /// [`Lock::force_unlock_held_by`](crate::Lock::force_unlock_held_by) is the same call.
+    pub fn force_resign_held_by(&self, holder: &str) -> Result<bool> {
+        election::force_resign(self.target(), Some(holder))
     }
 
     /// How long the current leader's lease has left; `None` when nobody leads (or the key

@@ -20,7 +20,7 @@ use crate::notify::notifier::Subscription;
 /// A change of an election's leader, as an [`Observer`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Change {
+pub enum LeaderChange {
     /// This leader was elected (or, first, leads as the observer starts).
     Elected(Leader),
     /// The leader reported last published a new value
@@ -35,12 +35,12 @@ pub enum Change {
 /// [`Election::observe`](crate::Election::observe), for anyone, candidate or not.
 ///
 /// The first change reported is the state found at the first wait: the leader, or
-/// [`Change::Vacant`]. After it, every leader elected since is reported, each once, in the
+/// [`LeaderChange::Vacant`]. After it, every leader elected since is reported, each once, in the
 /// order of their epochs (a leader that came and went between two reads included), and
-/// [`Change::Vacant`] when a read finds nobody leading after a leader was reported. A
+/// [`LeaderChange::Vacant`] when a read finds nobody leading after a leader was reported. A
 /// leader is reported with the value it published as the read found it (a leader known
 /// only from the record of past leaders, with none); a value the reported leader
-/// proclaims later is [`Change::Proclaimed`] (of several proclaimed between two reads, the
+/// proclaims later is [`LeaderChange::Proclaimed`] (of several proclaimed between two reads, the
 /// last).
 ///
 /// Elections and resignations are announced on the election's channel, which the observer
@@ -78,17 +78,17 @@ pub enum Change {
 /// let mut observer = client.election("cron").observe();
 /// while let Some(change) = observer.recv_timeout(Duration::from_secs(60))? {
 ///     match change {
-///         redmutex::Change::Elected(leader) => {
+///         redmutex::LeaderChange::Elected(leader) => {
 ///             println!("{} leads (epoch {})", leader.name(), leader.epoch())
 ///         }
-///         redmutex::Change::Vacant => println!("nobody leads"),
+///         redmutex::LeaderChange::Vacant => println!("nobody leads"),
 ///         _ => {}
 ///     }
 /// }
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 ///
-/// It is also an [`Iterator`] of `Result<Change>` that waits without bound, and ends when
+/// It is also an [`Iterator`] of `Result<LeaderChange>` that waits without bound, and ends when
 /// the election's [`Cancel`] token is cancelled or the client closed; its items are errors
 /// only when no retry can help.
 pub struct Observer {
@@ -107,7 +107,7 @@ pub struct Observer {
     /// What was reported last: `None` before the first report, `Some(true)` for a leader,
     /// `Some(false)` for vacant.
     leading: Option<bool>,
-    pending: VecDeque<Change>,
+    pending: VecDeque<LeaderChange>,
     /// The leader's lease left at the last read, and when that read was.
     lease_left: Option<(Duration, Instant)>,
     backoff: Backoff,
@@ -139,7 +139,7 @@ impl Observer {
     /// are logged and the read tried again after a pause, for as long as they last; others
     /// are returned. Ends with [`Error::Cancelled`](crate::Error::Cancelled) once the
     /// election's token is cancelled or the client closed.
-    pub fn recv(&mut self) -> Result<Change> {
+    pub fn recv(&mut self) -> Result<LeaderChange> {
         loop {
             if let Some(change) = self.wait(None)? {
                 return Ok(change);
@@ -153,12 +153,12 @@ impl Observer {
     /// Errors that another read may cure are retried as by [`recv`](Self::recv) until the
     /// timeout; when no read of this call got through, the last of them is returned, so
     /// that a caller learns that Redis cannot be reached.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Change>> {
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<LeaderChange>> {
         self.wait(Instant::now().checked_add(timeout))
     }
 
     /// Waits until `deadline` (`None`: without bound) for a change.
-    fn wait(&mut self, deadline: Option<Instant>) -> Result<Option<Change>> {
+    fn wait(&mut self, deadline: Option<Instant>) -> Result<Option<LeaderChange>> {
         if let Some(change) = self.pending.pop_front() {
             return Ok(Some(change));
         }
@@ -342,7 +342,7 @@ impl Observer {
                     && self.value.as_deref() != now.value()
                 {
                     self.value = now.value().map(str::to_owned);
-                    self.pending.push_back(Change::Proclaimed(now));
+                    self.pending.push_back(LeaderChange::Proclaimed(now));
                 }
                 self.lease_left = left.map(|left| (left, Instant::now()));
                 self.backoff = fresh_backoff(self.target.shared.config());
@@ -350,7 +350,7 @@ impl Observer {
             _ => {
                 self.lease_left = None;
                 if self.leading != Some(false) {
-                    self.pending.push_back(Change::Vacant);
+                    self.pending.push_back(LeaderChange::Vacant);
                     self.leading = Some(false);
                 }
             }
@@ -362,7 +362,7 @@ impl Observer {
         self.leading = Some(true);
         self.last = Some((leader.epoch(), leader.name().to_owned()));
         self.value = leader.value().map(str::to_owned);
-        self.pending.push_back(Change::Elected(leader));
+        self.pending.push_back(LeaderChange::Elected(leader));
     }
 
     /// Subscribes to the observers' channel, waiting for the confirmation until `deadline`
@@ -409,11 +409,11 @@ fn passing(err: &Error) -> bool {
 }
 
 impl Iterator for Observer {
-    type Item = Result<Change>;
+    type Item = Result<LeaderChange>;
 
     /// The next change, waiting without bound; `None` once the election's token is
     /// cancelled or the client closed.
-    fn next(&mut self) -> Option<Result<Change>> {
+    fn next(&mut self) -> Option<Result<LeaderChange>> {
         match self.recv() {
             Err(err) if err.is_cancelled() => None,
             result => Some(result),

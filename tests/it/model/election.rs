@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redmutex::{Change, Election, Leadership, Observer};
+use redmutex::{Election, LeaderChange, Leadership, Observer};
 
 use super::{
     Bound, Call, Clients, Faults, OWNERS, Reply, SLACK, WATCHDOG_LEASE, client_of, expiry,
@@ -48,7 +48,7 @@ pub enum Op {
     Force {
         client: usize,
     },
-    /// `force_resign_leader` through client `client`, naming a leader that does not lead:
+    /// `force_resign_held_by` through client `client`, naming a leader that does not lead:
     /// one of those known, by position, or one that never was.
     ForceStale {
         client: usize,
@@ -673,13 +673,13 @@ impl Case<'_> {
             true => NEVER.to_owned(),
             false => stale[which % stale.len()].clone(),
         };
-        match self.admins[client].force_resign_leader(&token) {
+        match self.admins[client].force_resign_held_by(&token) {
             Ok(false) => Ok(()),
             Ok(true) => Err(format!(
-                "force_resign_leader ended a leadership naming {token}, which did not lead"
+                "force_resign_held_by ended a leadership naming {token}, which did not lead"
             )),
             Err(err) if err.is_connection() || err.is_outcome_unknown() => Ok(()),
-            Err(err) => Err(format!("force_resign_leader failed: {err}")),
+            Err(err) => Err(format!("force_resign_held_by failed: {err}")),
         }
     }
 
@@ -745,7 +745,7 @@ impl Case<'_> {
             };
             self.log.push(format!("  observer {client}: {change:?}"));
             watcher.since.get_or_insert_with(Instant::now);
-            let Change::Elected(leader) = change else {
+            let LeaderChange::Elected(leader) = change else {
                 continue;
             };
             let epoch = leader.epoch();
