@@ -224,14 +224,18 @@ mod tests {
     fn wait_lost_is_woken_by_the_loss_and_times_out_without_one() {
         let holding = Arc::new(Holding::new(Instant::now() + Duration::from_secs(100)));
         assert!(
-            !wait_lost(&[holding.clone()], Duration::from_millis(1), || false),
+            !wait_lost(
+                std::slice::from_ref(&holding),
+                Duration::from_millis(1),
+                || false
+            ),
             "not lost yet"
         );
         let marker = holding.clone();
         let thread = std::thread::spawn(move || marker.mark_lost(|| {}));
         // A bound far beyond any scheduling delay: only the loss ends this wait in time.
         assert!(wait_lost(
-            &[holding.clone()],
+            std::slice::from_ref(&holding),
             Duration::from_secs(3600),
             || false
         ));
@@ -286,7 +290,7 @@ mod tests {
         assert_eq!(holding.health(), Health::Held);
         // Woken by the end of the validity alone: nothing marks the loss.
         assert!(wait_lost(
-            &[holding.clone()],
+            std::slice::from_ref(&holding),
             Duration::from_secs(3600),
             || false
         ));

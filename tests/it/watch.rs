@@ -107,7 +107,11 @@ fn a_multi_lock_s_watch_wakes_when_any_member_is_lost() {
             .query(&mut server.conn())
             .unwrap();
     });
-    assert_eq!(ended, Some(true), "the second member's loss did not wake the wait");
+    assert_eq!(
+        ended,
+        Some(true),
+        "the second member's loss did not wake the wait"
+    );
     assert!(watch.is_lost() && guard.is_lost());
     assert!(!watch.is_released());
     assert!(guard.unlock().unwrap_err().is_lost());
@@ -116,6 +120,10 @@ fn a_multi_lock_s_watch_wakes_when_any_member_is_lost() {
     let leased = both().lock_with_lease(Duration::from_secs(60)).unwrap();
     assert!(!leased.is_watched());
     let watch = leased.watch();
-    assert_eq!(waited_on(&watch, || drop(leased)), Some(false), "dropped, not lost");
+    assert_eq!(
+        waited_on(&watch, || drop(leased)),
+        Some(false),
+        "dropped, not lost"
+    );
     assert!(watch.is_released() && !watch.is_lost());
 }
