@@ -9,6 +9,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use support::toolchain::{Toolchain, skip_without};
 use support::{Peer, Server};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -217,6 +218,9 @@ fn the_tool_lists_and_removes_no_application_data() {
 /// tokens (and a lock's hash that lost its expiry) only with their holder named.
 #[test]
 fn real_locks_of_every_kind_and_library_are_found_and_removed() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node]) {
+        return;
+    }
     let server = Server::start();
     let url = server.url();
     let mut conn = server.conn();

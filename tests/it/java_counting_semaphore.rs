@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson, Thread};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers};
 
 const NAME: &str = "slots";
@@ -33,6 +34,9 @@ fn java_take(thread: &Thread, n: u64) -> bool {
 
 #[test]
 fn permits_set_on_either_side_are_shared_and_counted_alike() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         for java_sets in [true, false] {
             let server = Server::start();
@@ -79,6 +83,9 @@ fn permits_set_on_either_side_are_shared_and_counted_alike() {
 
 #[test]
 fn a_release_on_either_side_wakes_a_waiter_on_the_other() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use support::Server;
 use support::java::{Client, Jvm, Pending, Redisson};
 use support::redisson::{self as lua, JAVA, arg, epoch_ms, eval};
+use support::toolchain::{Toolchain, skip_without};
 
 /// The Lua's other owners: other threads of `JAVA`'s client.
 const JAVA_B: &str = "0b6f2c1e-7a44-4d2b-9c3e-5f1a2b3c4d5e:78";
@@ -1000,25 +1001,40 @@ fn differential(kind: Kind) {
 
 #[test]
 fn the_lua_lock_matches_redisson() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     differential(Kind::Lock);
 }
 
 #[test]
 fn the_lua_fenced_lock_matches_redisson() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     differential(Kind::Fenced);
 }
 
 #[test]
 fn the_lua_fair_lock_matches_redisson() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     differential(Kind::Fair);
 }
 
 #[test]
 fn the_lua_read_write_lock_matches_redisson() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     differential(Kind::ReadWrite);
 }
 
 #[test]
 fn the_lua_permit_semaphore_matches_redisson() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     differential(Kind::Permits);
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use redmutex::{Fair, Lock, LockClient};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson, Thread as JavaThread};
+use support::toolchain::{Toolchain, skip_without};
 use support::{SHORT_LEASE, Server, eventually, spawn_worker};
 
 const NAME: &str = "jfair";
@@ -178,6 +179,9 @@ fn fair_worker() {
 
 #[test]
 fn a_mixed_queue_is_served_in_the_order_it_joined_with_and_without_direct_handoff() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         for handoff in [true, false] {
             let server = Server::start();
@@ -220,6 +224,9 @@ fn a_mixed_queue_is_served_in_the_order_it_joined_with_and_without_direct_handof
 
 #[test]
 fn a_killed_java_waiter_in_the_middle_lets_the_waiters_behind_it_in_in_order() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
@@ -253,6 +260,9 @@ fn a_killed_java_waiter_in_the_middle_lets_the_waiters_behind_it_in_in_order() {
 
 #[test]
 fn a_killed_waiter_of_ours_in_the_middle_lets_the_java_waiters_behind_it_in() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -288,6 +298,9 @@ fn a_killed_waiter_of_ours_in_the_middle_lets_the_java_waiters_behind_it_in() {
 
 #[test]
 fn a_killed_java_holder_lets_our_head_waiter_in_when_its_lease_runs_out() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let doomed_jvm = Jvm::private(version);
@@ -317,6 +330,9 @@ fn a_killed_java_holder_lets_our_head_waiter_in_when_its_lease_runs_out() {
 
 #[test]
 fn a_killed_holder_of_ours_lets_the_java_head_waiter_in_when_its_lease_runs_out() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -337,6 +353,9 @@ fn a_killed_holder_of_ours_lets_the_java_head_waiter_in_when_its_lease_runs_out(
 
 #[test]
 fn a_forced_unlock_of_either_side_wakes_the_other_side_s_head_waiter() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     // Holds far longer than a waiter is given to be woken: only the force's message can
     // let it in in time.
     let lease = NO_HANG * 2;
@@ -386,6 +405,9 @@ fn a_forced_unlock_of_either_side_wakes_the_other_side_s_head_waiter() {
 
 #[test]
 fn hold_counts_of_fair_reentry_agree_on_both_sides_with_a_waiter_queued() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson, Thread};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers};
 
 const NAME: &str = "ready";
@@ -32,6 +33,9 @@ fn java_set(thread: &Thread, n: u64) -> Value {
 
 #[test]
 fn a_count_set_on_either_side_is_shared_and_refuses_the_other_s_set() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         for java_sets in [true, false] {
             let server = Server::start();
@@ -64,6 +68,9 @@ fn a_count_set_on_either_side_is_shared_and_refuses_the_other_s_set() {
 
 #[test]
 fn the_last_count_down_on_either_side_opens_the_other_s_waiter() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

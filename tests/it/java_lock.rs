@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use redmutex::{Kind, Lock, LockClient, LockKind};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers, channel, eventually, hash};
 
 /// Makes our handle of the lock kind Redisson calls by the name beside it.
@@ -31,6 +32,9 @@ macro_rules! each_version_and_kind {
 
 #[test]
 fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -125,6 +129,9 @@ const SHORT: Duration = support::SHORT_LEASE;
 
 #[test]
 fn hold_counts_agree_from_both_sides() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -183,6 +190,9 @@ fn hold_counts_agree_from_both_sides() {
 
 #[test]
 fn java_s_watchdog_renewal_is_seen_by_our_inspection() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, _: Make<K>) {
         let server = Server::start();
         // Renewed every second: a JVM stalled for up to 2 s on a busy machine keeps it.
@@ -214,6 +224,9 @@ fn java_s_watchdog_renewal_is_seen_by_our_inspection() {
 
 #[test]
 fn our_watchdog_renewal_is_seen_by_java_s_remaining_ttl() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -243,6 +256,9 @@ fn our_watchdog_renewal_is_seen_by_java_s_remaining_ttl() {
 
 #[test]
 fn each_side_s_hold_and_lease_excludes_the_other() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -289,6 +305,9 @@ fn each_side_s_hold_and_lease_excludes_the_other() {
 
 #[test]
 fn fencing_tokens_increase_across_java_and_ours() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -332,6 +351,9 @@ fn fencing_tokens_increase_across_java_and_ours() {
 
 #[test]
 fn a_forced_unlock_from_either_side_wakes_the_other_s_waiter() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -374,6 +396,9 @@ fn a_forced_unlock_from_either_side_wakes_the_other_s_waiter() {
 
 #[test]
 fn java_s_spin_lock_and_ours_exclude_each_other() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -415,6 +440,9 @@ fn java_s_spin_lock_and_ours_exclude_each_other() {
 
 #[test]
 fn an_unlock_by_a_non_holder_leaves_the_holder_alone() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

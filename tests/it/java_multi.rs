@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::java::{Jvm, Redisson};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers, channel, hash};
 
 const NO_HANG: Duration = Duration::from_secs(60);
@@ -20,6 +21,9 @@ fn names(prefix: &str) -> [String; 3] {
 
 #[test]
 fn java_s_multi_lock_excludes_ours_and_its_release_wakes_our_waiter() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -69,6 +73,9 @@ fn java_s_multi_lock_excludes_ours_and_its_release_wakes_our_waiter() {
 
 #[test]
 fn our_multi_lock_excludes_java_s_and_our_release_wakes_its_waiter() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use redmutex::{Kind, Lock, LockClient};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, eventually, hash};
 
 /// Makes our handle of the lock kind Redisson calls by the name beside it.
@@ -72,6 +73,9 @@ fn wait_for_lock<K: Kind>(lock: Lock<K>) -> Receiver<redmutex::Result<()>> {
 
 #[test]
 fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, fair: bool, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -116,6 +120,9 @@ fn java_s_release_wakes_our_waiter_and_ours_wakes_java_s() {
 
 #[test]
 fn a_holder_s_second_acquisition_fails_alike_on_both_sides() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, _fair: bool, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -184,6 +191,9 @@ enum Waiter<'a> {
 
 #[test]
 fn a_mixed_queue_of_java_and_our_waiters_is_served_in_order() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     fn case<K: Kind>(version: Redisson, kind: &str, make: Make<K>) {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -238,6 +248,9 @@ fn a_mixed_queue_of_java_and_our_waiters_is_served_in_order() {
 
 #[test]
 fn a_crashed_java_holder_s_lock_is_ours_once_its_watchdog_lease_runs_out() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     let server = Server::start();
     let jvm = Jvm::private(Redisson::V4);
     let java = jvm.connect(&server.url(), Some(Duration::from_millis(1500)));

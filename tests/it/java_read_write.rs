@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use redmutex::{LockClient, LockKind};
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers, eventually};
 
 const NAME: &str = "rw";
@@ -134,6 +135,9 @@ fn subscribed<T>(server: &Server, start: impl FnOnce() -> T) -> T {
 
 #[test]
 fn readers_of_both_sides_share_and_a_writer_of_either_side_is_woken_when_both_leave() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         for java_writes in [true, false] {
             let server = Server::start();
@@ -202,6 +206,9 @@ fn readers_of_both_sides_share_and_a_writer_of_either_side_is_woken_when_both_le
 
 #[test]
 fn a_writer_of_either_side_excludes_the_other_s_readers_and_its_release_wakes_them_all() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -320,6 +327,9 @@ fn read_past_their_lease(server: &Server, version: Redisson, keys: &[String]) {
 /// 4.4 and later leave it as it is.
 #[test]
 fn a_java_reader_s_renewal_keeps_the_lock_and_writes_the_expiries_of_its_version() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), Some(JAVA_WATCHDOG));
@@ -384,6 +394,9 @@ fn a_java_reader_s_renewal_keeps_the_lock_and_writes_the_expiries_of_its_version
 /// join; read re-entry on both sides counts each owner's own holds.
 #[test]
 fn our_read_renewal_and_read_hold_counts_are_seen_from_both_sides() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     let lease = Duration::from_millis(1500);
     for version in Redisson::ALL {
         let server = Server::start();
@@ -446,6 +459,9 @@ fn our_read_renewal_and_read_hold_counts_are_seen_from_both_sides() {
 /// waiting reader of the other side.
 #[test]
 fn a_writer_that_reads_too_is_honoured_by_the_other_side() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -552,6 +568,9 @@ fn a_java_reader_beside_reentered_reads_outlives_its_lease(version: Redisson) {
 
 #[test]
 fn a_java_reader_beside_reentered_reads_outlives_its_lease_4x() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     a_java_reader_beside_reentered_reads_outlives_its_lease(Redisson::V4);
 }
 
@@ -566,5 +585,8 @@ fn a_java_reader_beside_reentered_reads_outlives_its_lease_4x() {
             so Java readers' lease keys run out under their watchdog and a read release \
             frees the lock under them (4.4 rewrote the renewal)"]
 fn a_java_reader_beside_reentered_reads_outlives_its_lease_3x() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     a_java_reader_beside_reentered_reads_outlives_its_lease(Redisson::V3);
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use redmutex::LockKind;
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson, Thread};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, await_subscribers};
 
 const NAME: &str = "pool";
@@ -62,6 +63,9 @@ fn is_hex_id(id: &str) -> bool {
 
 #[test]
 fn permits_set_on_either_side_are_shared_and_counted_alike() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         for java_sets in [true, false] {
             let server = Server::start();
@@ -123,6 +127,9 @@ fn permits_set_on_either_side_are_shared_and_counted_alike() {
 
 #[test]
 fn a_release_on_either_side_wakes_a_waiter_on_the_other() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -166,6 +173,9 @@ fn a_release_on_either_side_wakes_a_waiter_on_the_other() {
 
 #[test]
 fn a_lapsed_lease_on_either_side_gives_the_permit_to_the_other() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     let short = Duration::from_millis(1500);
     for version in Redisson::ALL {
         let server = Server::start();
@@ -214,6 +224,9 @@ fn a_lapsed_lease_on_either_side_gives_the_permit_to_the_other() {
 
 #[test]
 fn each_side_gives_back_the_other_s_permits_by_id_and_no_unknown_ones() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

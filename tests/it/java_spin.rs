@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::java::{Jvm, Redisson};
+use support::toolchain::{Toolchain, skip_without};
 use support::{Server, channel, eventually, hash};
 
 /// Scripts the server has run, by EVAL or EVALSHA.
@@ -23,6 +24,9 @@ fn lock_channel_quiet(server: &Server, name: &str) -> bool {
 
 #[test]
 fn java_s_spin_lock_is_taken_by_our_spinning_waiter_after_its_release() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);
@@ -57,6 +61,9 @@ fn java_s_spin_lock_is_taken_by_our_spinning_waiter_after_its_release() {
 
 #[test]
 fn our_spin_lock_is_taken_by_java_s_spinning_waiter_after_its_release() {
+    if skip_without(&[Toolchain::Java]) {
+        return;
+    }
     for version in Redisson::ALL {
         let server = Server::start();
         let java = Jvm::shared(version).connect(&server.url(), None);

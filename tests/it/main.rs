@@ -2,7 +2,9 @@
 //! run in parallel: a module per area, each test with its own throwaway servers
 //! (`support`). `cargo test --all-features` runs them all; `cargo test --all-features --test
 //! it model::` runs one area. Tests that need a feature (`cli`, `metrics`, `tls`) build only
-//! with it, so that `cargo test` without features passes too.
+//! with it, so that `cargo test` without features passes too. Tests that drive another lock
+//! library (Redisson, redis-py, node-redlock, redsync) need its toolchain, and are skipped
+//! without it unless `REDMUTEX_REQUIRE_PEERS=1` (`support::toolchain`).
 
 mod support;
 

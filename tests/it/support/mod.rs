@@ -7,7 +7,8 @@
 //!
 //! Also here: waiting until a server answers, restarting on the same port, pausing,
 //! re-running this test binary as a worker process, a fault-injecting TCP proxy, and other
-//! lock libraries (redis-py, node-redlock) driven as subprocesses.
+//! lock libraries (redis-py, node-redlock, redsync, Redisson) driven as subprocesses, with
+//! the check that their toolchains are there (`toolchain`).
 // Without the tls feature, nothing uses the TLS servers and certificates.
 #![cfg_attr(not(feature = "tls"), allow(dead_code, unused_imports))]
 
@@ -25,8 +26,9 @@ mod skew;
 pub mod tls;
 #[cfg(feature = "cli")]
 mod tool;
+pub mod toolchain;
 
-pub use binary::has_tls;
+pub use binary::{has_tls, server_binary};
 pub use cluster::{Cluster, key_slot, lone_primary};
 pub use peer::Peer;
 pub use proxy::Proxy;

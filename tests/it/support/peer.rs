@@ -31,6 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::toolchain::Toolchain;
+
 /// How long a peer may take to answer, on top of an acquire's blocking timeout. Generous:
 /// it only turns a hung peer into a failure instead of a hung test.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,13 +57,7 @@ impl Peer {
     /// redis-py's `Lock`, with a client connected to `url`.
     pub fn python(url: &str) -> Peer {
         let dir = peers_dir();
-        install(
-            "python",
-            &[(
-                "python3",
-                "Python 3 with venv (Debian: python3 python3-venv)",
-            )],
-        );
+        install("python", Toolchain::Python);
         let mut command = Command::new(dir.join(".venv/bin/python"));
         command.arg(dir.join("redis_py_lock.py")).arg(url);
         Peer::spawn("redis-py", command)
@@ -70,13 +66,7 @@ impl Peer {
     /// node-redlock over ioredis, with one client connected to `url`.
     pub fn node(url: &str) -> Peer {
         let dir = peers_dir();
-        install(
-            "node",
-            &[
-                ("node", "Node.js (Debian: nodejs)"),
-                ("npm", "npm (Debian: npm)"),
-            ],
-        );
+        install("node", Toolchain::Node);
         let mut command = Command::new("node");
         command.arg(dir.join("redlock_driver.mjs")).arg(url);
         Peer::spawn("node-redlock", command)
@@ -84,7 +74,7 @@ impl Peer {
 
     /// redsync's `Mutex` over go-redis, with one pool connected to `url`.
     pub fn go(url: &str) -> Peer {
-        install("go", &[("go", "Go 1.21 or newer")]);
+        install("go", Toolchain::Go);
         let mut command = Command::new(peers_dir().join("go/redsync_driver"));
         command.arg(url);
         Peer::spawn("redsync", command)
@@ -197,24 +187,20 @@ pub(super) fn peers_dir() -> PathBuf {
 /// Installs the `part` ("python", "node", "go" or "valkey") of what `tests/peers/install`
 /// installs unless it is there already, once per test process, under an exclusive lock on
 /// `tests/peers/.install.lock` (test processes may run at once). Panics with one line naming
-/// what to install when a command of `tools` is missing, and with the end of the install's
-/// log when it fails.
-pub(super) fn install(part: &'static str, tools: &[(&str, &str)]) {
+/// what to install when `toolchain`, which the part is installed with, is missing, and with
+/// the end of the install's log when it fails.
+pub(super) fn install(part: &'static str, toolchain: Toolchain) {
     static DONE: Mutex<Vec<&str>> = Mutex::new(Vec::new());
     let mut done = DONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if done.contains(&part) {
         return;
     }
-    for (tool, what) in tools {
-        // Go has no `--version`.
-        let flag = match *tool {
-            "go" => "version",
-            _ => "--version",
-        };
-        let found = Command::new(tool).arg(flag).output();
-        if !found.is_ok_and(|out| out.status.success()) {
-            panic!("`{tool}` not found: the interoperability tests need {what} on the PATH");
-        }
+    if !toolchain.present() {
+        panic!(
+            "the {part} part of tests/peers/install needs {} on the PATH (Debian: {})",
+            toolchain.what(),
+            toolchain.debian()
+        );
     }
     let dir = peers_dir();
     let lock = std::fs::File::create(dir.join(".install.lock")).unwrap();
