@@ -1,7 +1,7 @@
 //! Model-based tests of every kind's scripts: a small reference model of each layout in
 //! plain Rust, and a real redis-server, receive the same random sequence of operations from
 //! several owners (ours, and for Redisson's layouts a Java owner played by Lua written here
-//! from `../shared/LAYOUTS.md`); after every step the server's state, the guards' views and
+//! from `docs/layouts.md`); after every step the server's state, the guards' views and
 //! the model must agree on the invariants. Short leases (tens of milliseconds) make expiry
 //! edges frequent. `proptest` shrinks a failing sequence; each one found is kept below as a
 //! plain test replaying it.

@@ -1,6 +1,6 @@
 //! The fair lock, the read-write lock and the leased semaphore against a Redisson client
 //! played from a raw connection: no Redisson port runs here, so each test runs the steps of
-//! Redisson's scripts (3.52.0, as `../shared/LAYOUTS.md` §4, §5 and §10 describe them; the
+//! Redisson's scripts (3.52.0, as `docs/layouts.md` §4, §5 and §10 describe them; the
 //! fair lock's are the same up to 4.7), written as Lua of our own in `support::redisson`,
 //! which the model-based tests play the Java owner with too. Each side excludes
 //! the other and wakes the other's waiters; Java and Rust waiters of a fair lock share one

@@ -1,5 +1,5 @@
 //! A Java owner using Redisson (3.52), played from a raw connection: the steps of its
-//! scripts as `../shared/LAYOUTS.md` lists them (§1, §4, §5, §6, §10), written here as Lua
+//! scripts as `docs/layouts.md` lists them (§1, §4, §5, §6, §10), written here as Lua
 //! of our own. The unlock latch (§2) is left out: these calls are never retried. The
 //! model-based tests (`model::*`) and the cross-client tests (`redisson_family`) both run
 //! these, so each Redisson step is written once; `java_differential` checks them step by
