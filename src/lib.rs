@@ -120,7 +120,8 @@
 //! - **cut release**: a release whose reply is lost after it ran counts once.
 //! - **lapse**: a watched hold whose server stops answering is reported lost once its validity
 //!   ends, and another client takes it once its key expires.
-//! - **ACL**: its whole life as the least-privilege user of the README's "Redis users (ACL)".
+//! - **ACL**: its whole life as the least-privilege user of "Redis users (ACL)" in
+//!   `docs/deploying.md`.
 //! - **Cluster**, **migration**, **failover**: taken, waited for and woken on whichever shard
 //!   owns its slot; given back and taken while its slot migrates; its waiters follow a killed
 //!   primary to the promoted replica.
@@ -188,8 +189,8 @@
 //! - **fork().** A client used in a forked child refuses every call with
 //!   [`Error::Forked`].
 //! - **Redlock.** [`LockClient::redlock`] takes each lock on a majority of N independent
-//!   masters, with the same API; see the README for when that is worth it and what it does
-//!   not promise.
+//!   masters, with the same API; see "Redlock" in `docs/deploying.md` for when that is
+//!   worth it and what it does not promise.
 //! - **Sentinel.** [`LockClient::sentinel`] finds the primary through Redis Sentinel and
 //!   follows it across failovers: once a sentinel announces a new primary, nothing is sent
 //!   to the old one, waiters are woken to retry on the new one, and watched holds are

@@ -41,7 +41,8 @@ impl LockClient {
     /// After a failover, no command goes to the old primary once a sentinel has announced
     /// the new one: its connections are retired, waiters are woken to retry on the new one,
     /// and every watched hold is renewed there at once, or reported lost if its key did not
-    /// reach it. See the crate README on what Sentinel cannot promise.
+    /// reach it. See "Sentinel: a primary that fails over" in the crate's
+    /// `docs/deploying.md` on what Sentinel cannot promise.
     ///
     /// ```no_run
     /// let client = redmutex::LockClient::sentinel(
@@ -69,8 +70,8 @@ impl LockClient {
     /// (Redisson's naming rule); a name whose braces would split them (`a{}b`, `a{b`) is
     /// refused with [`Error::InvalidName`](crate::Error::InvalidName). Waiters subscribe on
     /// the primary serving the lock. For Redlock over several clusters, combine cluster
-    /// clients with [`LockClient::redlock_from`]. See the crate README on what survives a
-    /// resharding and a failover.
+    /// clients with [`LockClient::redlock_from`]. See "Redis Cluster" in the crate's
+    /// `docs/deploying.md` on what survives a resharding and a failover.
     ///
     /// ```no_run
     /// let client = redmutex::LockClient::cluster(&[
@@ -146,7 +147,7 @@ impl LockClientBuilder {
     /// none while it sleeps (its wake-up comes on the client's subscriber connection), so
     /// many waiters need no more: 800 threads queued on one fair lock each take it with the
     /// default. More help where many threads send at once and each call's latency
-    /// matters more than the server's connection count (the README's Scale section).
+    /// matters more than the server's connection count ("Scale" in `docs/performance.md`).
     pub fn pool_size(mut self, size: u32) -> Self {
         self.config.pool_size = size;
         self
@@ -273,8 +274,8 @@ impl LockClientBuilder {
     /// the queue without coming back: a live waiter comes back at least three times within
     /// it, and one that does not (its process crashed) loses its place after it, so that it
     /// holds up this crate's waiters behind it at most this long (Redisson's clients go by
-    /// its place in their own sorted set, which can be later: see the README). 100 ms to
-    /// [`MAX_LEASE`](crate::MAX_LEASE); defaults to 5 s.
+    /// its place in their own sorted set, which can be later: see "Fair lock" in
+    /// `docs/kinds.md`). 100 ms to [`MAX_LEASE`](crate::MAX_LEASE); defaults to 5 s.
     pub fn fair_queue_wait(mut self, wait: Duration) -> Self {
         self.config.fair_queue_wait = wait;
         self
@@ -286,9 +287,9 @@ impl LockClientBuilder {
     /// waiter returns its guard without asking Redis again, one round trip after the
     /// release instead of two. Redisson's waiters, and ours with the setting off, are woken
     /// and take the lock themselves, as before. Off, this client neither grants nor is
-    /// granted, and speaks Redisson's fair lock protocol exactly. The README's fair lock
-    /// section tells how a grant to a waiter that gave up, crashed or missed the message
-    /// is undone. Defaults to on.
+    /// granted, and speaks Redisson's fair lock protocol exactly. "Fair lock" in
+    /// `docs/kinds.md` tells how a grant to a waiter that gave up, crashed or missed the
+    /// message is undone. Defaults to on.
     ///
     /// The setting is carried by the client's id (a version-8 UUID when on, version 4 when
     /// off), which the releasing client reads from the queue.
@@ -408,7 +409,7 @@ impl LockClientBuilder {
     ///
     /// Fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidUrl`](crate::Error::InvalidUrl) on bad input; with
     /// [`Error::Redis`](crate::Error::Redis) when the one Redis cannot be reached, does not answer or is no Redis
-    /// (within the connect timeout plus one response timeout; the README gives the exact bound); with
+    /// (within the connect timeout plus one response timeout; `docs/semantics.md` gives the exact bound); with
     /// [`Error::Permission`](crate::Error::Permission) when the Redis user may not run a command the locks need (Redis
     /// 7 and later tell); with an error for which [`is_scripting_disabled`](crate::Error::is_scripting_disabled)
     /// holds when a server runs no scripts (on any node of Redlock); and for Redlock with [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of

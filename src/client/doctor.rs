@@ -8,7 +8,8 @@ use crate::client::lock_client::LockClient;
 
 impl LockClient {
     /// Checks the servers this client locks on for settings that break locks, and returns a
-    /// finding per check and server; see the crate README ("Operating") for each check.
+    /// finding per check and server; see "Is this Redis safe for locks?" in the crate's
+    /// `docs/operating.md` for each check.
     /// Reads only. Fails only when the client is used in a forked child.
     ///
     /// ```no_run
@@ -147,7 +148,7 @@ fn rights(report: &mut DoctorReport, server: &str, checked: &Result<()>) {
         }
         Err(Error::Permission { denied, .. }) => {
             report.push("rights", server, FindingLevel::Fail, denied.join("; "));
-            report.fix("grant the rights the README lists for a lock user");
+            report.fix("grant the rights redmutex's docs/deploying.md lists for a lock user");
         }
         Err(err) if err.is_auth() => {
             report.push("rights", server, FindingLevel::Fail, format!("{err:#}"));

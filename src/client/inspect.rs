@@ -54,11 +54,11 @@ pub enum LockKind {
     /// has no holders. An open latch has no key: [`Free`](Self::Free). A count nobody waits
     /// on is [`NotALock`](Self::NotALock), as a counter is.
     CountDownLatch,
-    /// A key that has no lock's whole shape (see the README's "What the tool will and will
-    /// not touch"): of another Redis type, a hash whose fields are not one owner with a hold
-    /// count (or a read-write lock's), a string that is no lock token, a number nobody waits
-    /// on and without held permits beside it (a counter, or a semaphore or latch that
-    /// nothing waits for), or a key whose name no lock can have (longer than
+    /// A key that has no lock's whole shape (see "What the tool will and will not touch" in
+    /// `docs/operating.md`): of another Redis type, a hash whose fields are not one owner
+    /// with a hold count (or a read-write lock's), a string that is no lock token, a number
+    /// nobody waits on and without held permits beside it (a counter, or a semaphore or latch
+    /// that nothing waits for), or a key whose name no lock can have (longer than
     /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) after the prefix, or the prefix itself). Says
     /// what it holds; the operations tool neither lists (but with `--all`) nor breaks it.
     NotALock(String),

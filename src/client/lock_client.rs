@@ -47,7 +47,8 @@ const MAX_NODES: usize = 64;
 ///
 /// A client over N independent masters ([`redlock`](Self::redlock)) takes each lock on a
 /// majority of them, as the Redlock algorithm in the Redis documentation describes. Its locks
-/// have the same API, guards and watchdog; see the crate README for when it is worth it.
+/// have the same API, guards and watchdog; see "Redlock" in the crate's `docs/deploying.md`
+/// for when it is worth it.
 ///
 /// ```no_run
 /// let client = redmutex::LockClient::redlock(&[

@@ -23,9 +23,9 @@ use crate::layout::names;
 /// A token is greater than every token issued before it for that name, across clients and
 /// processes, and across restarts of a Redis that persists its data. A resource that records
 /// the highest token it has seen and refuses any lower one is safe from a holder that was
-/// paused past its lease: see the README. Fencing needs one counter, so a fenced lock on a
-/// Redlock client (several independent masters) refuses every call with
-/// [`Error::Unsupported`](crate::Error::Unsupported).
+/// paused past its lease: see "Fencing tokens" in `docs/kinds.md`. Fencing needs one
+/// counter, so a fenced lock on a Redlock client (several independent masters) refuses every
+/// call with [`Error::Unsupported`](crate::Error::Unsupported).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fenced;
 

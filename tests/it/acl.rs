@@ -1,5 +1,6 @@
-//! The whole life of every kind of lock as a Redis user with exactly the rights the README
-//! lists: the rules are read from the README itself.
+//! The whole life of every kind of lock as a Redis user with exactly the rights the docs
+//! list ("Redis users (ACL)" in `docs/deploying.md`, and a kind's further rights in its
+//! section of `docs/kinds.md`): the rules are read from the pages themselves.
 
 use crate::support;
 
@@ -8,20 +9,27 @@ use std::time::Duration;
 use redmutex::LockClient;
 use support::{MakeLock, SHORT_LEASE, Server, channel, eventually, response_timeout_for};
 
-/// The `ACL SETUSER` command of the README, continuation lines joined, split into words.
-fn readme_rules() -> Vec<String> {
+/// The page that lists a lock user's rights, under "Redis users (ACL)".
+const DEPLOYING: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deploying.md"));
+
+/// The page of the kinds, whose sections list the further rights a kind needs.
+const KINDS: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/kinds.md"));
+
+/// The lock user's `ACL SETUSER` command, continuation lines joined, split into words.
+fn lock_user_rules() -> Vec<String> {
     rules("ACL SETUSER locker on")
 }
 
-/// The README's `ACL SETUSER` command that begins with `start`, continuation lines joined,
-/// split into words.
+/// The docs' `ACL SETUSER` command that begins with `start` (in `docs/deploying.md`, else in
+/// `docs/kinds.md`), continuation lines joined, split into words.
 pub fn rules(start: &str) -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let start = readme
-        .find(start)
-        .expect("the README lists the ACL of a lock user");
+    let page = [DEPLOYING, KINDS]
+        .into_iter()
+        .find(|page| page.contains(start))
+        .unwrap_or_else(|| panic!("the docs list no ACL command beginning {start:?}"));
+    let start = page.find(start).unwrap();
     let mut command = String::new();
-    for line in readme[start..].lines() {
+    for line in page[start..].lines() {
         match line.trim_end().strip_suffix('\\') {
             Some(continued) => command.push_str(continued),
             None => {
@@ -33,13 +41,35 @@ pub fn rules(start: &str) -> Vec<String> {
     command.split_whitespace().map(str::to_owned).collect()
 }
 
-/// The README's user, with the README's cluster rights added, on every node of `cluster`;
-/// a URL of one node as that user.
-fn readme_cluster_user(cluster: &support::Cluster) -> String {
+/// The lock user and its cluster rights are listed under "Redis users (ACL)" in
+/// `docs/deploying.md`, and the README links there.
+#[test]
+fn the_lock_user_is_listed_under_redis_users_and_the_readme_links_to_it() {
+    let section = DEPLOYING
+        .split_once("\n## Redis users (ACL)\n")
+        .expect("docs/deploying.md has a section \"Redis users (ACL)\"")
+        .1;
+    let section = section.split("\n## ").next().unwrap();
+    for start in ["ACL SETUSER locker on", "ACL SETUSER locker +cluster"] {
+        assert!(
+            section.contains(start),
+            "{start:?} under \"Redis users (ACL)\""
+        );
+    }
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+    assert!(
+        readme.contains("](docs/deploying.md#redis-users-acl)"),
+        "the README should link to docs/deploying.md#redis-users-acl"
+    );
+}
+
+/// The lock user, with its cluster rights added, on every node of `cluster`; a URL of one
+/// node as that user.
+fn documented_cluster_user(cluster: &support::Cluster) -> String {
     let extra = rules("ACL SETUSER locker +cluster");
     let mut url = String::new();
     for server in &cluster.servers {
-        url = readme_user(server);
+        url = documented_user(server);
         let mut cmd = redis::cmd("ACL");
         for word in &extra[1..] {
             cmd.arg(word);
@@ -49,9 +79,9 @@ fn readme_cluster_user(cluster: &support::Cluster) -> String {
     url
 }
 
-/// Creates the README's user on `server` and returns its URL.
-pub fn readme_user(server: &Server) -> String {
-    let words = readme_rules();
+/// Creates the documented lock user on `server` and returns its URL.
+pub fn documented_user(server: &Server) -> String {
+    let words = lock_user_rules();
     assert_eq!(words[..3], ["ACL", "SETUSER", "locker"], "{words:?}");
     let mut cmd = redis::cmd("ACL");
     cmd.arg("SETUSER").arg("locker").arg("reset");
@@ -120,9 +150,9 @@ fn whole_life<K: MakeLock>(server: &Server, url: &str) {
 }
 
 #[test]
-fn every_kind_lives_its_whole_life_as_the_readme_user() {
+fn every_kind_lives_its_whole_life_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     whole_life::<redmutex::Reentrant>(&server, &url);
     whole_life::<redmutex::Fenced>(&server, &url);
     whole_life::<redmutex::Token>(&server, &url);
@@ -131,9 +161,9 @@ fn every_kind_lives_its_whole_life_as_the_readme_user() {
 }
 
 #[test]
-fn a_multi_lock_takes_renews_waits_and_wakes_as_the_readme_user() {
+fn a_multi_lock_takes_renews_waits_and_wakes_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let holder = client(&url, Duration::from_millis(200));
     // Only the release's message wakes this waiter in time.
     let waiter = client(&url, Duration::from_secs(600));
@@ -166,9 +196,9 @@ fn a_multi_lock_takes_renews_waits_and_wakes_as_the_readme_user() {
 }
 
 #[test]
-fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
+fn a_read_write_lock_reads_renews_and_wakes_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let holder = client(&url, Duration::from_millis(200));
     let lock = holder.read_write_lock("shared");
     let reads = (lock.read().lock().unwrap(), lock.read().lock().unwrap());
@@ -196,9 +226,9 @@ fn a_read_write_lock_reads_renews_and_wakes_as_the_readme_user() {
 }
 
 #[test]
-fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
+fn a_semaphore_lives_its_whole_life_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let holder = client(&url, Duration::from_millis(200));
     let semaphore = holder.leased_semaphore("pool");
     assert!(semaphore.try_set_permits(1).unwrap());
@@ -234,9 +264,9 @@ fn a_semaphore_lives_its_whole_life_as_the_readme_user() {
 }
 
 #[test]
-fn a_first_come_first_served_election_campaigns_queues_and_wakes_as_the_readme_user() {
+fn a_first_come_first_served_election_campaigns_queues_and_wakes_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let election = |retry_cap| {
         client(&url, retry_cap)
             .election("cron")
@@ -271,9 +301,9 @@ fn a_first_come_first_served_election_campaigns_queues_and_wakes_as_the_readme_u
 }
 
 #[test]
-fn the_readme_user_may_touch_nothing_outside_its_prefix() {
+fn the_documented_user_may_touch_nothing_outside_its_prefix() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let outside = LockClient::builder(&url)
         .key_prefix("otherapp:")
         .build()
@@ -281,12 +311,12 @@ fn the_readme_user_may_touch_nothing_outside_its_prefix() {
     assert!(outside.is_permission(), "{outside}");
 }
 
-/// On a cluster, every kind's waiter is woken by the release as the README's user with the
-/// README's cluster rights added, on every node.
+/// On a cluster, every kind's waiter is woken by the release as the documented user with its
+/// cluster rights added, on every node.
 #[test]
-fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
+fn a_cluster_client_locks_waits_and_wakes_as_the_documented_user() {
     let cluster = support::Cluster::start();
-    let url = readme_cluster_user(&cluster);
+    let url = documented_cluster_user(&cluster);
     let build = |retry_cap: Duration| {
         LockClient::cluster(&[&url])
             .key_prefix("myapp:")
@@ -332,7 +362,7 @@ fn a_cluster_client_locks_waits_and_wakes_as_the_readme_user() {
 #[test]
 fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
     let cluster = support::Cluster::start();
-    let url = readme_cluster_user(&cluster);
+    let url = documented_cluster_user(&cluster);
     let build = || LockClient::cluster(&[&url]).key_prefix("myapp:").build();
     let client = build().unwrap();
     let probed = cluster.owner_of("myapp:redmutex:probe").port();
@@ -364,9 +394,9 @@ fn build_and_doctor_check_the_rights_on_every_primary_of_a_cluster() {
 }
 
 #[test]
-fn a_counting_semaphore_lives_its_whole_life_as_the_readme_user() {
+fn a_counting_semaphore_lives_its_whole_life_as_the_documented_user() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let holder = client(&url, Duration::from_millis(200));
     let semaphore = holder.counting_semaphore("slots");
     assert!(semaphore.try_set_permits(1).unwrap());
@@ -398,9 +428,9 @@ fn a_counting_semaphore_lives_its_whole_life_as_the_readme_user() {
 }
 
 #[test]
-fn a_count_down_latch_lives_its_whole_life_as_the_readme_user_with_the_latch_rights() {
+fn a_count_down_latch_lives_its_whole_life_as_the_documented_user_with_the_latch_rights() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let extra = rules("ACL SETUSER locker &redisson_countdownlatch__channel__*");
     let mut cmd = redis::cmd("ACL");
     for word in &extra[1..] {
@@ -425,12 +455,12 @@ fn a_count_down_latch_lives_its_whole_life_as_the_readme_user_with_the_latch_rig
 }
 
 /// A user with the rights listed before fair waiters found their place with `LPOS` (the
-/// README's user without `+lpos`) still waits in line: each attempt after a waiter's first
+/// documented user without `+lpos`) still waits in line: each attempt after a waiter's first
 /// reads the queue instead, and the waiters are served in the order they came.
 #[test]
 fn fair_waiters_of_a_user_without_lpos_are_served_in_order() {
     let server = Server::start();
-    let url = readme_user(&server);
+    let url = documented_user(&server);
     let mut admin = server.conn();
     let () = redis::cmd("ACL")
         .arg("SETUSER")

@@ -1186,9 +1186,9 @@ fn an_observer_reports_the_leaders_after_redis_lost_its_data() {
 }
 
 /// Redis out of reach for a while (every connection through the proxy closed, new ones
-/// refused) does not end the README's loop over an observer: it reads again until Redis
-/// answers, then reports the leader elected meanwhile, whose message it could not hear. A
-/// `recv_timeout` that gets no read through returns the error.
+/// refused) does not end the loop over an observer of `docs/kinds.md` ("Leader election"):
+/// it reads again until Redis answers, then reports the leader elected meanwhile, whose
+/// message it could not hear. A `recv_timeout` that gets no read through returns the error.
 #[test]
 fn an_observer_rides_out_redis_out_of_reach_and_reports_what_changed_meanwhile() {
     support::logs::capture();

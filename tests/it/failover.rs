@@ -298,9 +298,10 @@ fn when(mut condition: impl FnMut() -> bool) -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// The README's figures for a killed primary: how long from the promotion (as the test sees
-/// it) until a waiter is subscribed on the promoted replica, from a release there until the
-/// waiter holds the lock, and the first call of a client whose map predates the failover.
+/// The figures for a killed primary in `docs/deploying.md` ("Redis Cluster"): how long from
+/// the promotion (as the test sees it) until a waiter is subscribed on the promoted replica,
+/// from a release there until the waiter holds the lock, and the first call of a client whose
+/// map predates the failover.
 /// `cargo test --all-features failover::measure -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement: run by hand"]

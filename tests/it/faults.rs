@@ -260,7 +260,7 @@ fn acl_user(server: &Server, name: &str, rules: &[&str]) -> String {
     format!("redis://{name}:pass@127.0.0.1:{}/", server.port())
 }
 
-/// The rights the README lists for a lock user.
+/// The rights `docs/deploying.md` lists for a lock user.
 const LOCK_USER: &[&str] = &[
     "~*",
     "&redisson_lock__channel:*",

@@ -364,8 +364,8 @@ fn a_java_reader_s_renewal_keeps_the_lock_and_writes_the_expiries_of_its_version
                 "4.x renews only its own lease keys: ours has {ours_left} ms"
             ),
         }
-        // Their release leaves the hash lasting as long as our lease key: in 3.x, as the
-        // README says, our hold then ends long before its guard's validity.
+        // Their release leaves the hash lasting as long as our lease key: in 3.x, as
+        // `docs/kinds.md` says, our hold then ends long before its guard's validity.
         assert_eq!(reader.ok("holdCount", "read", NAME, Value::Null), json!(1));
         reader.ok("unlock", "read", NAME, Value::Null);
         let hash_left = pttl(&server, NAME);

@@ -529,7 +529,7 @@ fn leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
 
 /// What is left of lock `name` once stragglers ran out. A command held up on its way (a
 /// busy machine, a stall) may still take what it asked for after the model's bound for it,
-/// and keeps it for its lease (as the README says); keys that all expire within a watchdog
+/// and keeps it for its lease (as `docs/semantics.md` says); keys that all expire within a watchdog
 /// lease are waited for, and whatever is still there then is left over.
 fn lasting_leftovers(conn: &mut redis::Connection, name: &str) -> Vec<String> {
     let left = leftovers(conn, name);

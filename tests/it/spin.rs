@@ -286,14 +286,11 @@ fn the_back_off_takes_its_whole_range_and_refuses_what_is_outside_it() {
     }
 }
 
-/// A user with the README's rights for a lock user, less every channel and pub/sub command.
+/// A user with the rights `docs/deploying.md` lists for a lock user, less every channel and
+/// pub/sub command.
 fn user_without_pubsub(server: &Server) -> String {
-    let readme = include_str!("../../README.md");
-    let start = readme
-        .find("ACL SETUSER locker on")
-        .expect("the README's lock user");
-    let rules: Vec<&str> = (readme[start..].split("```").next().unwrap())
-        .split_whitespace()
+    let words = crate::acl::rules("ACL SETUSER locker on");
+    let rules: Vec<&str> = (words.iter().map(String::as_str))
         .filter(|word| word.starts_with('~') || word.starts_with('+'))
         .filter(|word| !["+publish", "+subscribe", "+unsubscribe"].contains(word))
         .collect();

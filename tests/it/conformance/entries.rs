@@ -34,8 +34,8 @@ pub struct Entry {
     pub occupy: Option<fn(&LockClient, &str) -> Held>,
     /// The command its attempt sends, as the proxy sees it.
     pub attempt: &'static [u8],
-    /// The README's further `ACL SETUSER` lines, by how each begins, that its least-privilege
-    /// user needs beside the lock user's.
+    /// The docs' further `ACL SETUSER` lines (`docs/deploying.md`, else `docs/kinds.md`), by
+    /// how each begins, that its least-privilege user needs beside the lock user's.
     pub rights: &'static [&'static str],
     /// Whether its waiters subscribe to a channel named after it (the spin lock's do not).
     pub subscribes: bool,

@@ -34,7 +34,7 @@ pub enum Property {
     CutRelease,
     /// A hold whose server stops answering is reported lost when its validity ends.
     Lapse,
-    /// Its whole life as the README's least-privilege ACL user.
+    /// Its whole life as the least-privilege ACL user of `docs/deploying.md`.
     Acl,
     /// Taken, waited for and woken on a Cluster, on whichever shard owns its slot.
     Cluster,
@@ -234,7 +234,7 @@ fn the_list_covers_every_kind_and_every_property() {
 }
 
 impl Property {
-    /// Its column in the README's table.
+    /// Its column in the table of `docs/kinds.md`.
     fn column(self) -> &'static str {
         match self {
             Property::Quartet => "takes, waits, is woken",
@@ -256,7 +256,8 @@ impl Property {
     }
 }
 
-/// The README's table of what every kind guarantees, drawn from the list.
+/// The table of what every kind guarantees (`docs/kinds.md` and the crate docs), drawn from
+/// the list.
 fn guarantee_table() -> String {
     let mut table = String::from("| kind |");
     for property in PROPERTIES {
@@ -284,14 +285,24 @@ fn guarantee_table() -> String {
     table + "\n"
 }
 
+/// `docs/kinds.md` and the crate docs show the table under "What every kind guarantees", and
+/// the README links to it.
 #[test]
-fn the_readme_and_the_crate_docs_show_what_the_list_checks() {
+fn the_docs_and_the_crate_docs_show_what_the_list_checks() {
     let read =
         |file: &str| std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR")));
     let table = guarantee_table();
+    let kinds = read("docs/kinds.md").unwrap();
+    let section = (kinds.split_once("\n## What every kind guarantees\n"))
+        .expect("docs/kinds.md has a section \"What every kind guarantees\"")
+        .1;
     assert!(
-        read("README.md").unwrap().contains(&table),
-        "README.md should show, under \"What every kind guarantees\":\n\n{table}"
+        section.split("\n## ").next().unwrap().contains(&table),
+        "docs/kinds.md should show, under \"What every kind guarantees\":\n\n{table}"
+    );
+    assert!(
+        (read("README.md").unwrap()).contains("](docs/kinds.md#what-every-kind-guarantees)"),
+        "the README should link to docs/kinds.md#what-every-kind-guarantees"
     );
     let docs: String = (table.lines())
         .map(|line| match line {

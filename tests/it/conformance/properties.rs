@@ -386,11 +386,12 @@ pub fn inspect(entry: &Entry) {
     assert!(info.holders.is_empty(), "{}: {info:?}", entry.name);
 }
 
-/// Taken, waited for and woken (as in [`quartet`]) by clients logged in as the README's
-/// least-privilege user, with the further rights the README lists for the kind.
+/// Taken, waited for and woken (as in [`quartet`]) by clients logged in as the
+/// least-privilege user of `docs/deploying.md`, with the further rights the docs list for
+/// the kind.
 pub fn acl(entry: &Entry) {
     let server = Server::start();
-    let url = crate::acl::readme_user(&server);
+    let url = crate::acl::documented_user(&server);
     for start in entry.rights {
         let rules = crate::acl::rules(start);
         let mut cmd = redis::cmd("ACL");
