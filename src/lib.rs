@@ -143,7 +143,7 @@
 //! | `read_write_lock.read` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 //! | `read_write_lock.write` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 //! | `multi_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (1) |
-//! | `semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `leased_semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 //! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (2) | yes | yes | yes | yes | yes | yes | yes |
 //! | `count_down_latch` | yes | yes | yes | yes | no (3) | no (4) | yes | no (5) | yes | yes | yes | yes | yes | yes | yes |
 //! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (6) | yes | yes |

@@ -294,7 +294,7 @@ fn waiting_on_a_lock(jvm: &Jvm, names: &[&str]) -> bool {
     names.iter().all(|name| {
         dump.split("\n\n").any(|thread| {
             thread.contains(&format!("/{name}\""))
-                && thread.contains("java.util.concurrent.LeasedSemaphore.tryAcquire")
+                && thread.contains("java.util.concurrent.Semaphore.tryAcquire")
                 && thread.contains("org.redisson.RedissonLock.tryLock")
         })
     })

@@ -271,8 +271,8 @@ pub static MULTI: Entry = Entry {
 };
 
 pub static SEMAPHORE: Entry = Entry {
-    name: "semaphore",
-    constructor: "semaphore",
+    name: "leased_semaphore",
+    constructor: "leased_semaphore",
     make: |c, n, cancel| {
         let semaphore = c.leased_semaphore(n);
         Box::new(match cancel {
