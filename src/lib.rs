@@ -252,6 +252,7 @@ pub use base::health::{Health, HealthChange};
 pub use base::held_by::HeldBy;
 pub use base::lost::LockLost;
 pub use base::stats::Stats;
+pub use base::wait_edge::WaitEdge;
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub use client::bench_hooks;

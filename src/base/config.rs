@@ -22,6 +22,10 @@ const MAX_REPLICAS: u32 = 64;
 /// Shortest place in a fair lock's queue: a waiter comes back three times within it.
 const MIN_QUEUE_WAIT: Duration = Duration::from_millis(100);
 
+/// Shortest deadlock timeout: a waiter writes its wait after half of it, and looks for a
+/// cycle once it has passed, a few round trips each.
+const MIN_DEADLOCK_TIMEOUT: Duration = Duration::from_millis(10);
+
 pub(crate) type LostCallback = Arc<dyn Fn(&LockLost) + Send + Sync>;
 pub(crate) type HealthCallback = Arc<dyn Fn(&HealthChange) + Send + Sync>;
 
@@ -45,6 +49,8 @@ pub(crate) struct Config {
     /// and no waiter subscribes.
     pub pubsub: bool,
     pub max_wait: Option<Duration>,
+    /// How long a waiter waits before it looks for a deadlock through itself; `None`: never.
+    pub deadlock_timeout: Option<Duration>,
     pub key_prefix: Vec<u8>,
     pub watchdog_stack_size: usize,
     /// How often the subscriber connection is checked with a probe.
@@ -107,6 +113,7 @@ impl Default for Config {
             spin_backoff: (Duration::from_millis(1), Duration::from_millis(128)),
             pubsub: true,
             max_wait: None,
+            deadlock_timeout: Some(Duration::from_secs(1)),
             key_prefix: Vec::new(),
             watchdog_stack_size: 128 * 1024,
             ping_interval: Duration::from_secs(1),
@@ -258,6 +265,15 @@ impl Config {
         }
         if self.max_wait.is_some_and(|wait| wait > MAX_LEASE) {
             return bad("max_wait", format!("must be at most {MAX_LEASE:?}"));
+        }
+        if self
+            .deadlock_timeout
+            .is_some_and(|timeout| !(MIN_DEADLOCK_TIMEOUT..=MAX_TIMEOUT).contains(&timeout))
+        {
+            return bad(
+                "deadlock_timeout",
+                format!("must be {MIN_DEADLOCK_TIMEOUT:?}..={MAX_TIMEOUT:?}, or None"),
+            );
         }
         if self.key_prefix.len() > MAX_PREFIX_LEN {
             return bad(

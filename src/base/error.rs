@@ -16,6 +16,7 @@ use redis::RedisError;
 use crate::base::cause::{self, Cause};
 pub(crate) use crate::base::subject::Noun;
 pub use crate::base::subject::Subject;
+use crate::base::wait_edge::WaitEdge;
 
 /// Every call's `Result` is at least as large as an `Error`, 120 bytes on 64-bit targets:
 /// a variant that would grow it boxes what it adds, or the build fails here.
@@ -262,6 +263,20 @@ pub enum Error {
         /// Whether the client was closed, rather than the handle's token cancelled.
         closed: bool,
     },
+    /// A deadlock: the wait-for graph, followed from this waiter after the
+    /// [`deadlock_timeout`](crate::LockClientBuilder::deadlock_timeout), led back to it.
+    /// This call was chosen to end (the one that found the cycle, as in PostgreSQL): it
+    /// left its wait (and a fair lock's queue) and took nothing; the thread keeps every
+    /// hold it had, and the others in the cycle go on once it gives one of them back.
+    Deadlock {
+        /// The lock this call waited for.
+        lock: Subject,
+        /// How long the call waited.
+        waited: Duration,
+        /// The cycle: the first edge is this call's wait; each next waiter holds the lock
+        /// the one before waits for, and this thread holds the last one's.
+        cycle: Box<[WaitEdge]>,
+    },
     /// The watchdog thread for a held lock could not be started; the hold was given back.
     Watchdog {
         /// The lock or semaphore concerned.
@@ -284,6 +299,12 @@ pub struct NodeError {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The wait was ended to break a deadlock through this thread (see
+    /// [`Error::Deadlock`]).
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Error::Deadlock { .. })
+    }
+
     /// The caller's deadline passed while the lock was busy.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })
@@ -530,6 +551,7 @@ impl Error {
             | Error::ValidityExhausted { lock, .. }
             | Error::PartialRelease { lock, .. }
             | Error::Cancelled { lock, .. }
+            | Error::Deadlock { lock, .. }
             | Error::Watchdog { lock, .. } => Some(lock),
             _ => None,
         }
@@ -881,6 +903,25 @@ impl Error {
             }
             Error::Watchdog { lock, .. } => {
                 write!(f, "could not start the watchdog thread for {lock}")
+            }
+            Error::Deadlock {
+                lock,
+                waited,
+                cycle,
+            } => {
+                write!(f, "deadlock: waiting {waited:?} for {lock}, ")?;
+                for (at, edge) in cycle.iter().enumerate().skip(1) {
+                    let (waiter, client) = (&edge.waiter, &edge.client);
+                    write!(
+                        f,
+                        "held by {waiter} of {client:?}, which waits for {:?}, ",
+                        edge.lock
+                    )?;
+                    if at + 1 == cycle.len() {
+                        f.write_str("held by this thread; ")?;
+                    }
+                }
+                f.write_str("this call left its wait")
             }
         }
     }

@@ -4,13 +4,14 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `redmutex_acquisitions_total` | counter | `kind`, `outcome`: `acquired`, `busy` (a `try_lock` that found it taken), `timeout`, `cancelled`, `error` |
+//! | `redmutex_acquisitions_total` | counter | `kind`, `outcome`: `acquired`, `busy` (a `try_lock` that found it taken), `timeout`, `cancelled`, `deadlock`, `error` |
 //! | `redmutex_wait_seconds` | histogram | `kind`: from the call to the hold, for acquisitions |
 //! | `redmutex_handoff_seconds` | histogram | `kind`: from an unlock message to the hold it let in |
 //! | `redmutex_hold_seconds` | histogram | `kind`: from the hold to its release |
 //! | `redmutex_renewals_total` | counter | |
 //! | `redmutex_renewal_failures_total` | counter | |
 //! | `redmutex_locks_lost_total` | counter | |
+//! | `redmutex_deadlocks_total` | counter | |
 //! | `redmutex_errors_total` | counter | `class`: `connection`, `timeout`, `permission`, `lost`, `input`, `other` |
 
 use std::time::Duration;
@@ -31,6 +32,12 @@ pub(crate) fn acquisition(kind: &'static str, outcome: &'static str, waited: Dur
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (kind, outcome, waited);
+}
+
+/// A waiter found a deadlock through itself and ended its wait.
+pub(crate) fn deadlock() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redmutex_deadlocks_total").increment(1);
 }
 
 /// A waiter woken by an unlock message took the lock `took` after the message.

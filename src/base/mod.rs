@@ -1,6 +1,6 @@
 //! What every layer uses: the client's settings and their limits, the one error type and
 //! the opaque failure underneath it, a hold's health and the loss report, jittered backoff,
-//! the counters, and TLS settings. Uses nothing else of the crate.
+//! the counters, TLS settings, and the wait-for graph's edge. Uses nothing else of the crate.
 
 pub(crate) mod cause;
 pub(crate) mod config;
@@ -13,3 +13,4 @@ pub(crate) mod retry;
 pub(crate) mod stats;
 pub(crate) mod subject;
 pub(crate) mod tls;
+pub(crate) mod wait_edge;

@@ -102,6 +102,7 @@ impl LockClient {
 /// | [`spin_backoff`](Self::spin_backoff) | 1 ms doubling to 128 ms |
 /// | [`pubsub`](Self::pubsub) | on |
 /// | [`max_wait`](Self::max_wait) | none: `lock()` waits until it gets the lock |
+/// | [`deadlock_timeout`](Self::deadlock_timeout) | 1 s |
 /// | [`key_prefix`](Self::key_prefix) | empty |
 /// | [`watchdog_stack_size`](Self::watchdog_stack_size) | 128 KiB |
 /// | [`ping_interval`](Self::ping_interval) | 1 s |
@@ -234,6 +235,23 @@ impl LockClientBuilder {
     /// [`Error::Timeout`](crate::Error::Timeout). Defaults to no bound.
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.config.max_wait = Some(wait);
+        self
+    }
+
+    /// How long a waiter waits before it looks for a deadlock through itself, as
+    /// PostgreSQL's `deadlock_timeout`: 10 ms to 600 s, or `None` to never look. Defaults
+    /// to 1 s.
+    ///
+    /// A waiter that holds locks and is still waiting after half of it records what it
+    /// waits for beside each lock it holds, and once it has passed, follows who holds what
+    /// it waits for, what they wait for, and so on. When that leads back to itself, its
+    /// call returns [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle, having
+    /// left its wait and kept its holds; the others go on. It looks again every
+    /// `deadlock_timeout` while it waits. A wait that ends sooner, or a waiter that holds
+    /// nothing, writes nothing. See "Deadlocks" in `docs/semantics.md` for what is found and
+    /// what is not.
+    pub fn deadlock_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.deadlock_timeout = timeout;
         self
     }
 

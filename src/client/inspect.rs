@@ -411,11 +411,12 @@ fn malformed(node: &str) -> Error {
 
 /// Keys that belong to a lock without being one: Redisson's prefixed names (latches,
 /// counters, queues, the record of a fair lock's waiters), a read hold's lease key and a
-/// counting semaphore's attempt markers.
+/// counting semaphore's attempt markers and a waiter's wait edges.
 fn auxiliary(key: &[u8]) -> bool {
     key.starts_with(b"redisson_")
         || key.windows(16).any(|w| w == b":rwlock_timeout:")
         || key.windows(16).any(|w| w == b":redmutex_taken:")
+        || key.windows(15).any(|w| w == b":redmutex_wait:")
 }
 
 /// `bytes` with Redis glob's special characters escaped.

@@ -210,6 +210,16 @@ pub(crate) fn kind_of(redis_type: &str) -> &'static str {
     }
 }
 
+/// What a waiter that holds `held` waits for, written beside `held` (in its cluster slot)
+/// under the owner that holds it: `{<held>}:redmutex_wait:<owner>`. Redisson never reads
+/// it; a deadlock check follows it from a lock to what its holder waits for.
+pub(crate) fn wait_edge(held: &[u8], owner: &str) -> Vec<u8> {
+    [&suffixed(held, WAIT_EDGE)[..], b":", owner.as_bytes()].concat()
+}
+
+/// The part of a wait edge's name after the held lock's name and a colon.
+pub(crate) const WAIT_EDGE: &[u8] = b"redmutex_wait";
+
 /// The marker with which an attempt on a semaphore without leases records the permits it
 /// took, so that its undo gives back exactly those: `{<key>}:redmutex_taken:<claim id>`,
 /// in the key's cluster slot. Redisson never reads it.
@@ -384,6 +394,8 @@ mod tests {
         assert_eq!(fence_counter(b"orders"), b"redisson_lock_token:{orders}");
         assert_eq!(election_queue(b"cron"), b"{cron}:redmutex_queue");
         assert_eq!(counting_taken(b"p", "ab"), b"{p}:redmutex_taken:ab");
+        assert_eq!(wait_edge(b"p", "u:1"), b"{p}:redmutex_wait:u:1");
+        assert_eq!(wait_edge(b"{jobs}:p", "u:1"), b"{jobs}:p:redmutex_wait:u:1");
         assert_eq!(
             counting_taken(b"{jobs}:p", "ab"),
             b"{jobs}:p:redmutex_taken:ab"

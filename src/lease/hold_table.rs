@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::kinds::holding::Holding;
-use crate::kinds::slot::HoldId;
+use crate::kinds::slot::{HoldId, Mode};
 use crate::lease::workers::Ticket;
 
 /// The table of one client.
@@ -48,6 +48,15 @@ impl HoldTable {
             .lock()
             .get(id)
             .map_or((0, false), |hold| (hold.count, hold.watched > 0))
+    }
+
+    /// The locks thread `thread` holds: each key and which of its fields.
+    pub fn held_by(&self, thread: u64) -> Vec<(Arc<[u8]>, Mode)> {
+        let table = self.table.lock();
+        let held = table
+            .iter()
+            .filter(|(id, hold)| id.1 == thread && hold.count > 0);
+        held.map(|(id, _)| (id.0.clone(), id.2)).collect()
     }
 
     /// The current holding of `id`, if any.

@@ -10,6 +10,7 @@ use crate::base::metrics;
 use crate::kinds::call::Call;
 use crate::kinds::kind::{Attempt, Kind};
 use crate::lease::hold::Hold;
+use crate::lock::deadlock::DeadlockWatch;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::waiting::Waiting;
@@ -129,6 +130,7 @@ impl<K: Kind> Lock<K> {
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
             Err(err) if err.is_cancelled() => "cancelled",
+            Err(err) if err.is_deadlock() => "deadlock",
             // A call that was not to wait (`try_lock`, a deadline already past) found it busy.
             Ok(None) if deadline.is_some_and(|deadline| deadline <= started) => "busy",
             Ok(None) => "timeout",
@@ -209,6 +211,8 @@ impl<K: Kind> Lock<K> {
         // waiter in a queue: a grant comes after it, and names that place.
         let mut busy_since;
         let mut held_for_ever;
+        // The deadlock check of this wait, from the first busy attempt of a call that waits.
+        let mut deadlock = None;
         loop {
             self.target.check_cancelled(self.cancel.as_ref())?;
             // Whether an unlock after this attempt is sure to wake us: only then may the
@@ -295,6 +299,12 @@ impl<K: Kind> Lock<K> {
             if left == Some(Duration::ZERO) {
                 return Ok(None);
             }
+            let deadlock = deadlock.get_or_insert_with(|| DeadlockWatch::new(target, K::LABEL));
+            if let Some(deadlock) = deadlock
+                && deadlock.due() <= Instant::now()
+            {
+                deadlock.tick()?;
+            }
             // A waiter (not a call that was not to wait) that finds a holder without expiry.
             if held_for_ever && !explained {
                 explained = true;
@@ -318,6 +328,10 @@ impl<K: Kind> Lock<K> {
                 _ => ttl.map_or(pause, |ttl| ttl.min(pause)),
             };
             let bound = K::longest_wait(target).map_or(bound, |most| bound.min(most));
+            // Awake when the deadlock check has something to do.
+            let bound = (deadlock.as_ref()).map_or(bound, |deadlock| {
+                bound.min(deadlock.due().saturating_duration_since(Instant::now()))
+            });
             waiting.woken = waiting
                 .signal
                 .wait(left.map_or(bound, |left| bound.min(left)));

@@ -8,6 +8,7 @@
 pub(crate) mod acquire;
 pub(crate) mod count_down_latch;
 pub(crate) mod counting_semaphore;
+pub(crate) mod deadlock;
 pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod handle;

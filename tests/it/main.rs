@@ -16,6 +16,7 @@ mod cluster;
 mod conformance;
 mod counting_semaphore;
 mod data_safety;
+mod deadlock;
 mod defaults;
 mod doctor;
 mod election;

@@ -1,0 +1,417 @@
+//! Deadlock detection across processes, as PostgreSQL does it for its locks: a waiter that
+//! holds locks and is still waiting after half the deadlock timeout writes, beside each lock
+//! it holds, what it waits for (a wait edge); once the timeout has passed, it follows the
+//! graph from the lock it waits for: that lock's holders, the edges beside it of those of
+//! them that wait, the holders of what they wait for, and so on. A path back to itself is a
+//! cycle, which it reads again before it believes it. Of the cycle's waiters, the one that
+//! began waiting last (it closed the cycle) ends its wait with [`Error::Deadlock`], whoever
+//! finds it: two waiters that look at once then agree on one.
+//!
+//! A cycle, once formed, stays until one of its waiters leaves it, so plain reads that find
+//! one and find it again are sound. An edge counts only while its waiter still waits (it
+//! deletes its edges when it stops, and they expire when its process dies) and only under
+//! a holder that still holds (the walk goes through the holders the lock's hash names).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Cmd;
+
+use crate::base::error::{Error, Result};
+use crate::base::metrics;
+use crate::base::wait_edge::WaitEdge;
+use crate::layout::names;
+use crate::layout::owner::{current_thread, field};
+use crate::lease::target::Target;
+use crate::topology::quorum;
+
+/// How many locks a walk follows at most: a cycle longer than this is not looked for.
+const MOST_HOPS: usize = 64;
+
+/// The first line of an edge's value: the format's version.
+const FORMAT: &str = "redmutex-wait 1";
+
+/// The deadlock check of one wait: when it writes its edges and looks for a cycle, and the
+/// edges it wrote, which it deletes when dropped (the wait ended, however it did).
+pub(crate) struct DeadlockWatch<'a> {
+    target: &'a Target,
+    /// The kind of the lock waited for, as its handle names it.
+    kind: &'static str,
+    timeout: Duration,
+    started: Instant,
+    since: SystemTime,
+    /// This thread's owner field in this client's holds.
+    owner: String,
+    /// When the edges are written first.
+    write_at: Option<Instant>,
+    /// When the graph is followed next (and the edges written again).
+    check_at: Instant,
+    /// The edges written, by key.
+    written: Vec<Vec<u8>>,
+}
+
+impl<'a> DeadlockWatch<'a> {
+    /// The check of a wait that starts now on `target`, of kind `kind`; `None` when the
+    /// client does not look for deadlocks.
+    pub(crate) fn new(target: &'a Target, kind: &'static str) -> Option<Self> {
+        let timeout = target.shared.config().deadlock_timeout?;
+        let started = Instant::now();
+        Some(DeadlockWatch {
+            target,
+            kind,
+            timeout,
+            started,
+            since: SystemTime::now(),
+            owner: field(target.shared.id(), current_thread()),
+            write_at: Some(started + timeout / 2),
+            check_at: started + timeout,
+            written: Vec::new(),
+        })
+    }
+
+    /// When the next step is due: writing the edges, or looking for a cycle.
+    pub(crate) fn due(&self) -> Instant {
+        self.write_at
+            .map_or(self.check_at, |at| at.min(self.check_at))
+    }
+
+    /// Does what is due by now: writes the edges, or (at the check) writes them again and
+    /// follows the graph. [`Error::Deadlock`] when a cycle leads back to this waiter.
+    pub(crate) fn tick(&mut self) -> Result<()> {
+        let now = Instant::now();
+        if self.write_at.is_some_and(|at| at <= now) {
+            self.write_at = None;
+            self.write();
+        }
+        if self.check_at > now {
+            return Ok(());
+        }
+        self.check_at = now + self.timeout;
+        if self.written.is_empty() {
+            // A waiter that holds nothing can be in no cycle: nobody waits for it.
+            return Ok(());
+        }
+        self.write();
+        let graph = Graph::new(self.target);
+        let Some(cycle) = graph.cycle(&self.first(), &self.owner) else {
+            return Ok(());
+        };
+        // One waiter of the cycle ends its wait, whichever of them finds it: the one that
+        // began waiting last, which closed the cycle. The others wait on, and look again.
+        let victim = (cycle.iter().map(|(edge, _)| edge))
+            .max_by(|a, b| (a.since, &a.waiter).cmp(&(b.since, &b.waiter)));
+        if victim.is_some_and(|victim| victim.waiter != self.owner) {
+            log::debug!(
+                "deadlock found while waiting for {}, left to its last waiter to end: {}",
+                self.target.subject(),
+                describe(&cycle)
+            );
+            return Ok(());
+        }
+        metrics::deadlock();
+        log::warn!(
+            "deadlock found while waiting for {}: {}",
+            self.target.subject(),
+            describe(&cycle)
+        );
+        Err(Error::Deadlock {
+            lock: self.target.subject().clone(),
+            waited: self.started.elapsed(),
+            cycle: cycle.into_iter().map(|(edge, _)| edge).collect(),
+        })
+    }
+
+    /// This wait as an edge, and the key it waits for.
+    fn first(&self) -> (WaitEdge, Vec<u8>) {
+        let key = self.target.shared_key().to_vec();
+        let edge = WaitEdge {
+            waiter: self.owner.clone(),
+            client: self.target.shared.config().client_name.clone(),
+            lock: String::from_utf8_lossy(&key).into_owned(),
+            kind: self.kind.to_owned(),
+            since: self.since,
+        };
+        (edge, key)
+    }
+
+    /// Writes (or writes again, with a fresh expiry) an edge beside each lock this thread
+    /// holds. A failure is logged: it only hides this wait from the others' checks.
+    fn write(&mut self) {
+        let shared = &self.target.shared;
+        let mut held: Vec<_> = (shared.holds().held_by(current_thread()).into_iter())
+            .map(|(key, _)| key)
+            .collect();
+        held.sort();
+        held.dedup();
+        let (edge, key) = self.first();
+        let value = encode(&edge, &key);
+        // Longer than two checks apart, so that a live waiter's edge never lapses, and
+        // short enough that a dead process's edges go soon after it.
+        let lasts = self.timeout * 2 + shared.config().response_timeout;
+        let nodes = shared.nodes();
+        self.written.clear();
+        for held in held {
+            let edge_key = names::wait_edge(&held, &self.owner);
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&edge_key)
+                .arg(&value)
+                .arg("PX")
+                .arg(lasts.as_millis() as u64);
+            for result in nodes.run_all::<()>(&cmd, None) {
+                if let Err(err) = result {
+                    log::debug!("could not write a wait edge beside {held:?}: {err:#}");
+                }
+            }
+            self.written.push(edge_key);
+        }
+    }
+}
+
+impl Drop for DeadlockWatch<'_> {
+    fn drop(&mut self) {
+        if self.written.is_empty() {
+            return;
+        }
+        let mut cmd = redis::cmd("DEL");
+        for key in &self.written {
+            cmd.arg(key);
+        }
+        // Each edge is deleted where its key lives: one command per key on a cluster.
+        let cmds: Vec<Cmd> = if self.target.shared.nodes().routes_by_slot() {
+            (self.written.iter())
+                .map(|key| redis::cmd("DEL").arg(key).clone())
+                .collect()
+        } else {
+            vec![cmd]
+        };
+        for cmd in cmds {
+            for result in self.target.shared.nodes().run_all::<()>(&cmd, None) {
+                if let Err(err) = result {
+                    log::debug!("could not delete a wait edge (it expires): {err:#}");
+                }
+            }
+        }
+    }
+}
+
+/// The wait-for graph as Redis holds it, read through a client's nodes.
+pub(crate) struct Graph<'a> {
+    target: &'a Target,
+}
+
+impl<'a> Graph<'a> {
+    pub(crate) fn new(target: &'a Target) -> Self {
+        Graph { target }
+    }
+
+    /// A cycle from `first` (a wait for a lock) back to `owner`, read twice: each edge
+    /// with the key of the lock it waits for. `None` when there is none, or it did not
+    /// hold when read again.
+    pub(crate) fn cycle(
+        &self,
+        first: &(WaitEdge, Vec<u8>),
+        owner: &str,
+    ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
+        let mut path = vec![first.clone()];
+        let mut seen = HashSet::new();
+        if !self.walk(&mut path, &mut seen, owner) {
+            return None;
+        }
+        self.confirmed(&path, owner).then_some(path)
+    }
+
+    /// Follows the holders of the lock the last edge of `path` waits for; true with the
+    /// cycle in `path` when one of them is `owner`.
+    fn walk(
+        &self,
+        path: &mut Vec<(WaitEdge, Vec<u8>)>,
+        seen: &mut HashSet<Vec<u8>>,
+        owner: &str,
+    ) -> bool {
+        if path.len() > MOST_HOPS {
+            return false;
+        }
+        let key = path[path.len() - 1].1.clone();
+        let holders = self.holders(&key);
+        if holders.iter().any(|holder| holder == owner) {
+            return true;
+        }
+        for holder in holders {
+            let edge_key = names::wait_edge(&key, &holder);
+            if !seen.insert(edge_key.clone()) {
+                continue;
+            }
+            let Some(next) = self
+                .edge(&edge_key)
+                .filter(|(edge, _)| edge.waiter == holder)
+            else {
+                continue;
+            };
+            path.push(next);
+            if self.walk(path, seen, owner) {
+                return true;
+            }
+            path.pop();
+        }
+        false
+    }
+
+    /// Whether every step of `path` is still there: each next waiter still holds the lock
+    /// the one before waits for and still waits as its edge said, and `owner` still holds
+    /// the last one's.
+    fn confirmed(&self, path: &[(WaitEdge, Vec<u8>)], owner: &str) -> bool {
+        path.iter().enumerate().all(|(at, (_, key))| {
+            let holders = self.holders(key);
+            match path.get(at + 1) {
+                None => holders.iter().any(|holder| holder == owner),
+                Some((next, _)) => {
+                    holders.contains(&next.waiter)
+                        && self
+                            .edge(&names::wait_edge(key, &next.waiter))
+                            .is_some_and(|(edge, _)| edge == *next)
+                }
+            }
+        })
+    }
+
+    /// The owners holding the lock at `key`, as its hash's fields name them (a writer's
+    /// `<owner>:write` as its owner), on a quorum of nodes. A key that is no hash has none
+    /// that this check can follow.
+    pub(crate) fn holders(&self, key: &[u8]) -> Vec<String> {
+        let nodes = self.target.shared.nodes();
+        let answers = nodes.run_all::<Vec<Vec<u8>>>(redis::cmd("HKEYS").arg(key), None);
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for fields in answers.into_iter().flatten() {
+            let mut owners: Vec<String> = fields.iter().filter_map(|f| owner_of(f)).collect();
+            owners.sort();
+            owners.dedup();
+            for owner in owners {
+                match counts.iter_mut().find(|(o, _)| *o == owner) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((owner, 1)),
+                }
+            }
+        }
+        let needed = quorum::quorum(nodes.list().len());
+        (counts.into_iter())
+            .filter(|(_, n)| *n >= needed)
+            .map(|(owner, _)| owner)
+            .collect()
+    }
+
+    /// The edge at `edge_key`, from the first node that has it.
+    pub(crate) fn edge(&self, edge_key: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
+        let nodes = self.target.shared.nodes();
+        let answers = nodes.run_all::<Option<Vec<u8>>>(redis::cmd("GET").arg(edge_key), None);
+        answers
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|value| decode(&value))
+    }
+}
+
+/// The owner a hash field names: `<client-uuid>:<thread-id>`, or a writer's field
+/// `<client-uuid>:<thread-id>:write`; `None` for any other field (`mode`, a count).
+fn owner_of(field: &[u8]) -> Option<String> {
+    let field = std::str::from_utf8(field).ok()?;
+    let owner = field.strip_suffix(":write").unwrap_or(field);
+    let (client, thread) = owner.rsplit_once(':')?;
+    let uuid = client.len() == 36
+        && client.char_indices().all(|(at, c)| match at {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    (uuid && !thread.is_empty() && thread.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| owner.to_owned())
+}
+
+/// An edge as stored: the format's line, then the waiter, its client's name, since when it
+/// waits (milliseconds since the Unix epoch), the kind, each on a line of its own, and the
+/// key waited for (any bytes) to the end.
+pub(crate) fn encode(edge: &WaitEdge, key: &[u8]) -> Vec<u8> {
+    let since = edge.since.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let head = format!(
+        "{FORMAT}\n{}\n{}\n{}\n{}\n",
+        edge.waiter,
+        edge.client,
+        since.as_millis(),
+        edge.kind
+    );
+    [head.as_bytes(), key].concat()
+}
+
+/// An edge read back, with the key it waits for; `None` for a value of another shape.
+pub(crate) fn decode(value: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
+    let mut parts = value.splitn(6, |&b| b == b'\n');
+    fn text(part: Option<&[u8]>) -> Option<&str> {
+        part.and_then(|p| std::str::from_utf8(p).ok())
+    }
+    if text(parts.next())? != FORMAT {
+        return None;
+    }
+    let waiter = text(parts.next())?.to_owned();
+    let client = text(parts.next())?.to_owned();
+    let since: u64 = text(parts.next())?.parse().ok()?;
+    let kind = text(parts.next())?.to_owned();
+    let key = parts.next()?.to_vec();
+    let edge = WaitEdge {
+        waiter,
+        client,
+        lock: String::from_utf8_lossy(&key).into_owned(),
+        kind,
+        since: UNIX_EPOCH + Duration::from_millis(since),
+    };
+    Some((edge, key))
+}
+
+/// A cycle in words, for the log.
+fn describe(cycle: &[(WaitEdge, Vec<u8>)]) -> String {
+    let edges: Vec<String> = cycle.iter().map(|(edge, _)| edge.to_string()).collect();
+    format!("{}, held by the first", edges.join(", held by "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edge_reads_back_as_written_whatever_bytes_its_key_has() {
+        let edge = WaitEdge {
+            waiter: "0b8f4a3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b:7".into(),
+            client: "web-3/41722".into(),
+            lock: String::new(),
+            kind: "fair".into(),
+            since: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+        };
+        let key = b"orders:\n42\xff".to_vec();
+        let (read, read_key) = decode(&encode(&edge, &key)).unwrap();
+        assert_eq!(read_key, key);
+        assert_eq!(read.lock, String::from_utf8_lossy(&key));
+        assert_eq!(
+            WaitEdge {
+                lock: String::new(),
+                ..read
+            },
+            edge
+        );
+        assert!(decode(b"a token").is_none());
+        assert!(decode(b"redmutex-wait 1\nw\nc\nnot a number\nfair\nk").is_none());
+    }
+
+    #[test]
+    fn owners_are_read_from_owner_and_writer_fields_only() {
+        let owner = "0b8f4a3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b:7";
+        assert_eq!(owner_of(owner.as_bytes()).as_deref(), Some(owner));
+        let writer = format!("{owner}:write");
+        assert_eq!(owner_of(writer.as_bytes()).as_deref(), Some(owner));
+        for other in [
+            "mode",
+            "epoch",
+            "0b8f4a3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b:",
+            "x:7",
+        ] {
+            assert_eq!(owner_of(other.as_bytes()), None, "{other}");
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Deadlock detection: waiters that hold locks and wait in a cycle, across clients,
+//! processes and kinds; the waiter that closed the cycle is told, keeps its holds and lets
+//! the others go on; nothing else is ever told of a deadlock.
+
+use crate::support;
+
+use std::sync::Barrier;
+use std::time::Duration;
+
+use redmutex::{Error, LockClient};
+use support::{Server, eventually, spawn_worker};
+
+/// Only turns a hang into a failure.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The wait edges on the server beside the lock `held` (`*` for every lock).
+fn edges(server: &Server, held: &str) -> Vec<String> {
+    let pattern = format!("{{{held}}}:redmutex_wait:*");
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// The locks of the deadlock `err` names, in its order: what each waiter waits for.
+fn cycle_of(err: &Error) -> Vec<String> {
+    match err {
+        Error::Deadlock { cycle, .. } => cycle.iter().map(|edge| edge.lock.clone()).collect(),
+        other => panic!("not a deadlock: {other:#}"),
+    }
+}
+
+#[test]
+fn of_two_clients_taking_two_locks_in_opposite_orders_the_later_waiter_is_told() {
+    let server = Server::start();
+    let (older, later) = (server.client(), server.client());
+    let both_hold = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| {
+            let a = older.lock("a").lock().unwrap();
+            both_hold.wait();
+            let b = older.lock("b").try_lock_for(PATIENCE).unwrap();
+            assert!(b.is_some(), "the older waiter did not get its lock");
+            drop((b, a));
+        });
+        let b = later.lock("b").lock().unwrap();
+        both_hold.wait();
+        // The older waiter is seen waiting before this one closes the cycle.
+        assert!(eventually(PATIENCE, || edges(&server, "a").len() == 1));
+        let err = later.lock("a").try_lock_for(PATIENCE).unwrap_err();
+        assert!(err.is_deadlock(), "{err:#}");
+        assert_eq!(cycle_of(&err), ["a", "b"]);
+        let text = err.to_string();
+        assert!(text.starts_with("deadlock: "), "{text}");
+        assert!(
+            text.contains(older.id()) && text.contains("held by this thread"),
+            "{text}"
+        );
+        // The victim keeps its holds; the other goes on once it gives them back.
+        assert_eq!(later.lock("b").hold_count().unwrap(), 1);
+        assert!(!b.is_lost());
+        drop(b);
+        first.join().unwrap();
+    });
+    assert!(edges(&server, "*").is_empty(), "edges left behind");
+}
+
+/// Every command the server runs while it is kept, as `MONITOR` shows them.
+struct Monitor {
+    seen: std::sync::Arc<parking_lot::Mutex<Vec<u8>>>,
+}
+
+impl Monitor {
+    fn start(server: &Server) -> Monitor {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        stream.write_all(b"MONITOR\r\n").unwrap();
+        let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::downgrade(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                match kept.upgrade() {
+                    Some(seen) if n > 0 => seen.lock().extend_from_slice(&buf[..n]),
+                    _ => break,
+                }
+            }
+        });
+        let monitor = Monitor { seen };
+        assert!(eventually(PATIENCE, || monitor.text().starts_with("+OK")));
+        monitor
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock()).into_owned()
+    }
+
+    /// What it saw up to `marker`, which is sent (as `ECHO`) after everything before it.
+    fn until(&self, server: &Server, marker: &str) -> String {
+        let _: String = redis::cmd("ECHO")
+            .arg(marker)
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(eventually(PATIENCE, || self.text().contains(marker)));
+        let text = self.text();
+        text[..text.find(marker).unwrap()].to_owned()
+    }
+}
+
+/// A waiter that holds nothing writes no edge however long it waits, nor does one whose
+/// wait ends within half its deadlock timeout; one that holds a lock and waits longer does.
+#[test]
+fn only_a_waiter_that_holds_a_lock_and_waits_long_writes_its_edge() {
+    let server = Server::start();
+    let monitor = Monitor::start(&server);
+    let quick = server
+        .builder()
+        .deadlock_timeout(Some(Duration::from_millis(20)))
+        .build();
+    let quick = quick.unwrap();
+    let holder = server.client();
+    let held = holder.lock("held").lock().unwrap();
+    let waited = quick
+        .lock("held")
+        .try_lock_for(Duration::from_millis(300))
+        .unwrap();
+    assert!(waited.is_none());
+
+    // Holding a lock, a wait that ends long before half of its 60 s deadlock timeout.
+    let patient = server
+        .builder()
+        .deadlock_timeout(Some(PATIENCE))
+        .build()
+        .unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let other = patient.lock("other").lock().unwrap();
+            let got = patient.lock("held").try_lock_for(PATIENCE).unwrap();
+            drop((got, other));
+        });
+        assert!(eventually(PATIENCE, || server
+            .subscribers("redisson_lock__channel:{held}")
+            > 0));
+        drop(held);
+        waiter.join().unwrap();
+    });
+    let before = monitor.until(&server, "now-holding-and-waiting-long");
+    assert!(!before.contains("redmutex_wait"), "{before}");
+
+    // Holding a lock and waiting past half the deadlock timeout: its edge.
+    let held = holder.lock("held").lock().unwrap();
+    let mine = quick.lock("mine").lock().unwrap();
+    let waited = quick
+        .lock("held")
+        .try_lock_for(Duration::from_millis(300))
+        .unwrap();
+    assert!(waited.is_none());
+    let after = monitor.until(&server, "all-done");
+    let after = &after[before.len()..];
+    assert!(after.contains("{mine}:redmutex_wait:"), "{after}");
+    drop((mine, held));
+    assert!(edges(&server, "*").is_empty(), "edges left behind");
+}
+
+/// One party of a cycle, in a process of its own: takes `DEADLOCK_HOLD`, says so, waits for
+/// the word to go, then waits for `DEADLOCK_WAIT` and records how that ended.
+#[test]
+#[ignore = "run as a child process by the tests of cycles across processes"]
+fn party() {
+    let var = |name: &str| std::env::var(name).expect("set by the parent test");
+    let (url, party) = (var("DEADLOCK_URL"), var("DEADLOCK_PARTY"));
+    let client = LockClient::builder(&url)
+        .client_name(&party)
+        .build()
+        .unwrap();
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let held = take(&client, &var("DEADLOCK_HOLD"), None)
+        .unwrap()
+        .expect("free");
+    let () = redis::cmd("SET")
+        .arg(format!("held:{party}"))
+        .arg(1)
+        .query(&mut redis)
+        .unwrap();
+    assert!(eventually(PATIENCE, || {
+        redis::cmd("EXISTS")
+            .arg(format!("go:{party}"))
+            .query(&mut redis)
+            .unwrap()
+    }));
+    let outcome = match take(&client, &var("DEADLOCK_WAIT"), Some(PATIENCE)) {
+        Ok(Some(_)) => "acquired".to_owned(),
+        Ok(None) => "timeout".to_owned(),
+        Err(err) if err.is_deadlock() => format!("deadlock {}", cycle_of(&err).join(" ")),
+        Err(err) => format!("error {err:#}"),
+    };
+    let () = redis::cmd("SET")
+        .arg(format!("result:{party}"))
+        .arg(outcome)
+        .query(&mut redis)
+        .unwrap();
+    drop(held);
+}
+
+/// Takes what `spec` names (`lock:a`, `fair:f`, `read:w`, `write:w`, `multi:a,b`): at once
+/// when `wait` is `None`, else waiting that long at most.
+fn take(
+    client: &LockClient,
+    spec: &str,
+    wait: Option<Duration>,
+) -> redmutex::Result<Option<Box<dyn std::any::Any>>> {
+    fn boxed<G: 'static>(guard: Option<G>) -> Option<Box<dyn std::any::Any>> {
+        guard.map(|guard| Box::new(guard) as Box<dyn std::any::Any>)
+    }
+    let wait = wait.unwrap_or(Duration::ZERO);
+    let (kind, name) = spec.split_once(':').expect("kind:name");
+    Ok(match kind {
+        "lock" => boxed(client.lock(name).try_lock_for(wait)?),
+        "fair" => boxed(client.fair_lock(name).try_lock_for(wait)?),
+        "read" => boxed(client.read_write_lock(name).read().try_lock_for(wait)?),
+        "write" => boxed(client.read_write_lock(name).write().try_lock_for(wait)?),
+        "multi" => {
+            let multi = (name.split(',')).fold(redmutex::MultiLock::new(), |multi, name| {
+                multi.and(client.lock(name))
+            });
+            boxed(multi.try_lock_for(wait)?)
+        }
+        other => panic!("no kind {other}"),
+    })
+}
+
+/// Parties in processes of their own, each holding its first lock and waiting for its
+/// second, set going one after the other; each waits until the one before is seen waiting.
+/// Returns how each wait ended, in order.
+fn cycle_across_processes(server: &Server, parties: &[(&str, &str)]) -> Vec<String> {
+    let mut conn = server.conn();
+    let names: Vec<String> = (0..parties.len()).map(|at| format!("p{at}")).collect();
+    let workers: Vec<_> = (parties.iter().zip(&names))
+        .map(|((hold, wait), party)| {
+            let env = [
+                ("DEADLOCK_URL", server.url()),
+                ("DEADLOCK_PARTY", party.clone()),
+                ("DEADLOCK_HOLD", hold.to_string()),
+                ("DEADLOCK_WAIT", wait.to_string()),
+            ];
+            spawn_worker("deadlock::party", &env)
+        })
+        .collect();
+    for party in &names {
+        let key = format!("held:{party}");
+        assert!(
+            eventually(PATIENCE, || server.exists(&key)),
+            "{party} did not take its lock"
+        );
+    }
+    for ((hold, _), party) in parties.iter().zip(&names) {
+        let () = redis::cmd("SET")
+            .arg(format!("go:{party}"))
+            .arg(1)
+            .query(&mut conn)
+            .unwrap();
+        // Seen waiting: its edge beside the lock it holds (the last closes the cycle).
+        let held = hold.split_once(':').unwrap().1.split(',').next().unwrap();
+        if party != names.last().unwrap() {
+            assert!(
+                eventually(PATIENCE, || !edges(server, held).is_empty()),
+                "{party}"
+            );
+        }
+    }
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success(), "a party failed");
+    }
+    (names.iter())
+        .map(|party| {
+            redis::cmd("GET")
+                .arg(format!("result:{party}"))
+                .query(&mut conn)
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_fair_lock_a_write_lock_and_a_multi_lock_in_one_cycle_across_three_processes() {
+    let server = Server::start();
+    let results = cycle_across_processes(
+        &server,
+        &[
+            ("fair:f", "multi:a,z"),
+            ("lock:a", "write:w"),
+            ("write:w", "fair:f"),
+        ],
+    );
+    assert_eq!(results, ["acquired", "acquired", "deadlock f a w"]);
+    assert!(edges(&server, "*").is_empty(), "edges left behind");
+}
