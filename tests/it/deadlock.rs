@@ -169,10 +169,12 @@ fn only_a_waiter_that_holds_a_lock_and_waits_long_writes_its_edge() {
 fn party() {
     let var = |name: &str| std::env::var(name).expect("set by the parent test");
     let (url, party) = (var("DEADLOCK_URL"), var("DEADLOCK_PARTY"));
-    let client = LockClient::builder(&url)
-        .client_name(&party)
-        .build()
-        .unwrap();
+    let mut builder = LockClient::builder(&url).client_name(&party);
+    if let Ok(lease) = std::env::var("DEADLOCK_LEASE_MS") {
+        let lease = Duration::from_millis(lease.parse().unwrap());
+        builder = builder.lease(lease).response_timeout(lease / 4);
+    }
+    let client = builder.build().unwrap();
     let mut redis = redis::Client::open(url.as_str())
         .unwrap()
         .get_connection()
@@ -297,4 +299,255 @@ fn a_fair_lock_a_write_lock_and_a_multi_lock_in_one_cycle_across_three_processes
     );
     assert_eq!(results, ["acquired", "acquired", "deadlock f a w"]);
     assert!(edges(&server, "*").is_empty(), "edges left behind");
+}
+
+/// A ring of threads, party `i` of client `clients[i]` holding `names[i]` and waiting for
+/// the next name; each set waiting once `waiting` sees the one before waiting (by its edge
+/// beside the name it holds). Returns how each wait ended; every party then gives its
+/// hold back.
+fn ring(
+    clients: &[LockClient],
+    names: &[String],
+    waiting: &(dyn Fn(&str) -> bool + Sync),
+) -> Vec<Result<bool, Error>> {
+    let n = names.len();
+    let holding = Barrier::new(n + 1);
+    let (go, gone): (Vec<_>, Vec<_>) = (0..n).map(|_| std::sync::mpsc::channel::<()>()).unzip();
+    std::thread::scope(|scope| {
+        let parties: Vec<_> = (gone.into_iter().enumerate())
+            .map(|(at, gone)| {
+                let (client, holding) = (&clients[at], &holding);
+                let (mine, next) = (&names[at], &names[(at + 1) % n]);
+                scope.spawn(move || {
+                    let held = client.lock(mine).lock().unwrap();
+                    holding.wait();
+                    gone.recv().unwrap();
+                    let waited = client.lock(next).try_lock_for(PATIENCE);
+                    drop(held);
+                    waited.map(|guard| guard.is_some())
+                })
+            })
+            .collect();
+        holding.wait();
+        for (at, go) in go.iter().enumerate() {
+            go.send(()).unwrap();
+            if at + 1 < n {
+                assert!(eventually(PATIENCE, || waiting(&names[at])), "party {at}");
+            }
+        }
+        parties
+            .into_iter()
+            .map(|party| party.join().unwrap())
+            .collect()
+    })
+}
+
+/// The outcomes of a ring: every party but the last got its lock; the last was told of a
+/// deadlock whose cycle goes from the first name to the last (each waits for the next).
+fn the_last_is_told(outcomes: Vec<Result<bool, Error>>, names: &[String]) {
+    let (last, others) = outcomes.split_last().unwrap();
+    for (at, outcome) in others.iter().enumerate() {
+        assert!(matches!(outcome, Ok(true)), "party {at}: {outcome:?}");
+    }
+    assert_eq!(cycle_of(last.as_ref().unwrap_err()), names);
+}
+
+/// Five clients in a ring, while three more take and give back the same locks without
+/// holding anything else: the contenders are never told of a deadlock, and the ring's last
+/// waiter is, once.
+#[test]
+fn five_parties_in_a_ring_among_contenders() {
+    let server = Server::start();
+    let names: Vec<String> = (0..5).map(|i| format!("ring:{i}")).collect();
+    let clients: Vec<_> = (0..5).map(|_| server.client()).collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let contenders: Vec<_> = (0..3)
+            .map(|at| {
+                let (client, names, done) = (server.client(), &names, &done);
+                scope.spawn(move || {
+                    let mut rounds = 0;
+                    while !done.load(std::sync::atomic::Ordering::Acquire) {
+                        let lock = client.lock(&names[(at + rounds) % names.len()]);
+                        let guard = lock.try_lock_for(Duration::from_millis(50)).unwrap();
+                        drop(guard);
+                        rounds += 1;
+                    }
+                })
+            })
+            .collect();
+        let outcomes = ring(&clients, &names, &|held| !edges(&server, held).is_empty());
+        done.store(true, std::sync::atomic::Ordering::Release);
+        contenders.into_iter().for_each(|c| c.join().unwrap());
+        the_last_is_told(outcomes, &names);
+    });
+    assert!(edges(&server, "*").is_empty(), "edges left behind");
+}
+
+/// On a cluster, three locks on three shards in a ring: the walk reads each lock and each
+/// edge where its slot is served.
+#[test]
+fn a_ring_over_three_shards_of_a_cluster() {
+    let cluster = support::Cluster::start();
+    // The first names that fall on three different primaries.
+    let mut names: Vec<String> = Vec::new();
+    for i in 0.. {
+        let name = format!("shard-ring:{i}");
+        let port = cluster.owner_of(&name).port();
+        if names.iter().all(|n| cluster.owner_of(n).port() != port) {
+            names.push(name);
+        }
+        if names.len() == 3 {
+            break;
+        }
+    }
+    let clients: Vec<_> = (0..3).map(|_| cluster.client()).collect();
+    let waiting = |held: &str| -> bool {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{{{held}}}:redmutex_wait:*"))
+            .query(&mut cluster.owner_of(held).conn())
+            .unwrap();
+        !keys.is_empty()
+    };
+    let outcomes = ring(&clients, &names, &waiting);
+    the_last_is_told(outcomes, &names);
+}
+
+/// Redlock over three masters: the holders a walk follows are those a quorum has, and an
+/// edge is written on every master.
+#[test]
+fn a_ring_of_redlock_clients() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let clients: Vec<_> = (0..2)
+        .map(|_| LockClient::redlock(&urls).build().unwrap())
+        .collect();
+    let names: Vec<String> = vec!["red:a".into(), "red:b".into()];
+    let outcomes = ring(&clients, &names, &|held| {
+        servers.iter().all(|server| !edges(server, held).is_empty())
+    });
+    the_last_is_told(outcomes, &names);
+}
+
+/// A writer waiting on a reader, who waits on the writer's other lock: the writer, last to
+/// wait, is told; the reader then gets the lock.
+#[test]
+fn a_writer_waiting_on_a_reader_that_waits_on_it() {
+    let server = Server::start();
+    let (reader, writer) = (server.client(), server.client());
+    let holding = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let reading = scope.spawn(|| {
+            let read = reader.read_write_lock("rw").read().lock().unwrap();
+            holding.wait();
+            let got = reader.lock("other").try_lock_for(PATIENCE).unwrap();
+            drop((got, read));
+        });
+        let other = writer.lock("other").lock().unwrap();
+        holding.wait();
+        assert!(eventually(PATIENCE, || !edges(&server, "rw").is_empty()));
+        let err = writer
+            .read_write_lock("rw")
+            .write()
+            .try_lock_for(PATIENCE)
+            .unwrap_err();
+        assert_eq!(cycle_of(&err), ["rw", "other"]);
+        drop(other);
+        reading.join().unwrap();
+    });
+}
+
+/// A cycle that a lease ends before anyone looks: the waiter for the lease's lock gets it,
+/// and nobody is told of a deadlock.
+#[test]
+fn a_cycle_broken_by_a_lease_before_the_check_is_no_deadlock() {
+    let server = Server::start();
+    let (short, long) = (server.client(), server.client());
+    let holding = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let leased = scope.spawn(|| {
+            // Ends long before the other's first check, a second after it waits.
+            let a = short
+                .lock("a")
+                .lock_with_lease(Duration::from_millis(100))
+                .unwrap();
+            holding.wait();
+            let b = short.lock("b").try_lock_for(PATIENCE).unwrap();
+            assert!(b.is_some());
+            drop((b, a));
+        });
+        let b = long.lock("b").lock().unwrap();
+        holding.wait();
+        let a = long.lock("a").try_lock_for(PATIENCE).unwrap();
+        assert!(a.is_some(), "the lease ended");
+        drop((a, b));
+        leased.join().unwrap();
+    });
+}
+
+/// A waiter that holds a lock and waits long, with checks every 20 ms, for a holder that
+/// waits for nothing: its wait ends by its timeout, never as a deadlock.
+#[test]
+fn a_long_wait_without_a_cycle_is_never_a_deadlock() {
+    let server = Server::start();
+    let checking = server
+        .builder()
+        .deadlock_timeout(Some(Duration::from_millis(20)));
+    let checking = checking.build().unwrap();
+    let holder = server.client();
+    let held = holder.lock("busy").lock().unwrap();
+    let mine = checking.lock("mine").lock().unwrap();
+    // Re-entering its own lock, and reading under its own write lock, waits for nothing.
+    let again = checking.lock("mine").lock().unwrap();
+    let rw = checking.read_write_lock("rw");
+    let write = rw.write().lock().unwrap();
+    let read = rw.read().lock().unwrap();
+    let monitor = Monitor::start(&server);
+    let waited = checking
+        .lock("busy")
+        .try_lock_for(Duration::from_millis(500))
+        .unwrap();
+    assert!(waited.is_none(), "a timeout, not a deadlock");
+    let seen = monitor.until(&server, "waited");
+    assert!(
+        seen.matches("\"HKEYS\" \"busy\"").count() >= 2,
+        "it looked: {seen}"
+    );
+    drop((read, write, again, mine, held));
+}
+
+/// A waiter whose process is killed while it waits: its edge expires soon after, and a
+/// waiter that would have closed a cycle with it, coming after that, waits for the dead
+/// holder's lease to end and gets the lock, never told of a deadlock.
+#[test]
+fn a_killed_waiter_s_edge_expires_and_makes_no_deadlock() {
+    let server = Server::start();
+    let survivor = server.client();
+    let b = survivor.lock("dead:b").lock().unwrap();
+    let env = [
+        ("DEADLOCK_URL", server.url()),
+        ("DEADLOCK_PARTY", "doomed".to_owned()),
+        ("DEADLOCK_HOLD", "lock:dead:a".to_owned()),
+        ("DEADLOCK_WAIT", "lock:dead:b".to_owned()),
+        ("DEADLOCK_LEASE_MS", "3000".to_owned()),
+    ];
+    let mut doomed = spawn_worker("deadlock::party", &env);
+    assert!(eventually(PATIENCE, || server.exists("held:doomed")));
+    let () = redis::cmd("SET")
+        .arg("go:doomed")
+        .arg(1)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(eventually(PATIENCE, || edges(&server, "dead:a").len() == 1));
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    assert!(server.exists("dead:a"), "held until its lease ends");
+    assert!(
+        eventually(PATIENCE, || edges(&server, "dead:a").is_empty()),
+        "the edge stayed"
+    );
+    let a = survivor.lock("dead:a").try_lock_for(PATIENCE).unwrap();
+    assert!(a.is_some(), "the dead holder's lease ended");
+    drop((a, b));
 }
