@@ -260,6 +260,7 @@ pub use client::builder::LockClientBuilder;
 pub use client::checks::{DoctorReport, Finding, FindingLevel};
 pub use client::inspect::{Holder, LockInfo, LockKind};
 pub use client::lock_client::LockClient;
+pub use client::waits::Waiter;
 pub use kinds::fair::Fair;
 pub use kinds::fenced::Fenced;
 pub use kinds::kind::Kind;

@@ -9,3 +9,4 @@ pub(crate) mod checks;
 pub(crate) mod doctor;
 pub(crate) mod inspect;
 pub(crate) mod lock_client;
+pub(crate) mod waits;

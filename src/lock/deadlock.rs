@@ -22,6 +22,7 @@ use crate::base::metrics;
 use crate::base::wait_edge::WaitEdge;
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
+use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::topology::quorum;
 
@@ -92,7 +93,7 @@ impl<'a> DeadlockWatch<'a> {
             return Ok(());
         }
         self.write();
-        let graph = Graph::new(self.target);
+        let graph = Graph::new(&self.target.shared);
         let Some(cycle) = graph.cycle(&self.first(), &self.owner) else {
             return Ok(());
         };
@@ -196,12 +197,12 @@ impl Drop for DeadlockWatch<'_> {
 
 /// The wait-for graph as Redis holds it, read through a client's nodes.
 pub(crate) struct Graph<'a> {
-    target: &'a Target,
+    shared: &'a Shared,
 }
 
 impl<'a> Graph<'a> {
-    pub(crate) fn new(target: &'a Target) -> Self {
-        Graph { target }
+    pub(crate) fn new(shared: &'a Shared) -> Self {
+        Graph { shared }
     }
 
     /// A cycle from `first` (a wait for a lock) back to `owner`, read twice: each edge
@@ -278,7 +279,7 @@ impl<'a> Graph<'a> {
     /// `<owner>:write` as its owner), on a quorum of nodes. A key that is no hash has none
     /// that this check can follow.
     pub(crate) fn holders(&self, key: &[u8]) -> Vec<String> {
-        let nodes = self.target.shared.nodes();
+        let nodes = self.shared.nodes();
         let answers = nodes.run_all::<Vec<Vec<u8>>>(redis::cmd("HKEYS").arg(key), None);
         let mut counts: Vec<(String, usize)> = Vec::new();
         for fields in answers.into_iter().flatten() {
@@ -301,7 +302,7 @@ impl<'a> Graph<'a> {
 
     /// The edge at `edge_key`, from the first node that has it.
     pub(crate) fn edge(&self, edge_key: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
-        let nodes = self.target.shared.nodes();
+        let nodes = self.shared.nodes();
         let answers = nodes.run_all::<Option<Vec<u8>>>(redis::cmd("GET").arg(edge_key), None);
         answers
             .into_iter()
@@ -342,7 +343,7 @@ pub(crate) fn encode(edge: &WaitEdge, key: &[u8]) -> Vec<u8> {
 }
 
 /// An edge read back, with the key it waits for; `None` for a value of another shape.
-pub(crate) fn decode(value: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
+fn decode(value: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
     let mut parts = value.splitn(6, |&b| b == b'\n');
     fn text(part: Option<&[u8]>) -> Option<&str> {
         part.and_then(|p| std::str::from_utf8(p).ok())

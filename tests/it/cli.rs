@@ -878,3 +878,80 @@ fn a_name_that_is_not_utf8_is_listed_escaped_and_unlocked_as_printed() {
     let (code, _) = tool_raw(&url, &[b"unlock", br"caf\q", b"--force", b"--yes"]);
     assert_eq!(code, 2, "no such escape");
 }
+
+/// A cycle that stays: a waiter of ours, checking every 50 ms, and an owner that holds what
+/// it waits for and began to wait later (written here as the check would write it), which
+/// never checks. The waiter of ours finds the cycle and leaves it to that later waiter, so
+/// the tool sees it: `waits` marks both, exits 1, and `show` lists the waiter for a lock.
+#[test]
+fn waits_shows_the_wait_for_graph_and_marks_a_cycle() {
+    let server = Server::start();
+    let url = server.url();
+    let mut conn = server.conn();
+    let other = "0b8f4a3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b:1";
+    let () = redis::cmd("HSET")
+        .arg("b")
+        .arg(other)
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let since = later
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let edge = format!("redmutex-wait 1\n{other}\nelsewhere\n{since}\nreentrant\na");
+    let () = redis::cmd("SET")
+        .arg(format!("{{b}}:redmutex_wait:{other}"))
+        .arg(edge)
+        .query(&mut conn)
+        .unwrap();
+    let ours = server
+        .builder()
+        .client_name("ours")
+        .deadlock_timeout(Some(Duration::from_millis(50)))
+        .build()
+        .unwrap();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let a = ours.lock("a").lock().unwrap();
+            let b = ours.lock("b").try_lock_for(PATIENCE);
+            drop(a);
+            b.map(|b| b.is_some())
+        });
+        assert!(eventually(PATIENCE, || {
+            let (code, text) = tool(&url, &["waits"]);
+            code == 1 && text.matches("DEADLOCK").count() == 2
+        }));
+        let (code, text) = tool(&url, &["waits", "--json"]);
+        assert_eq!(code, 1);
+        let waits = json(&text);
+        let waits = waits.as_array().unwrap();
+        assert_eq!(waits.len(), 2, "{text}");
+        let mine = &waits[0];
+        assert_eq!(mine["client"], "ours");
+        assert_eq!(mine["waits_for"], "b");
+        assert_eq!(mine["holds"], serde_json::json!(["a"]));
+        assert_eq!(mine["held_by"], serde_json::json!([other]));
+        assert_eq!(mine["deadlocked"], true);
+        assert_eq!(waits[1]["waiter"], other);
+        assert_eq!(waits[1]["holds"], serde_json::json!(["b"]));
+        let (code, shown) = tool(&url, &["show", "a"]);
+        assert_eq!(code, 0);
+        assert!(
+            shown.contains(&format!("waits:      {other} of \"elsewhere\"")),
+            "{shown}"
+        );
+        let (_, shown) = tool(&url, &["show", "b", "--json"]);
+        assert_eq!(json(&shown)["waits"][0]["client"], "ours", "{shown}");
+        // The other owner goes: our waiter gets its lock, and was never told of a deadlock.
+        let () = redis::cmd("DEL").arg("b").query(&mut conn).unwrap();
+        assert!(matches!(waiter.join().unwrap(), Ok(true)));
+    });
+    let () = redis::cmd("DEL")
+        .arg(format!("{{b}}:redmutex_wait:{other}"))
+        .query(&mut conn)
+        .unwrap();
+    let (code, text) = tool(&url, &["waits"]);
+    assert_eq!((code, text.lines().count()), (0, 1), "{text}");
+}

@@ -9,7 +9,7 @@
 use std::fmt::Write;
 use std::time::UNIX_EPOCH;
 
-use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind};
+use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind, Waiter};
 use serde_json::{Map, Value, json};
 
 use crate::escape::{escape, json_escapes};
@@ -126,6 +126,27 @@ pub fn unlocked_json(name: &[u8], removed: Option<&[u8]>, holders: &[Holder]) ->
     }
     object.insert("holders".into(), holders_json(holders));
     object.into()
+}
+
+/// The wait-for graph: each waiter, what it waits for since when (Unix milliseconds by
+/// its clock), who holds that, what it holds, and whether it is in a cycle.
+pub fn waits_json(waiters: &[Waiter]) -> Value {
+    (waiters.iter())
+        .map(|w| {
+            let since = (w.edge.since.duration_since(UNIX_EPOCH).ok())
+                .map(|since| since.as_millis() as u64);
+            json!({
+                "waiter": w.edge.waiter,
+                "client": w.edge.client,
+                "waits_for": w.edge.lock,
+                "kind": w.edge.kind,
+                "since_ms": since,
+                "held_by": w.waits_on,
+                "holds": w.holds,
+                "deadlocked": w.deadlocked,
+            })
+        })
+        .collect()
 }
 
 /// The doctor's report: the worst level, and every finding.

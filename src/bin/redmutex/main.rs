@@ -1,5 +1,5 @@
-//! `redmutex`: who holds which lock, breaking one that is stuck, and whether a Redis is safe
-//! for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
+//! `redmutex`: who holds which lock, who waits for whom, breaking one that is stuck, and
+//! whether a Redis is safe for locks. Built with the `cli` feature. Exit codes: 0 ok, 1 a finding or an error, 2 bad
 //! usage. Output ends quietly when its reader goes away. Names are printed escaped
 //! (`escape`), and taken back in that form.
 
@@ -14,14 +14,17 @@ use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use redmutex::{FindingLevel, LockClient, LockClientBuilder, LockInfo, LockKind};
+use redmutex::{FindingLevel, LockClient, LockClientBuilder, LockInfo, LockKind, Waiter};
 use serde_json::Value;
 
 use escape::{escape, escape_str};
-use json::{lock_json, print_json, report_json, unlocked_json};
+use json::{lock_json, print_json, report_json, unlocked_json, waits_json};
 use out::{Out, ask, say};
 use progress::Progress;
-use text::{holders_text, kind_text, print_candidates, print_lock, print_report, print_table};
+use text::{
+    holders_text, kind_text, print_candidates, print_lock, print_lock_waiters, print_report,
+    print_table, print_waits,
+};
 
 /// Inspect and operate the Redis locks of redmutex and Redisson.
 #[derive(Parser)]
@@ -79,6 +82,9 @@ enum Command {
         #[arg(long, value_name = "HOLDER")]
         token: Option<String>,
     },
+    /// The wait-for graph: who waits for which lock held by whom, and what each waiter
+    /// holds, marking those in a cycle (a deadlock). Exits 1 when there is one.
+    Waits,
     /// Checks the servers for settings that break locks. Exits 1 on a failure; warnings
     /// and unknowns alone exit 0, unless --strict.
     Doctor {
@@ -193,11 +199,41 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                     escape(&prefix)
                 ));
             }
+            // The waiters that recorded their wait for this lock (a deadlock check's edges).
+            let key = [cli.prefix.as_bytes(), &name[..]].concat();
+            let waits = client.waits();
+            if let Err(err) = &waits {
+                say(&escape_str(&format!(
+                    "the waiters' edges could not be read: {err:#}"
+                )));
+            }
+            let waits = waits.unwrap_or_default();
+            let waiting: Vec<&Waiter> = (waits.iter())
+                .filter(|w| w.edge.lock.as_bytes() == key)
+                .collect();
             if cli.json {
-                print_json(out, &lock_json(&info));
+                let mut value = lock_json(&info);
+                let waiting: Vec<Waiter> = waiting.into_iter().cloned().collect();
+                value["waits"] = waits_json(&waiting);
+                print_json(out, &value);
             } else {
                 print_lock(out, &info);
                 print_candidates(out, info.candidates.as_deref().unwrap_or_default());
+                print_lock_waiters(out, &waiting);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Waits => {
+            let waits = connect()?.waits()?;
+            if cli.json {
+                print_json(out, &waits_json(&waits));
+            } else {
+                print_waits(out, &waits);
+            }
+            let deadlocked = waits.iter().filter(|w| w.deadlocked).count();
+            if deadlocked > 0 {
+                say(&format!("{deadlocked} waiters are in a deadlock"));
+                return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
         }

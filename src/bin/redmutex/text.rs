@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind};
+use redmutex::{Candidate, DoctorReport, Holder, LockInfo, LockKind, Waiter};
 
 use crate::escape::{escape, escape_str};
 use crate::out::Out;
@@ -216,5 +216,79 @@ pub fn print_candidates(out: &mut Out, candidates: &[Candidate]) {
 pub fn print_report(out: &mut Out, report: &DoctorReport) {
     for finding in &report.findings {
         out.line(&escape_str(&finding.to_string()));
+    }
+}
+
+/// How long ago `since` was, in words.
+fn ago(since: SystemTime) -> String {
+    match SystemTime::now().duration_since(since) {
+        Ok(ago) => format!("{:.1} s", ago.as_secs_f64()),
+        Err(_) => "0.0 s".to_owned(),
+    }
+}
+
+/// The wait-for graph: a waiter a line, what it waits for and who holds that, what it
+/// holds, and a mark on those in a cycle.
+pub fn print_waits(out: &mut Out, waiters: &[Waiter]) {
+    let rows: Vec<[String; 7]> = (waiters.iter())
+        .map(|w| {
+            [
+                escape_str(&w.edge.waiter),
+                escape_str(&w.edge.client),
+                escape_str(&w.edge.lock),
+                ago(w.edge.since),
+                w.waits_on
+                    .iter()
+                    .map(|h| escape_str(h))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                w.holds
+                    .iter()
+                    .map(|h| escape_str(h))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if w.deadlocked { "DEADLOCK" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let header = [
+        "WAITER",
+        "CLIENT",
+        "WAITS FOR",
+        "FOR",
+        "HELD BY",
+        "HOLDS",
+        "CYCLE",
+    ];
+    let header = header.map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = (row.iter().zip(widths))
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.line(cells.join("  ").trim_end());
+    }
+}
+
+/// The waiters of one lock that recorded their wait, a line each.
+pub fn print_lock_waiters(out: &mut Out, waiters: &[&Waiter]) {
+    for w in waiters {
+        let mark = if w.deadlocked { ", in a deadlock" } else { "" };
+        out.line(&format!(
+            "waits:      {} of {:?} for {}, holding {}{mark}",
+            escape_str(&w.edge.waiter),
+            escape_str(&w.edge.client),
+            ago(w.edge.since),
+            w.holds
+                .iter()
+                .map(|h| escape_str(h))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
     }
 }
