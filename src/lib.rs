@@ -184,7 +184,13 @@
 //!   [`LockClient::close`] ends every wait of the client so and refuses new calls.
 //! - **Explained waits.** A wait that finds a holder without expiry logs a warning naming
 //!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).
-//! - **Watching a hold.** [`LockGuard::watch`] and [`LeasedPermit::watch`] give a [`HoldWatch`]
+//! - **Deadlocks.** A waiter that holds locks and still waits after the
+//!   [`deadlock_timeout`](LockClientBuilder::deadlock_timeout) follows who holds what it
+//!   waits for, across processes; a cycle back to it ends the wait of the waiter that
+//!   closed it with [`Error::Deadlock`], holds kept. [`LockClient::waits`] shows the graph
+//!   ([`Waiter`], [`WaitEdge`]).
+//! - **Watching a hold.** [`LockGuard::watch`], [`LeasedPermit::watch`],
+//!   [`MultiGuard::watch`] and [`Leadership::watch`] give a [`HoldWatch`]
 //!   that another thread can poll or block on until the hold is found lost.
 //! - **fork().** A client used in a forked child refuses every call with
 //!   [`Error::Forked`].

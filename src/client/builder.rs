@@ -244,12 +244,12 @@ impl LockClientBuilder {
     ///
     /// A waiter that holds locks and is still waiting after half of it records what it
     /// waits for beside each lock it holds, and once it has passed, follows who holds what
-    /// it waits for, what they wait for, and so on. When that leads back to itself, its
-    /// call returns [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle, having
-    /// left its wait and kept its holds; the others go on. It looks again every
-    /// `deadlock_timeout` while it waits. A wait that ends sooner, or a waiter that holds
-    /// nothing, writes nothing. See "Deadlocks" in `docs/semantics.md` for what is found and
-    /// what is not.
+    /// it waits for, what they wait for, and so on; it looks again every `deadlock_timeout`
+    /// while it waits. When that leads back to itself, the waiter of the cycle that began
+    /// waiting last gets [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle,
+    /// having left its wait and kept its holds; the others go on once it gives them back.
+    /// A wait that ends sooner, or a waiter that holds nothing, writes nothing. See
+    /// "Deadlocks" in `docs/semantics.md` for what is found and what is not.
     pub fn deadlock_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.deadlock_timeout = timeout;
         self

@@ -302,3 +302,81 @@ fn a_client_without_pubsub_alone_waits_for_every_kind() {
     body::<Writer, Read>(&server);
     body::<Token, Token>(&server);
 }
+
+/// A deadlock timeout alone, across what is accepted (10 ms to 600 s, or none): each builds,
+/// takes and waits; at the short end a cycle of two such clients is found and one is told;
+/// out of range is refused naming the setting.
+#[test]
+fn a_deadlock_timeout_alone_works_across_its_range() {
+    let server = Server::start();
+    let with = |timeout: Option<Duration>| {
+        LockClient::builder(&server.url())
+            .deadlock_timeout(timeout)
+            .build()
+            .unwrap_or_else(|err| panic!("deadlock timeout {timeout:?} alone: {err}"))
+    };
+    for timeout in [
+        None,
+        Some(Duration::from_millis(10)),
+        Some(Duration::from_secs(1)),
+        Some(Duration::from_secs(600)),
+    ] {
+        let (one, two) = (with(timeout), with(timeout));
+        let name = format!("dl:{timeout:?}");
+        let held = one.lock(&name).lock().unwrap();
+        let waited = two
+            .lock(&name)
+            .try_lock_for(Duration::from_millis(50))
+            .unwrap();
+        assert!(waited.is_none(), "{timeout:?}: taken while held");
+        drop(held);
+        assert!(two.lock(&name).try_lock().unwrap().is_some(), "{timeout:?}");
+    }
+    // At the short end, a cycle of two: the later waiter is told at once.
+    let (one, two) = (
+        with(Some(Duration::from_millis(10))),
+        with(Some(Duration::from_millis(10))),
+    );
+    let holding = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let older = scope.spawn(|| {
+            let a = one.lock("dl:a").lock().unwrap();
+            holding.wait();
+            let b = one
+                .lock("dl:b")
+                .try_lock_for(Duration::from_secs(60))
+                .unwrap();
+            drop((b, a));
+        });
+        let b = two.lock("dl:b").lock().unwrap();
+        holding.wait();
+        let seen = || -> bool {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("{dl:a}:redmutex_wait:*")
+                .query(&mut server.conn())
+                .unwrap();
+            !keys.is_empty()
+        };
+        assert!(support::eventually(Duration::from_secs(60), seen));
+        let err = two
+            .lock("dl:a")
+            .try_lock_for(Duration::from_secs(60))
+            .unwrap_err();
+        assert!(err.is_deadlock(), "{err:#}");
+        drop(b);
+        older.join().unwrap();
+    });
+    for bad in [
+        Duration::ZERO,
+        Duration::from_millis(9),
+        Duration::from_secs(601),
+    ] {
+        let built = LockClient::builder(&server.url())
+            .deadlock_timeout(Some(bad))
+            .build();
+        match built {
+            Err(Error::InvalidConfig { setting, .. }) => assert_eq!(setting, "deadlock_timeout"),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}
