@@ -130,33 +130,41 @@
 //! - **model**: random steps of several owners, with lost and late replies and stalls, checked
 //!   against a model of the kind.
 //! - **inspect**: `inspect` reads it as its kind while held, holding nothing once given back.
+//! - **deadlock**: in a cycle of two clients' waits through it, the waiter that closed the
+//!   cycle gets [`Error::Deadlock`] with its holds kept, and the other gets what it waits for.
 //!
-//! | kind | takes, waits, is woken | deadline | cancel | close | cut attempt | late attempt | cut release | lapse | ACL | Cluster | migration | failover | Redisson | model | inspect |
-//! |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-//! | `lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `fenced_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `non_reentrant_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `non_reentrant_fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `spin_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `token_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `read_write_lock.read` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `read_write_lock.write` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `multi_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (1) |
-//! | `leased_semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (2) | yes | yes | yes | yes | yes | yes | yes |
-//! | `count_down_latch` | yes | yes | yes | yes | no (3) | no (4) | yes | no (5) | yes | yes | yes | yes | yes | yes | yes |
-//! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (6) | yes | yes |
-//! | `election.first_come_first_served` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (7) | no (8) | yes |
+//! | kind | takes, waits, is woken | deadline | cancel | close | cut attempt | late attempt | cut release | lapse | ACL | Cluster | migration | failover | Redisson | model | inspect | deadlock |
+//! |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+//! | `lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `fenced_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `non_reentrant_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `non_reentrant_fair_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `spin_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `token_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (1) |
+//! | `read_write_lock.read` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `read_write_lock.write` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
+//! | `multi_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (2) | yes |
+//! | `leased_semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (3) |
+//! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (4) | yes | yes | yes | yes | yes | yes | yes | no (5) |
+//! | `count_down_latch` | yes | yes | yes | yes | no (6) | no (7) | yes | no (8) | yes | yes | yes | yes | yes | yes | yes | no (9) |
+//! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (10) | yes | yes | no (11) |
+//! | `election.first_come_first_served` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (12) | no (13) | yes | no (14) |
 //!
-//! 1. multi (inspect): a multi-lock has no key of its own: its members are shown.
-//! 2. counting (lapse): counted permits have no lease: they are held until released.
-//! 3. latch (cut attempt): a wait on a latch takes nothing: it reads the count.
-//! 4. latch (late attempt): a wait on a latch takes nothing: it reads the count.
-//! 5. latch (lapse): a latch holds nothing that could lapse.
-//! 6. election (Redisson): Redisson has no leader election.
-//! 7. election_fcfs (Redisson): Redisson has no leader election.
-//! 8. election_fcfs (model): its leader, epochs and resignations are the election's, which has a model; the queue's order is checked across processes by election_fcfs.
+//! 1. token (deadlock): its holds belong to no thread, so a cycle through them is not followed.
+//! 2. multi (inspect): a multi-lock has no key of its own: its members are shown.
+//! 3. leased_semaphore (deadlock): its holds belong to no thread, so a cycle through them is not followed.
+//! 4. counting (lapse): counted permits have no lease: they are held until released.
+//! 5. counting (deadlock): counted permits have no holders on record to follow.
+//! 6. latch (cut attempt): a wait on a latch takes nothing: it reads the count.
+//! 7. latch (late attempt): a wait on a latch takes nothing: it reads the count.
+//! 8. latch (lapse): a latch holds nothing that could lapse.
+//! 9. latch (deadlock): a latch's count has no holders: nothing to follow from its waiter.
+//! 10. election (Redisson): Redisson has no leader election.
+//! 11. election (deadlock): a leadership belongs to its candidate's token, not to a thread.
+//! 12. election_fcfs (Redisson): Redisson has no leader election.
+//! 13. election_fcfs (model): its leader, epochs and resignations are the election's, which has a model; the queue's order is checked across processes by election_fcfs.
+//! 14. election_fcfs (deadlock): a leadership belongs to its candidate's token, not to a thread.
 //!
 //! # Semantics
 //!

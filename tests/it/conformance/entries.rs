@@ -66,11 +66,14 @@ fn same(entry: &Entry, client: &LockClient, name: &str) -> Box<dyn Subject> {
 fn a_lock(p: Property, java: Coverage, model: &'static str) -> Coverage {
     match p {
         Quartet | Deadline | Cancel | Close | CutAttempt | LateAttempt | CutRelease | Lapse
-        | Acl | Cluster | Migration | Failover | Inspect => Here,
+        | Acl | Cluster | Migration | Failover | Inspect | Deadlock => Here,
         Redisson => java,
         Model => At(model, "random steps of several owners against a model"),
     }
 }
+
+/// Why a kind whose holds belong to no thread is in no cycle the check follows.
+const NO_THREAD: &str = "its holds belong to no thread, so a cycle through them is not followed";
 
 /// The real Redisson holds and waits beside ours in `test`.
 const fn java(test: &'static str) -> Coverage {
@@ -201,7 +204,10 @@ pub static TOKEN: Entry = Entry {
             "token_interop::their_hold_excludes_us_and_our_waiter_gets_in_after_their_release",
             "Redisson has no SET-NX lock: redis-py, redsync and node-redlock share it instead",
         );
-        a_lock(p, peers, "model::token_lock_follows_its_model")
+        match p {
+            Deadlock => Not(NO_THREAD),
+            _ => a_lock(p, peers, "model::token_lock_follows_its_model"),
+        }
     },
 };
 
@@ -288,7 +294,10 @@ pub static SEMAPHORE: Entry = Entry {
     subscribes: true,
     coverage: |p| {
         let java = java("java_semaphore::a_release_on_either_side_wakes_a_waiter_on_the_other");
-        a_lock(p, java, "model::semaphore_follows_its_model")
+        match p {
+            Deadlock => Not(NO_THREAD),
+            _ => a_lock(p, java, "model::semaphore_follows_its_model"),
+        }
     },
 };
 
@@ -310,6 +319,7 @@ pub static COUNTING: Entry = Entry {
     subscribes: true,
     coverage: |p| match p {
         Lapse => Not("counted permits have no lease: they are held until released"),
+        Deadlock => Not("counted permits have no holders on record to follow"),
         _ => {
             let java = java(
                 "java_counting_semaphore::a_release_on_either_side_wakes_a_waiter_on_the_other",
@@ -349,6 +359,7 @@ pub static LATCH: Entry = Entry {
             "an open latch stays open, so a second count-down would not show here",
         ),
         Lapse => Not("a latch holds nothing that could lapse"),
+        Deadlock => Not("a latch's count has no holders: nothing to follow from its waiter"),
         Redisson => java("java_latch::the_last_count_down_on_either_side_opens_the_other_s_waiter"),
         Model => At(
             "model::count_down_latch_follows_its_model",
@@ -381,6 +392,7 @@ pub static ELECTION: Entry = Entry {
         ),
         Quartet | Deadline | Cancel | Close | CutAttempt | LateAttempt | CutRelease | Lapse
         | Acl | Cluster | Migration | Failover | Inspect => Here,
+        Deadlock => Not("a leadership belongs to its candidate's token, not to a thread"),
     },
 };
 
@@ -408,5 +420,6 @@ pub static ELECTION_FCFS: Entry = Entry {
         ),
         Quartet | Deadline | Cancel | Close | CutAttempt | LateAttempt | CutRelease | Lapse
         | Acl | Cluster | Migration | Failover | Inspect => Here,
+        Deadlock => Not("a leadership belongs to its candidate's token, not to a thread"),
     },
 };

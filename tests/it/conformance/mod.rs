@@ -48,9 +48,12 @@ pub enum Property {
     Model,
     /// `inspect` shows it held, and free once given back.
     Inspect,
+    /// In a cycle of two clients' waits through it, the one that closed the cycle is told
+    /// of a deadlock, and the other gets what it waits for.
+    Deadlock,
 }
 
-const PROPERTIES: [Property; 15] = [
+const PROPERTIES: [Property; 16] = [
     Property::Quartet,
     Property::Deadline,
     Property::Cancel,
@@ -66,6 +69,7 @@ const PROPERTIES: [Property; 15] = [
     Property::Redisson,
     Property::Model,
     Property::Inspect,
+    Property::Deadlock,
 ];
 
 /// Runs `property` over `entry`, if the entry says it is checked here.
@@ -122,6 +126,10 @@ macro_rules! every_kind {
             #[test]
             fn inspect() {
                 run(Inspect, &ENTRY, properties::inspect);
+            }
+            #[test]
+            fn deadlock() {
+                run(Deadlock, &ENTRY, properties::deadlock);
             }
         })*
     };
@@ -252,6 +260,7 @@ impl Property {
             Property::Redisson => "Redisson",
             Property::Model => "model",
             Property::Inspect => "inspect",
+            Property::Deadlock => "deadlock",
         }
     }
 }

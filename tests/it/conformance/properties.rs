@@ -3,7 +3,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use redmutex::{Cancel, LockClient, LockKind};
+use redmutex::{Cancel, Error, LockClient, LockKind};
 
 use super::entries::Entry;
 use crate::support::{self, Proxy, Server, eventually};
@@ -407,4 +407,53 @@ pub fn acl(entry: &Entry) {
         .build()
         .unwrap();
     quartet_on(entry, &ours, &theirs, NAME, &Seen::of(&server));
+}
+
+/// Two clients in a cycle of waits through this kind: the first holds it (as its rival
+/// does) and waits for a plain lock; the second holds that lock and then waits for it, and,
+/// having closed the cycle, is told of a deadlock with its hold kept; the first then gets
+/// what it waits for.
+pub fn deadlock(entry: &Entry) {
+    let server = Server::start();
+    let (first, second) = (server.client(), server.client());
+    (entry.prepare)(&first, NAME);
+    let holding = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let older = scope.spawn(|| {
+            let held = entry.occupy(&first, NAME);
+            holding.wait();
+            let other = first.lock("other").try_lock_for(PATIENCE).unwrap();
+            assert!(
+                other.is_some(),
+                "{}: the first waiter never got it",
+                entry.name
+            );
+            drop(other);
+            held().unwrap();
+        });
+        let other = second.lock("other").lock().unwrap();
+        holding.wait();
+        let waiting = || -> bool {
+            let edges: Vec<String> = redis::cmd("KEYS")
+                .arg("*:redmutex_wait:*")
+                .query(&mut server.conn())
+                .unwrap();
+            !edges.is_empty()
+        };
+        assert!(
+            eventually(PATIENCE, waiting),
+            "{}: the first never waited",
+            entry.name
+        );
+        let closing = (entry.make)(&second, NAME, None);
+        let err = closing.take_until(Instant::now() + PATIENCE).err();
+        assert!(
+            err.as_ref().is_some_and(Error::is_deadlock),
+            "{}: not told of the deadlock: {err:?}",
+            entry.name
+        );
+        assert!(!other.is_lost(), "{}: its hold was not kept", entry.name);
+        drop(other);
+        older.join().unwrap();
+    });
 }
