@@ -62,7 +62,8 @@ impl<'a> DeadlockWatch<'a> {
             kind,
             timeout,
             started,
-            since: SystemTime::now(),
+            // In the edge's own unit, so that every waiter compares the same values.
+            since: whole_millis(SystemTime::now()),
             owner: field(target.shared.id(), current_thread()),
             write_at: Some(started + timeout / 2),
             check_at: started + timeout,
@@ -366,6 +367,12 @@ fn decode(value: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
     Some((edge, key))
 }
 
+/// `time` without what is below a millisecond, as an edge stores it.
+fn whole_millis(time: SystemTime) -> SystemTime {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    UNIX_EPOCH + Duration::from_millis(since.as_millis() as u64)
+}
+
 /// A cycle in words, for the log.
 fn describe(cycle: &[(WaitEdge, Vec<u8>)]) -> String {
     let edges: Vec<String> = cycle.iter().map(|(edge, _)| edge.to_string()).collect();
@@ -396,6 +403,12 @@ mod tests {
             },
             edge
         );
+        // A waiter compares its own edge with those it reads back: the same unit.
+        let now = WaitEdge {
+            since: whole_millis(SystemTime::now()),
+            ..edge.clone()
+        };
+        assert_eq!(decode(&encode(&now, &key)).unwrap().0.since, now.since);
         assert!(decode(b"a token").is_none());
         assert!(decode(b"redmutex-wait 1\nw\nc\nnot a number\nfair\nk").is_none());
     }

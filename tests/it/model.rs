@@ -27,6 +27,7 @@ mod election;
 mod exclusive;
 mod latch;
 mod multi;
+mod nested;
 mod read_write;
 mod semaphore;
 
@@ -659,6 +660,11 @@ fn replay<M: Model>(case: M::Case) {
     if let Err(err) = M::new().run_case(&case) {
         panic!("{}: {err}", M::NAME);
     }
+}
+
+#[test]
+fn nested_locking_reports_exactly_the_model_s_deadlocks() {
+    follows::<nested::Harness>();
 }
 
 #[test]
