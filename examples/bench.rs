@@ -82,6 +82,9 @@ fn main() -> Result<()> {
     if args.iter().any(|arg| arg == "scale") {
         return print(scale(&plan, &url)?);
     }
+    if args.iter().any(|arg| arg == "deadlock") {
+        return print(deadlocks(&plan, &url)?);
+    }
     let client = LockClient::open(&url)?;
     let mut rows = Vec::new();
 
@@ -235,6 +238,7 @@ fn main() -> Result<()> {
     rows.extend(direct_handoff(&plan, &url)?);
     rows.extend(vs_redisson(&plan, &url)?);
     rows.extend(scale(&plan, &url)?);
+    rows.extend(deadlocks(&plan, &url)?);
     rows.push(("redlock", redlock(&plan)?));
     rows.push(("sentinel", sentinel(&plan)?));
     rows.push(("replica acks", replica_acks(&plan)?));
@@ -902,6 +906,141 @@ fn contended_processes(plan: &Plan, url: &str, processes: usize) -> f64 {
         child.wait().unwrap();
     }
     total as f64 / plan.contention.as_secs_f64()
+}
+
+/// Deadlock detection: what it costs where nothing deadlocks, uncontended and contended,
+/// against the same client with it off, in alternating rounds; and how long after a cycle
+/// closes the waiter that closed it is told, against its deadlock timeout.
+fn deadlocks(plan: &Plan, url: &str) -> Result<Vec<(&'static str, String)>> {
+    let on = LockClient::open(url)?;
+    let off = LockClient::builder(url).deadlock_timeout(None).build()?;
+    let (mut pairs_on, mut pairs_off) = (Vec::new(), Vec::new());
+    let (mut nested_on, mut nested_off) = (0.0, 0.0);
+    for round in 0..plan.rounds {
+        for (client, pairs) in [(&on, &mut pairs_on), (&off, &mut pairs_off)] {
+            let lock = client.lock("bench:dl-uncontended");
+            pairs.push(mean_of(plan.pairs, || {
+                lock.lock().and_then(|g| g.unlock()).expect("lock+unlock");
+            }));
+        }
+        // Four threads, each holding a lock of its own, contend for one shared lock: the
+        // waits a deadlock check would follow, if they lasted.
+        let span = plan.contention / plan.rounds.min(5) as u32;
+        if round < 5 {
+            nested_on += nested_sections(&on, 4, span);
+            nested_off += nested_sections(&off, 4, span);
+        }
+    }
+    let (on_pair, off_pair) = (
+        percentile(&mut pairs_on, 50),
+        percentile(&mut pairs_off, 50),
+    );
+    let timeout = Duration::from_millis(100);
+    let mut told = Vec::new();
+    for sample in 0..plan.rounds.max(5) {
+        told.push(time_to_victim(url, timeout, sample)?);
+    }
+    let (p50, p99) = (percentile(&mut told, 50), percentile(&mut told, 99));
+    Ok(vec![
+        (
+            "deadlock check",
+            format!(
+                "uncontended lock+unlock with it on: {} µs = {:.3} × off ({} µs)",
+                micros(on_pair),
+                on_pair.as_secs_f64() / off_pair.as_secs_f64(),
+                micros(off_pair)
+            ),
+        ),
+        (
+            "deadlock check",
+            format!(
+                "4 threads, each holding its own lock, contending for one: {nested_on:.0} sections with it on = {:.3} × off ({nested_off:.0})",
+                nested_on / nested_off
+            ),
+        ),
+        (
+            "deadlock check",
+            format!(
+                "a cycle of two closed, to the error of the waiter that closed it, deadlock timeout {} ms: p50 {} ms = {:.2} × the timeout, p99 {} ms = {:.2} ×",
+                timeout.as_millis(),
+                p50.as_millis(),
+                p50.as_secs_f64() / timeout.as_secs_f64(),
+                p99.as_millis(),
+                p99.as_secs_f64() / timeout.as_secs_f64()
+            ),
+        ),
+    ])
+}
+
+/// Sections run over `span` by `threads` threads of `client`, each holding a lock of its
+/// own while it takes and gives back one shared lock.
+fn nested_sections(client: &LockClient, threads: usize, span: Duration) -> f64 {
+    let stop = AtomicBool::new(false);
+    let total: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|at| {
+                let stop = &stop;
+                scope.spawn(move || {
+                    let outer = client
+                        .lock(format!("bench:dl-own:{at}"))
+                        .lock()
+                        .expect("own");
+                    let shared = client.lock("bench:dl-shared");
+                    let mut count = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        shared.lock().and_then(|g| g.unlock()).expect("shared");
+                        count += 1;
+                    }
+                    drop(outer);
+                    count
+                })
+            })
+            .collect();
+        std::thread::sleep(span);
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    total as f64 / span.as_secs_f64()
+}
+
+/// One cycle of two clients with deadlock timeout `timeout`: how long after the second
+/// began the wait that closed it its call returned the deadlock.
+fn time_to_victim(url: &str, timeout: Duration, sample: usize) -> Result<Duration> {
+    let client = || {
+        LockClient::builder(url)
+            .deadlock_timeout(Some(timeout))
+            .build()
+    };
+    let (one, two) = (client()?, client()?);
+    let (a, b) = (
+        format!("bench:dl-a:{sample}"),
+        format!("bench:dl-b:{sample}"),
+    );
+    let holding = std::sync::Barrier::new(2);
+    let waiting = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let older = scope.spawn(|| {
+            let held = one.lock(&a).lock().expect("a");
+            holding.wait();
+            waiting.store(true, Ordering::Release);
+            let got = one.lock(&b).try_lock_for(Duration::from_secs(60));
+            drop((got, held));
+        });
+        let held = two.lock(&b).lock()?;
+        holding.wait();
+        while !waiting.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        // The older waiter's wait has begun: this one closes the cycle.
+        std::thread::sleep(timeout);
+        let closed = Instant::now();
+        let err = two.lock(&a).try_lock_for(Duration::from_secs(60)).err();
+        let took = closed.elapsed();
+        assert!(err.is_some_and(|err| err.is_deadlock()), "not told");
+        drop(held);
+        older.join().unwrap();
+        Ok(took)
+    })
 }
 
 fn fairness(plan: &Plan, client: &LockClient, threads: usize) -> Vec<u64> {
