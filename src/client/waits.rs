@@ -20,8 +20,8 @@ pub struct Waiter {
     /// The owners that hold the lock it waits for, as its hash names them, sorted.
     pub waits_on: Vec<String>,
     /// Whether it is on a cycle: it waits, through the holders and what they wait for, on
-    /// itself. A deadlock, until one of the cycle's waiters leaves it (the one that began
-    /// waiting last does so, at its next check).
+    /// itself, as its own deadlock check follows it. A deadlock, until one of the cycle's
+    /// waiters leaves it (the one that began waiting last does so, at its next check).
     pub deadlocked: bool,
 }
 
@@ -46,26 +46,26 @@ impl LockClient {
         shared.check_process()?;
         let glob = [b"*:", WAIT_EDGE, b":*"].concat();
         let graph = Graph::new(shared);
-        // By waiter: its edge, and the locks it holds.
-        let mut waiters: BTreeMap<String, (WaitEdge, Vec<u8>, Vec<String>)> = BTreeMap::new();
+        // By waiter: its edge, the key it waits for, the locks it holds, and the names its
+        // holds have there (its owner field, or a permit's id).
+        type Seen = (WaitEdge, Vec<u8>, Vec<String>, Vec<String>);
+        let mut waiters: BTreeMap<String, Seen> = BTreeMap::new();
         for key in self.scan_keys(&glob)? {
             let Some((edge, waited)) = graph.edge(&key) else {
                 continue;
             };
-            let held = held_of(&key);
-            let entry =
-                (waiters.entry(edge.waiter.clone())).or_insert_with(|| (edge, waited, Vec::new()));
+            let (held, holder) = split(&key);
+            let entry = (waiters.entry(edge.waiter.clone()))
+                .or_insert_with(|| (edge, waited, Vec::new(), Vec::new()));
             entry.2.push(held);
+            entry.3.push(holder);
         }
-        let holders: BTreeMap<String, Vec<String>> = (waiters.iter())
-            .map(|(owner, (_, waited, _))| (owner.clone(), graph.holders(waited)))
-            .collect();
-        let mut found: Vec<Waiter> = (waiters.into_iter())
-            .map(|(owner, (edge, _, mut holds))| {
+        let mut found: Vec<Waiter> = (waiters.into_values())
+            .map(|(edge, waited, mut holds, names)| {
                 holds.sort();
-                let mut waits_on = holders[&owner].clone();
+                let mut waits_on = graph.holders(&waited, &edge.kind);
                 waits_on.sort();
-                let deadlocked = on_cycle(&owner, &holders);
+                let deadlocked = graph.cycle(&(edge.clone(), waited), &names).is_some();
                 Waiter {
                     edge,
                     holds,
@@ -108,9 +108,10 @@ impl LockClient {
     }
 }
 
-/// The lock an edge's key is beside: `{<held>}:redmutex_wait:<owner>` (or
-/// `<held>:redmutex_wait:<owner>` for a name with a hash tag of its own), lossily decoded.
-fn held_of(key: &[u8]) -> String {
+/// The lock an edge's key is beside, and the name of the hold there it is under:
+/// `{<held>}:redmutex_wait:<holder>` (or `<held>:redmutex_wait:<holder>` for a name with a
+/// hash tag of its own), lossily decoded.
+fn split(key: &[u8]) -> (String, String) {
     let marker = [b":", WAIT_EDGE, b":"].concat();
     let at = (key.windows(marker.len()).rposition(|w| w == marker)).unwrap_or(key.len());
     let tagged = &key[..at];
@@ -118,25 +119,9 @@ fn held_of(key: &[u8]) -> String {
         Some(inner) if !inner.contains(&b'{') => inner,
         _ => tagged,
     };
-    String::from_utf8_lossy(held).into_owned()
-}
-
-/// Whether following `owner`'s wait, through the holders of what each waiter waits for,
-/// leads back to `owner`.
-fn on_cycle(owner: &str, holders: &BTreeMap<String, Vec<String>>) -> bool {
-    let mut stack: Vec<&str> = vec![owner];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(waiter) = stack.pop() {
-        for holder in holders.get(waiter).into_iter().flatten() {
-            if holder == owner {
-                return true;
-            }
-            if seen.insert(holder.as_str()) {
-                stack.push(holder);
-            }
-        }
-    }
-    false
+    let holder = key.get(at + marker.len()..).unwrap_or_default();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (text(held), text(holder))
 }
 
 #[cfg(test)]
@@ -144,23 +129,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_edge_key_names_the_lock_it_is_beside() {
-        assert_eq!(held_of(b"{orders:42}:redmutex_wait:u:7"), "orders:42");
-        assert_eq!(held_of(b"{jobs}:p:redmutex_wait:u:7"), "{jobs}:p");
-    }
-
-    #[test]
-    fn a_cycle_is_found_through_every_holder_and_only_back_to_its_start() {
-        let graph: BTreeMap<String, Vec<String>> = [
-            ("a", vec!["b"]),
-            ("b", vec!["x", "c"]),
-            ("c", vec!["a"]),
-            ("d", vec!["a"]),
-        ]
-        .into_iter()
-        .map(|(w, hs)| (w.to_owned(), hs.into_iter().map(str::to_owned).collect()))
-        .collect();
-        assert!(on_cycle("a", &graph) && on_cycle("b", &graph) && on_cycle("c", &graph));
-        assert!(!on_cycle("d", &graph), "waits on a cycle, is not on it");
+    fn an_edge_key_names_the_lock_it_is_beside_and_the_hold_there() {
+        let split = |key: &[u8]| split(key);
+        assert_eq!(
+            split(b"{orders:42}:redmutex_wait:u:7"),
+            ("orders:42".into(), "u:7".into())
+        );
+        assert_eq!(
+            split(b"{jobs}:p:redmutex_wait:u:7"),
+            ("{jobs}:p".into(), "u:7".into())
+        );
     }
 }

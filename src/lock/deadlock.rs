@@ -12,7 +12,7 @@
 //! deletes its edges when it stops, and they expire when its process dies) and only under
 //! a holder that still holds (the walk goes through the holders the lock's hash names).
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Cmd;
@@ -28,6 +28,13 @@ use crate::topology::quorum;
 
 /// How many locks a walk follows at most: a cycle longer than this is not looked for.
 const MOST_HOPS: usize = 64;
+
+/// How many holders one walk looks at, at most: through semaphores, whose every holder is
+/// followed, a walk could otherwise read the same locks many times over.
+const MOST_READS: usize = 1024;
+
+/// The kind of the leased semaphore's permits, as its waiters' edges name it.
+const SEMAPHORE: &str = "semaphore";
 
 /// The first line of an edge's value: the format's version.
 const FORMAT: &str = "redmutex-wait 1";
@@ -95,7 +102,8 @@ impl<'a> DeadlockWatch<'a> {
         }
         self.write();
         let graph = Graph::new(&self.target.shared);
-        let Some(cycle) = graph.cycle(&self.first(), &self.owner) else {
+        let me = self.me();
+        let Some(cycle) = graph.cycle(&self.first(), &me) else {
             return Ok(());
         };
         // One waiter of the cycle ends its wait, whichever of them finds it: the one that
@@ -136,12 +144,23 @@ impl<'a> DeadlockWatch<'a> {
         (edge, key)
     }
 
+    /// How this waiter's holds name it: its owner field, and the ids of the leased permits
+    /// it took.
+    fn me(&self) -> Vec<String> {
+        let permits = self.target.shared.permits().held_by(current_thread());
+        let ids = permits.into_iter().map(|(_, id)| id);
+        std::iter::once(self.owner.clone()).chain(ids).collect()
+    }
+
     /// Writes (or writes again, with a fresh expiry) an edge beside each lock this thread
-    /// holds. A failure is logged: it only hides this wait from the others' checks.
+    /// holds, under the name its hold has there: its owner field, or a permit's id. A
+    /// failure is logged: it only hides this wait from the others' checks.
     fn write(&mut self) {
         let shared = &self.target.shared;
-        let mut held: Vec<_> = (shared.holds().held_by(current_thread()).into_iter())
-            .map(|(key, _)| key)
+        let thread = current_thread();
+        let mut held: Vec<(Arc<[u8]>, String)> = (shared.holds().held_by(thread).into_iter())
+            .map(|(key, _)| (key, self.owner.clone()))
+            .chain(shared.permits().held_by(thread))
             .collect();
         held.sort();
         held.dedup();
@@ -152,8 +171,8 @@ impl<'a> DeadlockWatch<'a> {
         let lasts = self.timeout * 2 + shared.config().response_timeout;
         let nodes = shared.nodes();
         self.written.clear();
-        for held in held {
-            let edge_key = names::wait_edge(&held, &self.owner);
+        for (held, holder) in held {
+            let edge_key = names::wait_edge(&held, &holder);
             let mut cmd = redis::cmd("SET");
             cmd.arg(&edge_key)
                 .arg(&value)
@@ -206,80 +225,75 @@ impl<'a> Graph<'a> {
         Graph { shared }
     }
 
-    /// A cycle from `first` (a wait for a lock) back to `owner`, read twice: each edge
-    /// with the key of the lock it waits for. `None` when there is none, or it did not
-    /// hold when read again.
+    /// A cycle from `first` (a wait for a lock) back to the waiter whose holds are named
+    /// `me`: each edge with the key of the lock it waits for. `None` when there is none, or
+    /// when a second walk, reading everything anew, does not find one too: a cycle stays
+    /// until one of its waiters leaves it, so one found twice is there.
     pub(crate) fn cycle(
         &self,
         first: &(WaitEdge, Vec<u8>),
-        owner: &str,
+        me: &[String],
     ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
-        let mut path = vec![first.clone()];
-        let mut seen = HashSet::new();
-        if !self.walk(&mut path, &mut seen, owner) {
+        let walk = || {
+            let mut budget = MOST_READS;
+            let mut on_path = vec![first.1.clone()];
+            self.path(&first.1, &first.0.kind, me, &mut on_path, &mut budget)
+        };
+        let found = walk()?;
+        walk()?;
+        Some(std::iter::once(first.clone()).chain(found).collect())
+    }
+
+    /// The edges of a path from the lock at `key`, of kind `kind`, back to `me`; `None`
+    /// when there is none. A lock waits for every one of its holders, so one holder that
+    /// leads back makes a path; a semaphore, for any one permit, so every holder must lead
+    /// back, and none may be free. `on_path` holds the locks of the path so far: a holder
+    /// waiting for one of them leads round a cycle that is not through `me`.
+    fn path(
+        &self,
+        key: &[u8],
+        kind: &str,
+        me: &[String],
+        on_path: &mut Vec<Vec<u8>>,
+        budget: &mut usize,
+    ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
+        let any_one = kind == SEMAPHORE;
+        if on_path.len() > MOST_HOPS || (any_one && self.free(key)) {
             return None;
         }
-        self.confirmed(&path, owner).then_some(path)
-    }
-
-    /// Follows the holders of the lock the last edge of `path` waits for; true with the
-    /// cycle in `path` when one of them is `owner`.
-    fn walk(
-        &self,
-        path: &mut Vec<(WaitEdge, Vec<u8>)>,
-        seen: &mut HashSet<Vec<u8>>,
-        owner: &str,
-    ) -> bool {
-        if path.len() > MOST_HOPS {
-            return false;
-        }
-        let key = path[path.len() - 1].1.clone();
-        let holders = self.holders(&key);
-        if holders.iter().any(|holder| holder == owner) {
-            return true;
-        }
-        for holder in holders {
-            let edge_key = names::wait_edge(&key, &holder);
-            if !seen.insert(edge_key.clone()) {
-                continue;
-            }
-            let Some(next) = self
-                .edge(&edge_key)
-                .filter(|(edge, _)| edge.waiter == holder)
-            else {
-                continue;
+        let mut first = None;
+        for holder in self.holders(key, kind) {
+            *budget = budget.checked_sub(1)?;
+            let found = if me.contains(&holder) {
+                Some(Vec::new())
+            } else {
+                let next = self.edge(&names::wait_edge(key, &holder));
+                next.filter(|(_, waited)| !on_path.contains(waited))
+                    .and_then(|(edge, waited)| {
+                        on_path.push(waited.clone());
+                        let rest = self.path(&waited, &edge.kind, me, on_path, budget);
+                        on_path.pop();
+                        rest.map(|rest| std::iter::once((edge, waited)).chain(rest).collect())
+                    })
             };
-            path.push(next);
-            if self.walk(path, seen, owner) {
-                return true;
+            match found {
+                Some(path) if !any_one => return Some(path),
+                Some(path) => drop(first.get_or_insert(path)),
+                None if any_one => return None,
+                None => {}
             }
-            path.pop();
         }
-        false
+        first
     }
 
-    /// Whether every step of `path` is still there: each next waiter still holds the lock
-    /// the one before waits for and still waits as its edge said, and `owner` still holds
-    /// the last one's.
-    fn confirmed(&self, path: &[(WaitEdge, Vec<u8>)], owner: &str) -> bool {
-        path.iter().enumerate().all(|(at, (_, key))| {
-            let holders = self.holders(key);
-            match path.get(at + 1) {
-                None => holders.iter().any(|holder| holder == owner),
-                Some((next, _)) => {
-                    holders.contains(&next.waiter)
-                        && self
-                            .edge(&names::wait_edge(key, &next.waiter))
-                            .is_some_and(|(edge, _)| edge == *next)
-                }
-            }
-        })
-    }
-
-    /// The owners holding the lock at `key`, as its hash's fields name them (a writer's
-    /// `<owner>:write` as its owner), on a quorum of nodes. A key that is no hash has none
-    /// that this check can follow.
-    pub(crate) fn holders(&self, key: &[u8]) -> Vec<String> {
+    /// The holders of the lock at `key`, of kind `kind`, by the names their edges are
+    /// under: for a leased semaphore, the ids of its permits whose leases have not run out;
+    /// for the others, the owners its hash names (a writer's `<owner>:write` as its owner),
+    /// on a quorum of nodes. A key of another shape has none this check can follow.
+    pub(crate) fn holders(&self, key: &[u8], kind: &str) -> Vec<String> {
+        if kind == SEMAPHORE {
+            return self.permits(key);
+        }
         let nodes = self.shared.nodes();
         let answers = nodes.run_all::<Vec<Vec<u8>>>(redis::cmd("HKEYS").arg(key), None);
         let mut counts: Vec<(String, usize)> = Vec::new();
@@ -299,6 +313,37 @@ impl<'a> Graph<'a> {
             .filter(|(_, n)| *n >= needed)
             .map(|(owner, _)| owner)
             .collect()
+    }
+
+    /// The ids of the held permits of the leased semaphore at `key` whose leases have not
+    /// run out. A semaphore lives on one node.
+    fn permits(&self, key: &[u8]) -> Vec<String> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(names::semaphore_timeouts(key))
+            .arg(now.as_millis() as u64)
+            .arg("+inf");
+        let answers = self.shared.nodes().run_all::<Vec<Vec<u8>>>(&cmd, None);
+        let ids = answers.into_iter().flatten().next().unwrap_or_default();
+        (ids.into_iter())
+            .filter_map(|id| <[u8; 16]>::try_from(id.as_slice()).ok())
+            .map(|id| names::hex_id(u128::from_be_bytes(id)))
+            .collect()
+    }
+
+    /// Whether the leased semaphore at `key` has a permit free, so that its waiters wait
+    /// for nobody.
+    fn free(&self, key: &[u8]) -> bool {
+        let answers = self
+            .shared
+            .nodes()
+            .run_all::<Option<i64>>(redis::cmd("GET").arg(key), None);
+        answers
+            .into_iter()
+            .flatten()
+            .any(|count| count.unwrap_or(0) > 0)
     }
 
     /// The edge at `edge_key`, from the first node that has it.
