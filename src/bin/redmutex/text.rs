@@ -135,14 +135,19 @@ pub fn print_table(out: &mut Out, locks: &[LockInfo]) {
             ]
         })
         .collect();
-    let header = ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"].map(String::from);
+    print_rows(out, ["NAME", "KIND", "HOLDERS", "LEASE", "WAITERS"], &rows);
+}
+
+/// A table: `header` and `rows`, each column as wide as its widest cell.
+fn print_rows<const N: usize>(out: &mut Out, header: [&str; N], rows: &[[String; N]]) {
+    let header = header.map(String::from);
     let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
+    for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    for row in std::iter::once(&header).chain(&rows) {
+    for row in std::iter::once(&header).chain(rows) {
         let cells: Vec<String> = (row.iter().zip(widths))
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
@@ -260,19 +265,7 @@ pub fn print_waits(out: &mut Out, waiters: &[Waiter]) {
         "HOLDS",
         "CYCLE",
     ];
-    let header = header.map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = (row.iter().zip(widths))
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out.line(cells.join("  ").trim_end());
-    }
+    print_rows(out, header, &rows);
 }
 
 /// The waiters of one lock that recorded their wait, a line each.
