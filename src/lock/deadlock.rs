@@ -3,7 +3,7 @@
 //! it holds, what it waits for (a wait edge); once the timeout has passed, it follows the
 //! graph from the lock it waits for: that lock's holders, the edges beside it of those of
 //! them that wait, the holders of what they wait for, and so on. A path back to itself is a
-//! cycle, which it reads again before it believes it. Of the cycle's waiters, the one that
+//! cycle, which a second walk must find again before it counts. Of the cycle's waiters, the one that
 //! began waiting last (it closed the cycle) ends its wait with [`Error::Deadlock`], whoever
 //! finds it: two waiters that look at once then agree on one.
 //!
@@ -180,6 +180,7 @@ impl<'a> DeadlockWatch<'a> {
                 .arg(lasts.as_millis() as u64);
             for result in nodes.run_all::<()>(&cmd, None) {
                 if let Err(err) = result {
+                    let held = String::from_utf8_lossy(&held);
                     log::debug!("could not write a wait edge beside {held:?}: {err:#}");
                 }
             }
