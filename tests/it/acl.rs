@@ -528,3 +528,58 @@ fn fair_waiters_of_a_user_without_lpos_are_served_in_order() {
     });
     assert_eq!(*order.lock().unwrap(), ["first", "second"]);
 }
+
+/// The deadlock check as the documented user: its wait edges sit in the lock keys' slots,
+/// under the prefix's hash tag the user may write, and the walk reads nothing else; two
+/// such clients in a cycle, and the one that closed it is told, with nothing refused.
+#[test]
+fn a_deadlock_is_found_as_the_documented_user() {
+    let server = Server::start();
+    let url = documented_user(&server);
+    let (older, later) = (
+        client(&url, Duration::from_millis(200)),
+        client(&url, Duration::from_millis(200)),
+    );
+    let holding = std::sync::Barrier::new(2);
+    let waited = |server: &Server| -> bool {
+        let edges: Vec<String> = redis::cmd("KEYS")
+            .arg("{myapp:a}:redmutex_wait:*")
+            .query(&mut server.conn())
+            .unwrap();
+        !edges.is_empty()
+    };
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| {
+            let a = older.lock("a").lock().unwrap();
+            holding.wait();
+            let b = older
+                .fair_lock("b")
+                .try_lock_for(Duration::from_secs(60))
+                .unwrap();
+            assert!(b.is_some(), "the older waiter never got its lock");
+            drop((b, a));
+        });
+        let b = later.fair_lock("b").lock().unwrap();
+        holding.wait();
+        assert!(support::eventually(Duration::from_secs(60), || waited(
+            &server
+        )));
+        let err = later
+            .lock("a")
+            .try_lock_for(Duration::from_secs(60))
+            .unwrap_err();
+        assert!(err.is_deadlock(), "{err:#}");
+        drop(b);
+        first.join().unwrap();
+    });
+    // Naming connections and reading the settings are refused and done without, as
+    // documented; nothing else may be.
+    let log: Vec<redis::Value> = redis::cmd("ACL")
+        .arg("LOG")
+        .query(&mut server.conn())
+        .unwrap();
+    let denied: Vec<String> = (log.iter().map(|entry| format!("{entry:?}")))
+        .filter(|entry| !entry.contains("client|setname") && !entry.contains("config|get"))
+        .collect();
+    assert!(denied.is_empty(), "refused: {denied:?}");
+}
