@@ -145,25 +145,26 @@
 //! | `read_write_lock.read` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 //! | `read_write_lock.write` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
 //! | `multi_lock` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (2) | yes |
-//! | `leased_semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes |
-//! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (3) | yes | yes | yes | yes | yes | yes | yes | no (4) |
-//! | `count_down_latch` | yes | yes | yes | yes | no (5) | no (6) | yes | no (7) | yes | yes | yes | yes | yes | yes | yes | no (8) |
-//! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (9) | yes | yes | no (10) |
-//! | `election.first_come_first_served` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (11) | no (12) | yes | no (13) |
+//! | `leased_semaphore` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (3) |
+//! | `counting_semaphore` | yes | yes | yes | yes | yes | yes | yes | no (4) | yes | yes | yes | yes | yes | yes | yes | no (5) |
+//! | `count_down_latch` | yes | yes | yes | yes | no (6) | no (7) | yes | no (8) | yes | yes | yes | yes | yes | yes | yes | no (9) |
+//! | `election` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (10) | yes | yes | no (11) |
+//! | `election.first_come_first_served` | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | yes | no (12) | no (13) | yes | no (14) |
 //!
 //! 1. token (deadlock): its holds belong to no thread, so a cycle through them is not followed.
 //! 2. multi (inspect): a multi-lock has no key of its own: its members are shown.
-//! 3. counting (lapse): counted permits have no lease: they are held until released.
-//! 4. counting (deadlock): counted permits have no holders on record to follow.
-//! 5. latch (cut attempt): a wait on a latch takes nothing: it reads the count.
-//! 6. latch (late attempt): a wait on a latch takes nothing: it reads the count.
-//! 7. latch (lapse): a latch holds nothing that could lapse.
-//! 8. latch (deadlock): a latch's count has no holders: nothing to follow from its waiter.
-//! 9. election (Redisson): Redisson has no leader election.
-//! 10. election (deadlock): a leadership belongs to its candidate's token, not to a thread.
-//! 11. election_fcfs (Redisson): Redisson has no leader election.
-//! 12. election_fcfs (model): its leader, epochs and resignations are the election's, which has a model; the queue's order is checked across processes by election_fcfs.
-//! 13. election_fcfs (deadlock): a leadership belongs to its candidate's token, not to a thread.
+//! 3. leased_semaphore (deadlock): a permit may move to another thread (it is Send): the thread that holds it is not known, so a cycle through it is not followed.
+//! 4. counting (lapse): counted permits have no lease: they are held until released.
+//! 5. counting (deadlock): counted permits have no holders on record to follow.
+//! 6. latch (cut attempt): a wait on a latch takes nothing: it reads the count.
+//! 7. latch (late attempt): a wait on a latch takes nothing: it reads the count.
+//! 8. latch (lapse): a latch holds nothing that could lapse.
+//! 9. latch (deadlock): a latch's count has no holders: nothing to follow from its waiter.
+//! 10. election (Redisson): Redisson has no leader election.
+//! 11. election (deadlock): a leadership belongs to its candidate's token, not to a thread.
+//! 12. election_fcfs (Redisson): Redisson has no leader election.
+//! 13. election_fcfs (model): its leader, epochs and resignations are the election's, which has a model; the queue's order is checked across processes by election_fcfs.
+//! 14. election_fcfs (deadlock): a leadership belongs to its candidate's token, not to a thread.
 //!
 //! # Semantics
 //!
@@ -193,9 +194,8 @@
 //!   the key; [`Error::Timeout`] names what held the lock ([`HeldBy`]).
 //! - **Deadlocks.** A waiter that holds locks and still waits after the
 //!   [`deadlock_timeout`](LockClientBuilder::deadlock_timeout) follows who holds what it
-//!   waits for, across processes, through the locks threads own and leased semaphores; a
-//!   cycle back to it ends the wait of the waiter that closed it with [`Error::Deadlock`],
-//!   holds kept. [`LockClient::waits`] shows the graph
+//!   waits for, across processes, through the locks threads own; a cycle back to it ends
+//!   the wait of the waiter that closed it with [`Error::Deadlock`], holds kept. [`LockClient::waits`] shows the graph
 //!   ([`Waiter`], [`WaitEdge`]).
 //! - **Watching a hold.** [`LockGuard::watch`], [`LeasedPermit::watch`],
 //!   [`MultiGuard::watch`] and [`Leadership::watch`] give a [`HoldWatch`]

@@ -265,9 +265,10 @@ pub enum Error {
     },
     /// A deadlock: the wait-for graph, followed from this waiter after the
     /// [`deadlock_timeout`](crate::LockClientBuilder::deadlock_timeout), led back to it.
-    /// This call was chosen to end (the one that found the cycle, as in PostgreSQL): it
-    /// left its wait (and a fair lock's queue) and took nothing; the thread keeps every
-    /// hold it had, and the others in the cycle go on once it gives one of them back.
+    /// This call was chosen to end it (it began waiting last, closing the cycle, or the
+    /// one that did has not ended it since this one's last look): it left its wait (and a
+    /// fair lock's queue) and took nothing; the thread keeps every hold it had, and the
+    /// others in the cycle go on once it gives one of them back.
     Deadlock {
         /// The lock this call waited for.
         lock: Subject,

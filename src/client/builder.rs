@@ -247,7 +247,8 @@ impl LockClientBuilder {
     /// it waits for, what they wait for, and so on; it looks again every `deadlock_timeout`
     /// while it waits. When that leads back to itself, the waiter of the cycle that began
     /// waiting last gets [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle,
-    /// having left its wait and kept its holds; the others go on once it gives them back.
+    /// having left its wait and kept its holds (or, if that one has not by a waiter's next
+    /// look, that waiter does); the others go on once it gives them back.
     /// A wait that ends sooner, or a waiter that holds nothing, writes nothing. See
     /// "Deadlocks" in `docs/semantics.md` for what is found and what is not.
     pub fn deadlock_timeout(mut self, timeout: Option<Duration>) -> Self {

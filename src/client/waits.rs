@@ -45,27 +45,25 @@ impl LockClient {
         let shared = self.shared();
         shared.check_process()?;
         let glob = [b"*:", WAIT_EDGE, b":*"].concat();
-        let graph = Graph::new(shared);
-        // By waiter: its edge, the key it waits for, the locks it holds, and the names its
-        // holds have there (its owner field, or a permit's id).
-        type Seen = (WaitEdge, Vec<u8>, Vec<String>, Vec<String>);
-        let mut waiters: BTreeMap<String, Seen> = BTreeMap::new();
+        let graph = Graph::new(shared, None);
+        // By waiter: its edge, the key it waits for, and the locks it holds.
+        let mut waiters: BTreeMap<String, (WaitEdge, Vec<u8>, Vec<String>)> = BTreeMap::new();
         for key in self.scan_keys(&glob)? {
             let Some((edge, waited)) = graph.edge(&key) else {
                 continue;
             };
-            let (held, holder) = split(&key);
-            let entry = (waiters.entry(edge.waiter.clone()))
-                .or_insert_with(|| (edge, waited, Vec::new(), Vec::new()));
+            let held = held_of(&key);
+            let entry =
+                (waiters.entry(edge.waiter.clone())).or_insert_with(|| (edge, waited, Vec::new()));
             entry.2.push(held);
-            entry.3.push(holder);
         }
         let mut found: Vec<Waiter> = (waiters.into_values())
-            .map(|(edge, waited, mut holds, names)| {
+            .map(|(edge, waited, mut holds)| {
                 holds.sort();
-                let mut waits_on = graph.holders(&waited, &edge.kind);
+                let mut waits_on = graph.holders(&waited);
                 waits_on.sort();
-                let deadlocked = graph.cycle(&(edge.clone(), waited), &names).is_some();
+                let owner = edge.waiter.clone();
+                let deadlocked = graph.cycle(&(edge.clone(), waited), &owner).is_some();
                 Waiter {
                     edge,
                     holds,
@@ -108,10 +106,9 @@ impl LockClient {
     }
 }
 
-/// The lock an edge's key is beside, and the name of the hold there it is under:
-/// `{<held>}:redmutex_wait:<holder>` (or `<held>:redmutex_wait:<holder>` for a name with a
-/// hash tag of its own), lossily decoded.
-fn split(key: &[u8]) -> (String, String) {
+/// The lock an edge's key is beside: `{<held>}:redmutex_wait:<owner>` (or
+/// `<held>:redmutex_wait:<owner>` for a name with a hash tag of its own), lossily decoded.
+fn held_of(key: &[u8]) -> String {
     let marker = [b":", WAIT_EDGE, b":"].concat();
     let at = (key.windows(marker.len()).rposition(|w| w == marker)).unwrap_or(key.len());
     let tagged = &key[..at];
@@ -119,9 +116,7 @@ fn split(key: &[u8]) -> (String, String) {
         Some(inner) if !inner.contains(&b'{') => inner,
         _ => tagged,
     };
-    let holder = key.get(at + marker.len()..).unwrap_or_default();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (text(held), text(holder))
+    String::from_utf8_lossy(held).into_owned()
 }
 
 #[cfg(test)]
@@ -129,15 +124,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_edge_key_names_the_lock_it_is_beside_and_the_hold_there() {
-        let split = |key: &[u8]| split(key);
-        assert_eq!(
-            split(b"{orders:42}:redmutex_wait:u:7"),
-            ("orders:42".into(), "u:7".into())
-        );
-        assert_eq!(
-            split(b"{jobs}:p:redmutex_wait:u:7"),
-            ("{jobs}:p".into(), "u:7".into())
-        );
+    fn an_edge_key_names_the_lock_it_is_beside() {
+        assert_eq!(held_of(b"{orders:42}:redmutex_wait:u:7"), "orders:42");
+        assert_eq!(held_of(b"{jobs}:p:redmutex_wait:u:7"), "{jobs}:p");
     }
 }

@@ -9,6 +9,5 @@ pub(crate) mod hold;
 pub(crate) mod hold_table;
 pub(crate) mod shared;
 pub(crate) mod target;
-pub(crate) mod thread_permits;
 pub(crate) mod watchdog;
 pub(crate) mod workers;

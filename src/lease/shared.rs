@@ -14,7 +14,6 @@ use crate::kinds::holding::Holding;
 use crate::kinds::undo::Undo;
 use crate::lease::give_back::{GiveBacks, RETRY_EVERY};
 use crate::lease::hold_table::HoldTable;
-use crate::lease::thread_permits::ThreadPermits;
 use crate::lease::workers::Workers;
 use crate::notify::cancel::Cancel;
 use crate::transport::node::Nodes;
@@ -26,8 +25,6 @@ pub(crate) struct Shared {
     /// The client's UUID, the first half of every reentrant owner field.
     id: String,
     holds: HoldTable,
-    /// The leased permits each thread holds, for the deadlock check.
-    permits: ThreadPermits,
     give_backs: GiveBacks,
     workers: Workers,
     counters: Counters,
@@ -45,7 +42,6 @@ impl Shared {
             nodes,
             config,
             holds: HoldTable::default(),
-            permits: ThreadPermits::default(),
             give_backs: GiveBacks::default(),
             counters: Counters::default(),
             pid: std::process::id(),
@@ -67,10 +63,6 @@ impl Shared {
 
     pub fn holds(&self) -> &HoldTable {
         &self.holds
-    }
-
-    pub fn permits(&self) -> &ThreadPermits {
-        &self.permits
     }
 
     /// What could not be given back yet.

@@ -303,7 +303,7 @@ impl<K: Kind> Lock<K> {
             if let Some(deadlock) = deadlock
                 && deadlock.due() <= Instant::now()
             {
-                deadlock.tick()?;
+                deadlock.tick(limit)?;
             }
             // A waiter (not a call that was not to wait) that finds a holder without expiry.
             if held_for_ever && !explained {

@@ -3,9 +3,10 @@
 //! it holds, what it waits for (a wait edge); once the timeout has passed, it follows the
 //! graph from the lock it waits for: that lock's holders, the edges beside it of those of
 //! them that wait, the holders of what they wait for, and so on. A path back to itself is a
-//! cycle, which a second walk must find again before it counts. Of the cycle's waiters, the one that
-//! began waiting last (it closed the cycle) ends its wait with [`Error::Deadlock`], whoever
-//! finds it: two waiters that look at once then agree on one.
+//! cycle, which a second walk must find again before it counts. Of the cycle's waiters, the
+//! one that began waiting last (it closed the cycle) ends its wait with
+//! [`Error::Deadlock`], whoever finds it: two waiters that look at once at one cycle agree
+//! on it. Another that finds the same waiters in a cycle at its next check ends its own.
 //!
 //! A cycle, once formed, stays until one of its waiters leaves it, so plain reads that find
 //! one and find it again are sound. An edge counts only while its waiter still waits (it
@@ -29,13 +30,6 @@ use crate::topology::quorum;
 /// How many locks a walk follows at most: a cycle longer than this is not looked for.
 const MOST_HOPS: usize = 64;
 
-/// How many holders one walk looks at, at most: through semaphores, whose every holder is
-/// followed, a walk could otherwise read the same locks many times over.
-const MOST_READS: usize = 1024;
-
-/// The kind of the leased semaphore's permits, as its waiters' edges name it.
-const SEMAPHORE: &str = "semaphore";
-
 /// The first line of an edge's value: the format's version.
 const FORMAT: &str = "redmutex-wait 1";
 
@@ -54,8 +48,10 @@ pub(crate) struct DeadlockWatch<'a> {
     write_at: Option<Instant>,
     /// When the graph is followed next (and the edges written again).
     check_at: Instant,
-    /// The edges written, by key.
+    /// Every edge written, by key: deleted when the wait ends.
     written: Vec<Vec<u8>>,
+    /// The waiters of the cycle this waiter last left to another to end, if any.
+    deferred: Option<Vec<String>>,
 }
 
 impl<'a> DeadlockWatch<'a> {
@@ -75,6 +71,7 @@ impl<'a> DeadlockWatch<'a> {
             write_at: Some(started + timeout / 2),
             check_at: started + timeout,
             written: Vec::new(),
+            deferred: None,
         })
     }
 
@@ -85,12 +82,14 @@ impl<'a> DeadlockWatch<'a> {
     }
 
     /// Does what is due by now: writes the edges, or (at the check) writes them again and
-    /// follows the graph. [`Error::Deadlock`] when a cycle leads back to this waiter.
-    pub(crate) fn tick(&mut self) -> Result<()> {
+    /// follows the graph, each read by `limit` (the call's deadline and a response timeout)
+    /// at the latest. [`Error::Deadlock`] when a cycle leads back to this waiter and it is
+    /// the one to end it.
+    pub(crate) fn tick(&mut self, limit: Option<Instant>) -> Result<()> {
         let now = Instant::now();
         if self.write_at.is_some_and(|at| at <= now) {
             self.write_at = None;
-            self.write();
+            self.write(limit);
         }
         if self.check_at > now {
             return Ok(());
@@ -100,22 +99,28 @@ impl<'a> DeadlockWatch<'a> {
             // A waiter that holds nothing can be in no cycle: nobody waits for it.
             return Ok(());
         }
-        self.write();
-        let graph = Graph::new(&self.target.shared);
-        let me = self.me();
-        let Some(cycle) = graph.cycle(&self.first(), &me) else {
+        self.write(limit);
+        let graph = Graph::new(&self.target.shared, limit);
+        let Some(cycle) = graph.cycle(&self.first(), &self.owner) else {
+            self.deferred = None;
             return Ok(());
         };
         // One waiter of the cycle ends its wait, whichever of them finds it: the one that
-        // began waiting last, which closed the cycle. The others wait on, and look again.
-        let victim = (cycle.iter().map(|(edge, _)| edge))
+        // began waiting last, which closed the cycle. The others wait on, and look again;
+        // one that finds the same waiters in a cycle at its next check (the last one's
+        // check comes later, or never) ends its own wait.
+        let mut waiters: Vec<String> = cycle.iter().map(|(edge, _)| edge.waiter.clone()).collect();
+        waiters.sort();
+        let last = (cycle.iter().map(|(edge, _)| edge))
             .max_by(|a, b| (a.since, &a.waiter).cmp(&(b.since, &b.waiter)));
-        if victim.is_some_and(|victim| victim.waiter != self.owner) {
+        let again = self.deferred.as_ref() == Some(&waiters);
+        if last.is_some_and(|last| last.waiter != self.owner) && !again {
             log::debug!(
                 "deadlock found while waiting for {}, left to its last waiter to end: {}",
                 self.target.subject(),
                 describe(&cycle)
             );
+            self.deferred = Some(waiters);
             return Ok(());
         }
         metrics::deadlock();
@@ -144,23 +149,13 @@ impl<'a> DeadlockWatch<'a> {
         (edge, key)
     }
 
-    /// How this waiter's holds name it: its owner field, and the ids of the leased permits
-    /// it took.
-    fn me(&self) -> Vec<String> {
-        let permits = self.target.shared.permits().held_by(current_thread());
-        let ids = permits.into_iter().map(|(_, id)| id);
-        std::iter::once(self.owner.clone()).chain(ids).collect()
-    }
-
     /// Writes (or writes again, with a fresh expiry) an edge beside each lock this thread
-    /// holds, under the name its hold has there: its owner field, or a permit's id. A
-    /// failure is logged: it only hides this wait from the others' checks.
-    fn write(&mut self) {
+    /// holds, under its owner field. A failure is logged: it only hides this wait from the
+    /// others' checks.
+    fn write(&mut self, limit: Option<Instant>) {
         let shared = &self.target.shared;
-        let thread = current_thread();
-        let mut held: Vec<(Arc<[u8]>, String)> = (shared.holds().held_by(thread).into_iter())
-            .map(|(key, _)| (key, self.owner.clone()))
-            .chain(shared.permits().held_by(thread))
+        let mut held: Vec<Arc<[u8]>> = (shared.holds().held_by(current_thread()).into_iter())
+            .map(|(key, _)| key)
             .collect();
         held.sort();
         held.dedup();
@@ -170,21 +165,24 @@ impl<'a> DeadlockWatch<'a> {
         // short enough that a dead process's edges go soon after it.
         let lasts = self.timeout * 2 + shared.config().response_timeout;
         let nodes = shared.nodes();
-        self.written.clear();
-        for (held, holder) in held {
-            let edge_key = names::wait_edge(&held, &holder);
+        for held in held {
+            let edge_key = names::wait_edge(&held, &self.owner);
             let mut cmd = redis::cmd("SET");
             cmd.arg(&edge_key)
                 .arg(&value)
                 .arg("PX")
                 .arg(lasts.as_millis() as u64);
-            for result in nodes.run_all::<()>(&cmd, None) {
+            for result in nodes.run_all::<()>(&cmd, limit) {
                 if let Err(err) = result {
                     let held = String::from_utf8_lossy(&held);
                     log::debug!("could not write a wait edge beside {held:?}: {err:#}");
                 }
             }
-            self.written.push(edge_key);
+            // Every edge ever written goes when the wait ends, also one beside a hold
+            // lost since.
+            if !self.written.contains(&edge_key) {
+                self.written.push(edge_key);
+            }
         }
     }
 }
@@ -216,87 +214,77 @@ impl Drop for DeadlockWatch<'_> {
     }
 }
 
-/// The wait-for graph as Redis holds it, read through a client's nodes.
+/// The wait-for graph as Redis holds it, read through a client's nodes, each read by
+/// `limit` at the latest (a read that fails or comes too late finds nothing).
 pub(crate) struct Graph<'a> {
     shared: &'a Shared,
+    limit: Option<Instant>,
 }
 
 impl<'a> Graph<'a> {
-    pub(crate) fn new(shared: &'a Shared) -> Self {
-        Graph { shared }
+    pub(crate) fn new(shared: &'a Shared, limit: Option<Instant>) -> Self {
+        Graph { shared, limit }
     }
 
-    /// A cycle from `first` (a wait for a lock) back to the waiter whose holds are named
-    /// `me`: each edge with the key of the lock it waits for. `None` when there is none, or
-    /// when a second walk, reading everything anew, does not find one too: a cycle stays
-    /// until one of its waiters leaves it, so one found twice is there.
+    /// A cycle from `first` (a wait for a lock) back to `owner`: each edge with the key of
+    /// the lock it waits for. `None` when there is none, or when a second walk, reading
+    /// everything anew, does not find one too: a cycle stays until one of its waiters
+    /// leaves it, so one found twice is there. A waiter that holds the lock it waits for
+    /// already (a fair lock handed to it while it looked) waits for nobody.
     pub(crate) fn cycle(
         &self,
         first: &(WaitEdge, Vec<u8>),
-        me: &[String],
+        owner: &str,
     ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
         let walk = || {
-            let mut budget = MOST_READS;
+            let holders = self.holders(&first.1);
+            if holders.iter().any(|holder| holder == owner) {
+                return None;
+            }
             let mut on_path = vec![first.1.clone()];
-            self.path(&first.1, &first.0.kind, me, &mut on_path, &mut budget)
+            self.path(&first.1, holders, owner, &mut on_path)
         };
         let found = walk()?;
         walk()?;
         Some(std::iter::once(first.clone()).chain(found).collect())
     }
 
-    /// The edges of a path from the lock at `key`, of kind `kind`, back to `me`; `None`
-    /// when there is none. A lock waits for every one of its holders, so one holder that
-    /// leads back makes a path; a semaphore, for any one permit, so every holder must lead
-    /// back, and none may be free. `on_path` holds the locks of the path so far: a holder
-    /// waiting for one of them leads round a cycle that is not through `me`.
+    /// The edges of a path from the lock at `key`, held by `holders`, back to `owner`;
+    /// `None` when there is none. A lock waits for every one of its holders, so one that
+    /// leads back makes a path. `on_path` holds the locks of the path so far: a holder
+    /// waiting for one of them leads round a cycle that is not through `owner`.
     fn path(
         &self,
         key: &[u8],
-        kind: &str,
-        me: &[String],
+        holders: Vec<String>,
+        owner: &str,
         on_path: &mut Vec<Vec<u8>>,
-        budget: &mut usize,
     ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
-        let any_one = kind == SEMAPHORE;
-        if on_path.len() > MOST_HOPS || (any_one && self.free(key)) {
+        if on_path.len() > MOST_HOPS {
             return None;
         }
-        let mut first = None;
-        for holder in self.holders(key, kind) {
-            *budget = budget.checked_sub(1)?;
-            let found = if me.contains(&holder) {
-                Some(Vec::new())
-            } else {
-                let next = self.edge(&names::wait_edge(key, &holder));
-                next.filter(|(_, waited)| !on_path.contains(waited))
-                    .and_then(|(edge, waited)| {
-                        on_path.push(waited.clone());
-                        let rest = self.path(&waited, &edge.kind, me, on_path, budget);
-                        on_path.pop();
-                        rest.map(|rest| std::iter::once((edge, waited)).chain(rest).collect())
-                    })
-            };
-            match found {
-                Some(path) if !any_one => return Some(path),
-                Some(path) => drop(first.get_or_insert(path)),
-                None if any_one => return None,
-                None => {}
-            }
+        if holders.iter().any(|holder| holder == owner) {
+            return Some(Vec::new());
         }
-        first
+        holders.into_iter().find_map(|holder| {
+            let (edge, waited) = self.edge(&names::wait_edge(key, &holder))?;
+            if on_path.contains(&waited) {
+                return None;
+            }
+            on_path.push(waited.clone());
+            let next = self.holders(&waited);
+            let rest = self.path(&waited, next, owner, on_path);
+            on_path.pop();
+            rest.map(|rest| std::iter::once((edge, waited)).chain(rest).collect())
+        })
     }
 
-    /// The holders of the lock at `key`, of kind `kind`, by the names their edges are
-    /// under: for a leased semaphore, the ids of its permits whose leases have not run out;
-    /// for the others, the owners its hash names (a writer's `<owner>:write` as its owner),
-    /// on a quorum of nodes. A key of another shape has none this check can follow.
-    pub(crate) fn holders(&self, key: &[u8], kind: &str) -> Vec<String> {
-        if kind == SEMAPHORE {
-            return self.permits(key);
-        }
+    /// The owners holding the lock at `key`, as its hash's fields name them (a writer's
+    /// `<owner>:write` as its owner), on a quorum of nodes. A key of another shape (a
+    /// token, a semaphore's count) has none this check can follow.
+    pub(crate) fn holders(&self, key: &[u8]) -> Vec<String> {
         let nodes = self.shared.nodes();
-        let answers = nodes.run_all::<Vec<Vec<u8>>>(redis::cmd("HKEYS").arg(key), None);
+        let answers = nodes.run_all::<Vec<Vec<u8>>>(redis::cmd("HKEYS").arg(key), self.limit);
         let mut counts: Vec<(String, usize)> = Vec::new();
         for fields in answers.into_iter().flatten() {
             let mut owners: Vec<String> = fields.iter().filter_map(|f| owner_of(f)).collect();
@@ -316,41 +304,11 @@ impl<'a> Graph<'a> {
             .collect()
     }
 
-    /// The ids of the held permits of the leased semaphore at `key` whose leases have not
-    /// run out. A semaphore lives on one node.
-    fn permits(&self, key: &[u8]) -> Vec<String> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let mut cmd = redis::cmd("ZRANGEBYSCORE");
-        cmd.arg(names::semaphore_timeouts(key))
-            .arg(now.as_millis() as u64)
-            .arg("+inf");
-        let answers = self.shared.nodes().run_all::<Vec<Vec<u8>>>(&cmd, None);
-        let ids = answers.into_iter().flatten().next().unwrap_or_default();
-        (ids.into_iter())
-            .filter_map(|id| <[u8; 16]>::try_from(id.as_slice()).ok())
-            .map(|id| names::hex_id(u128::from_be_bytes(id)))
-            .collect()
-    }
-
-    /// Whether the leased semaphore at `key` has a permit free, so that its waiters wait
-    /// for nobody.
-    fn free(&self, key: &[u8]) -> bool {
-        let answers = self
-            .shared
-            .nodes()
-            .run_all::<Option<i64>>(redis::cmd("GET").arg(key), None);
-        answers
-            .into_iter()
-            .flatten()
-            .any(|count| count.unwrap_or(0) > 0)
-    }
-
     /// The edge at `edge_key`, from the first node that has it.
     pub(crate) fn edge(&self, edge_key: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
         let nodes = self.shared.nodes();
-        let answers = nodes.run_all::<Option<Vec<u8>>>(redis::cmd("GET").arg(edge_key), None);
+        let cmd = redis::cmd("GET").arg(edge_key).clone();
+        let answers = nodes.run_all::<Option<Vec<u8>>>(&cmd, self.limit);
         answers
             .into_iter()
             .flatten()
@@ -408,7 +366,7 @@ fn decode(value: &[u8]) -> Option<(WaitEdge, Vec<u8>)> {
         client,
         lock: String::from_utf8_lossy(&key).into_owned(),
         kind,
-        since: UNIX_EPOCH + Duration::from_millis(since),
+        since: UNIX_EPOCH.checked_add(Duration::from_millis(since))?,
     };
     Some((edge, key))
 }

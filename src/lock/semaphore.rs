@@ -2,7 +2,6 @@
 //! the calls of a semaphore.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
@@ -10,8 +9,6 @@ use crate::kinds::call::Call;
 use crate::kinds::permits::scripts;
 use crate::kinds::permits::{self, Permits};
 use crate::layout::names;
-use crate::layout::owner::current_thread;
-use crate::lease::shared::Shared;
 use crate::lease::target::Target;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
@@ -51,21 +48,6 @@ pub struct LeasedSemaphore {
 #[must_use = "a permit is given back when dropped"]
 pub struct LeasedPermit {
     guard: LockGuard<Permits>,
-    _taken: Taken,
-}
-
-/// A permit's record among those of the thread that took it, which a deadlock check
-/// follows, until it is given back.
-struct Taken {
-    shared: Arc<Shared>,
-    key: Arc<[u8]>,
-    id: String,
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        self.shared.permits().remove(&self.key, &self.id);
-    }
 }
 
 impl LeasedSemaphore {
@@ -296,19 +278,7 @@ impl fmt::Debug for LeasedSemaphore {
 
 impl LeasedPermit {
     fn new(guard: LockGuard<Permits>) -> Self {
-        let target = &guard.lock().target;
-        let (shared, key, id) = (
-            target.shared.clone(),
-            target.shared_key(),
-            guard.hold.held.id(),
-        );
-        shared
-            .permits()
-            .add(current_thread(), key.clone(), id.clone());
-        LeasedPermit {
-            guard,
-            _taken: Taken { shared, key, id },
-        }
+        LeasedPermit { guard }
     }
 
     /// The permit's id: 32 lowercase hex digits, as Redisson shows them.

@@ -879,12 +879,14 @@ fn a_name_that_is_not_utf8_is_listed_escaped_and_unlocked_as_printed() {
     assert_eq!(code, 2, "no such escape");
 }
 
-/// A cycle that stays: a waiter of ours, checking every 50 ms, and an owner that holds what
-/// it waits for and began to wait later (written here as the check would write it), which
-/// never checks. The waiter of ours finds the cycle and leaves it to that later waiter, so
-/// the tool sees it: `waits` marks both, exits 1, and `show` lists the waiter for a lock.
+/// A cycle that stays a while: a waiter of ours, checking every 6 s, and an owner that holds
+/// what it waits for and began to wait later (written here as the check would write it),
+/// which never checks. The waiter of ours finds the cycle and leaves it to that later
+/// waiter, so the tool sees it: `waits` marks both, exits 1, and `show` lists the waiter
+/// for a lock. Finding the same waiters at its next check, ours ends its own wait.
 #[test]
 fn waits_shows_the_wait_for_graph_and_marks_a_cycle() {
+    const TIMEOUT: Duration = Duration::from_secs(6);
     let server = Server::start();
     let url = server.url();
     let mut conn = server.conn();
@@ -909,7 +911,7 @@ fn waits_shows_the_wait_for_graph_and_marks_a_cycle() {
     let ours = server
         .builder()
         .client_name("ours")
-        .deadlock_timeout(Some(Duration::from_millis(50)))
+        .deadlock_timeout(Some(TIMEOUT))
         .build()
         .unwrap();
     std::thread::scope(|scope| {
@@ -944,9 +946,18 @@ fn waits_shows_the_wait_for_graph_and_marks_a_cycle() {
         );
         let (_, shown) = tool(&url, &["show", "b", "--json"]);
         assert_eq!(json(&shown)["waits"][0]["client"], "ours", "{shown}");
-        // The other owner goes: our waiter gets its lock, and was never told of a deadlock.
+        // The other owner never ends it: ours does, at its second check.
+        match waiter.join().unwrap() {
+            Err(redmutex::Error::Deadlock { waited, cycle, .. }) => {
+                assert!(
+                    waited >= TIMEOUT * 2,
+                    "ended at its first check, after {waited:?}"
+                );
+                assert_eq!(cycle.len(), 2);
+            }
+            other => panic!("not told of the deadlock: {other:?}"),
+        }
         let () = redis::cmd("DEL").arg("b").query(&mut conn).unwrap();
-        assert!(matches!(waiter.join().unwrap(), Ok(true)));
     });
     let () = redis::cmd("DEL")
         .arg(format!("{{b}}:redmutex_wait:{other}"))
