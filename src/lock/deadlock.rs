@@ -13,6 +13,7 @@
 //! deletes its edges when it stops, and they expire when its process dies) and only under
 //! a holder that still holds (the walk goes through the holders the lock's hash names).
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,10 @@ use crate::topology::quorum;
 
 /// How many locks a walk follows at most: a cycle longer than this is not looked for.
 const MOST_HOPS: usize = 64;
+
+/// How many edges a walk reads at most: through locks with many readers that each wait,
+/// paths could otherwise multiply. A walk that runs out finds no cycle.
+const MOST_EDGES: usize = 1024;
 
 /// The first line of an edge's value: the format's version.
 const FORMAT: &str = "redmutex-wait 1";
@@ -219,11 +224,18 @@ impl Drop for DeadlockWatch<'_> {
 pub(crate) struct Graph<'a> {
     shared: &'a Shared,
     limit: Option<Instant>,
+    /// How many more edges the walk under way may read.
+    budget: Cell<usize>,
 }
 
 impl<'a> Graph<'a> {
     pub(crate) fn new(shared: &'a Shared, limit: Option<Instant>) -> Self {
-        Graph { shared, limit }
+        let budget = Cell::new(MOST_EDGES);
+        Graph {
+            shared,
+            limit,
+            budget,
+        }
     }
 
     /// A cycle from `first` (a wait for a lock) back to `owner`: each edge with the key of
@@ -237,6 +249,7 @@ impl<'a> Graph<'a> {
         owner: &str,
     ) -> Option<Vec<(WaitEdge, Vec<u8>)>> {
         let walk = || {
+            self.budget.set(MOST_EDGES);
             let holders = self.holders(&first.1);
             if holders.iter().any(|holder| holder == owner) {
                 return None;
@@ -267,6 +280,7 @@ impl<'a> Graph<'a> {
             return Some(Vec::new());
         }
         holders.into_iter().find_map(|holder| {
+            self.budget.set(self.budget.get().checked_sub(1)?);
             let (edge, waited) = self.edge(&names::wait_edge(key, &holder))?;
             if on_path.contains(&waited) {
                 return None;
