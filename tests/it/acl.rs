@@ -540,38 +540,9 @@ fn a_deadlock_is_found_as_the_documented_user() {
         client(&url, Duration::from_millis(200)),
         client(&url, Duration::from_millis(200)),
     );
-    let holding = std::sync::Barrier::new(2);
-    let waited = |server: &Server| -> bool {
-        let edges: Vec<String> = redis::cmd("KEYS")
-            .arg("{myapp:a}:redmutex_wait:*")
-            .query(&mut server.conn())
-            .unwrap();
-        !edges.is_empty()
-    };
-    std::thread::scope(|scope| {
-        let first = scope.spawn(|| {
-            let a = older.lock("a").lock().unwrap();
-            holding.wait();
-            let b = older
-                .fair_lock("b")
-                .try_lock_for(Duration::from_secs(60))
-                .unwrap();
-            assert!(b.is_some(), "the older waiter never got its lock");
-            drop((b, a));
-        });
-        let b = later.fair_lock("b").lock().unwrap();
-        holding.wait();
-        assert!(support::eventually(Duration::from_secs(60), || waited(
-            &server
-        )));
-        let err = later
-            .lock("a")
-            .try_lock_for(Duration::from_secs(60))
-            .unwrap_err();
-        assert!(err.is_deadlock(), "{err:#}");
-        drop(b);
-        first.join().unwrap();
-    });
+    let waiting = || crate::deadlock::waiting_beside(&server, "myapp:a");
+    let err = crate::deadlock::cycle_of_two((&older, &later), ("a", "b"), &waiting);
+    assert!(err.is_deadlock(), "{err:#}");
     // Naming connections and reading the settings are refused and done without, as
     // documented; nothing else may be.
     let log: Vec<redis::Value> = redis::cmd("ACL")

@@ -30,38 +30,63 @@ fn cycle_of(err: &Error) -> Vec<String> {
     }
 }
 
+/// A cycle of two clients over the locks `a` and `b`: `older` holds `a` and waits for `b`;
+/// once `waiting` sees it wait, `later` holds `b` and waits for `a`, closing the cycle.
+/// Returns how the later wait ended, once the later client kept its hold through it (it
+/// is checked) and then gave it back, and the older one got `b`.
+pub fn cycle_of_two(
+    (older, later): (&LockClient, &LockClient),
+    (a, b): (&str, &str),
+    waiting: &(dyn Fn() -> bool + Sync),
+) -> Error {
+    let both_hold = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| {
+            let held = older.lock(a).lock().unwrap();
+            both_hold.wait();
+            let got = older.lock(b).try_lock_for(PATIENCE).unwrap();
+            assert!(got.is_some(), "the older waiter did not get its lock");
+            drop((got, held));
+        });
+        let held = later.lock(b).lock().unwrap();
+        both_hold.wait();
+        assert!(
+            eventually(PATIENCE, waiting),
+            "the older waiter never waited"
+        );
+        let err = later.lock(a).try_lock_for(PATIENCE).unwrap_err();
+        assert_eq!(
+            later.lock(b).hold_count().unwrap(),
+            1,
+            "its hold was not kept"
+        );
+        assert!(!held.is_lost());
+        drop(held);
+        first.join().unwrap();
+        err
+    })
+}
+
+/// Whether `server` has a wait edge beside the lock whose key is `held`.
+pub fn waiting_beside(server: &Server, held: &str) -> bool {
+    !edges(server, held).is_empty()
+}
+
 #[test]
 fn of_two_clients_taking_two_locks_in_opposite_orders_the_later_waiter_is_told() {
     let server = Server::start();
     let (older, later) = (server.client(), server.client());
-    let both_hold = Barrier::new(2);
-    std::thread::scope(|scope| {
-        let first = scope.spawn(|| {
-            let a = older.lock("a").lock().unwrap();
-            both_hold.wait();
-            let b = older.lock("b").try_lock_for(PATIENCE).unwrap();
-            assert!(b.is_some(), "the older waiter did not get its lock");
-            drop((b, a));
-        });
-        let b = later.lock("b").lock().unwrap();
-        both_hold.wait();
-        // The older waiter is seen waiting before this one closes the cycle.
-        assert!(eventually(PATIENCE, || edges(&server, "a").len() == 1));
-        let err = later.lock("a").try_lock_for(PATIENCE).unwrap_err();
-        assert!(err.is_deadlock(), "{err:#}");
-        assert_eq!(cycle_of(&err), ["a", "b"]);
-        let text = err.to_string();
-        assert!(text.starts_with("deadlock: "), "{text}");
-        assert!(
-            text.contains(older.id()) && text.contains("held by this thread"),
-            "{text}"
-        );
-        // The victim keeps its holds; the other goes on once it gives them back.
-        assert_eq!(later.lock("b").hold_count().unwrap(), 1);
-        assert!(!b.is_lost());
-        drop(b);
-        first.join().unwrap();
+    let err = cycle_of_two((&older, &later), ("a", "b"), &|| {
+        waiting_beside(&server, "a")
     });
+    assert!(err.is_deadlock(), "{err:#}");
+    assert_eq!(cycle_of(&err), ["a", "b"]);
+    let text = err.to_string();
+    assert!(text.starts_with("deadlock: "), "{text}");
+    assert!(
+        text.contains(older.id()) && text.contains("held by this thread"),
+        "{text}"
+    );
     assert!(edges(&server, "*").is_empty(), "edges left behind");
 }
 

@@ -332,40 +332,14 @@ fn a_deadlock_timeout_alone_works_across_its_range() {
         drop(held);
         assert!(two.lock(&name).try_lock().unwrap().is_some(), "{timeout:?}");
     }
-    // At the short end, a cycle of two: the later waiter is told at once.
+    // At the short end, a cycle of two: the later waiter is told.
     let (one, two) = (
         with(Some(Duration::from_millis(10))),
         with(Some(Duration::from_millis(10))),
     );
-    let holding = std::sync::Barrier::new(2);
-    std::thread::scope(|scope| {
-        let older = scope.spawn(|| {
-            let a = one.lock("dl:a").lock().unwrap();
-            holding.wait();
-            let b = one
-                .lock("dl:b")
-                .try_lock_for(Duration::from_secs(60))
-                .unwrap();
-            drop((b, a));
-        });
-        let b = two.lock("dl:b").lock().unwrap();
-        holding.wait();
-        let seen = || -> bool {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg("{dl:a}:redmutex_wait:*")
-                .query(&mut server.conn())
-                .unwrap();
-            !keys.is_empty()
-        };
-        assert!(support::eventually(Duration::from_secs(60), seen));
-        let err = two
-            .lock("dl:a")
-            .try_lock_for(Duration::from_secs(60))
-            .unwrap_err();
-        assert!(err.is_deadlock(), "{err:#}");
-        drop(b);
-        older.join().unwrap();
-    });
+    let waiting = || crate::deadlock::waiting_beside(&server, "dl:a");
+    let err = crate::deadlock::cycle_of_two((&one, &two), ("dl:a", "dl:b"), &waiting);
+    assert!(err.is_deadlock(), "{err:#}");
     for bad in [
         Duration::ZERO,
         Duration::from_millis(9),

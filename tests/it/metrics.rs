@@ -197,27 +197,9 @@ fn counters_and_histograms_move_with_the_locks() {
 
             // A deadlock: counted once, as its own outcome, and not as an error.
             let (one, two) = (server.client(), server.client());
-            let holding = std::sync::Barrier::new(2);
-            std::thread::scope(|scope| {
-                let older = scope.spawn(|| {
-                    let a = one.lock("dl:a").lock().unwrap();
-                    holding.wait();
-                    drop((one.lock("dl:b").try_lock_for(PATIENCE).unwrap(), a));
-                });
-                let b = two.lock("dl:b").lock().unwrap();
-                holding.wait();
-                assert!(eventually(PATIENCE, || {
-                    let keys: Vec<String> = redis::cmd("KEYS")
-                        .arg("{dl:a}:redmutex_wait:*")
-                        .query(&mut server.conn())
-                        .unwrap();
-                    !keys.is_empty()
-                }));
-                let err = two.lock("dl:a").try_lock_for(PATIENCE).unwrap_err();
-                assert!(err.is_deadlock(), "{err:#}");
-                drop(b);
-                older.join().unwrap();
-            });
+            let waiting = || crate::deadlock::waiting_beside(&server, "dl:a");
+            let err = crate::deadlock::cycle_of_two((&one, &two), ("dl:a", "dl:b"), &waiting);
+            assert!(err.is_deadlock(), "{err:#}");
             seen.take(&snapshotter);
             assert_eq!(seen.counter("redmutex_deadlocks_total"), 1);
             assert_eq!(
