@@ -289,51 +289,15 @@ impl LockClient {
         let prefix = &config.key_prefix;
         let mut glob = escape_glob(prefix);
         glob.extend_from_slice(pattern.as_bytes());
-        let mut found = BTreeSet::new();
         let mut keys = Vec::new();
-        let mut seen = 0u64;
-        let unlisted = |server: &str, err: Error| unreadable(pattern.as_bytes(), server, &err);
-        for node in shared.nodes().list() {
-            let shards = match node.shards() {
-                Ok(shards) => shards,
-                Err(err) => {
-                    keys.push(unlisted(&node.name, err));
-                    continue;
-                }
-            };
-            for shard in shards {
-                let mut cursor = 0u64;
-                loop {
-                    let mut scan = redis::cmd("SCAN");
-                    scan.arg(cursor)
-                        .arg("MATCH")
-                        .arg(&glob)
-                        .arg("COUNT")
-                        .arg(500);
-                    let end = std::time::Instant::now() + config.response_timeout;
-                    let (next, listed): (u64, Vec<Vec<u8>>) = match shard.run(&scan, end) {
-                        Ok(reply) => reply,
-                        Err(err) => {
-                            keys.push(unlisted(&shard.name, err));
-                            break;
-                        }
-                    };
-                    seen += listed.len() as u64;
-                    progress(seen);
-                    for key in listed {
-                        if let Some(name) = key.strip_prefix(&prefix[..])
-                            && !auxiliary(&key)
-                        {
-                            found.insert(name.to_vec());
-                        }
-                    }
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
-            }
+        let (listed, unlisted) = self.scan_keys(&glob, &mut progress);
+        for (server, err) in unlisted {
+            keys.push(unreadable(pattern.as_bytes(), &server, &err));
         }
+        let found: BTreeSet<Vec<u8>> = (listed.iter())
+            .filter(|key| !auxiliary(key))
+            .filter_map(|key| key.strip_prefix(&prefix[..]).map(<[u8]>::to_vec))
+            .collect();
         let names = self.client_names();
         for name in found {
             let key = || [&prefix[..], &name[..]].concat();
@@ -356,6 +320,52 @@ impl LockClient {
             }
         }
         Ok(keys)
+    }
+
+    /// The keys matching `glob` on every server (on a cluster, every primary), telling
+    /// `progress` how many so far; and each server that could not be listed, with why.
+    pub(crate) fn scan_keys(
+        &self,
+        glob: &[u8],
+        mut progress: impl FnMut(u64),
+    ) -> (Vec<Vec<u8>>, Vec<(String, Error)>) {
+        let shared = self.shared();
+        let (mut keys, mut unlisted) = (Vec::new(), Vec::new());
+        for node in shared.nodes().list() {
+            let shards = match node.shards() {
+                Ok(shards) => shards,
+                Err(err) => {
+                    unlisted.push((node.name.clone(), err));
+                    continue;
+                }
+            };
+            for shard in shards {
+                let mut cursor = 0u64;
+                loop {
+                    let mut scan = redis::cmd("SCAN");
+                    scan.arg(cursor)
+                        .arg("MATCH")
+                        .arg(glob)
+                        .arg("COUNT")
+                        .arg(500);
+                    let end = std::time::Instant::now() + shared.config().response_timeout;
+                    let (next, listed): (u64, Vec<Vec<u8>>) = match shard.run(&scan, end) {
+                        Ok(reply) => reply,
+                        Err(err) => {
+                            unlisted.push((shard.name.clone(), err));
+                            break;
+                        }
+                    };
+                    keys.extend(listed);
+                    progress(keys.len() as u64);
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
+                }
+            }
+        }
+        (keys, unlisted)
     }
 }
 

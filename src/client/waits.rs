@@ -48,7 +48,13 @@ impl LockClient {
         let graph = Graph::new(shared, None);
         // By waiter: its edge, the key it waits for, and the locks it holds.
         let mut waiters: BTreeMap<String, (WaitEdge, Vec<u8>, Vec<String>)> = BTreeMap::new();
-        for key in self.scan_keys(&glob)? {
+        let (mut keys, unlisted) = self.scan_keys(&glob, |_| {});
+        if let Some((_, err)) = unlisted.into_iter().next() {
+            return Err(err);
+        }
+        keys.sort();
+        keys.dedup();
+        for key in keys {
             let Some((edge, waited)) = graph.edge(&key) else {
                 continue;
             };
@@ -74,35 +80,6 @@ impl LockClient {
             .collect();
         found.sort_by(|a, b| (a.edge.since, &a.edge.waiter).cmp(&(b.edge.since, &b.edge.waiter)));
         Ok(found)
-    }
-
-    /// The keys matching `glob` on every server (on a cluster, every primary).
-    fn scan_keys(&self, glob: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let shared = self.shared();
-        let mut keys = Vec::new();
-        for node in shared.nodes().list() {
-            for shard in node.shards()? {
-                let mut cursor = 0u64;
-                loop {
-                    let mut scan = redis::cmd("SCAN");
-                    scan.arg(cursor)
-                        .arg("MATCH")
-                        .arg(glob)
-                        .arg("COUNT")
-                        .arg(500);
-                    let end = std::time::Instant::now() + shared.config().response_timeout;
-                    let (next, listed): (u64, Vec<Vec<u8>>) = shard.run(&scan, end)?;
-                    keys.extend(listed);
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
-            }
-        }
-        keys.sort();
-        keys.dedup();
-        Ok(keys)
     }
 }
 

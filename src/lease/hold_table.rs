@@ -50,6 +50,14 @@ impl HoldTable {
             .map_or((0, false), |hold| (hold.count, hold.watched > 0))
     }
 
+    /// Whether thread `thread` holds any lock.
+    pub fn holds_any(&self, thread: u64) -> bool {
+        let table = self.table.lock();
+        table
+            .iter()
+            .any(|(id, hold)| id.1 == thread && hold.count > 0)
+    }
+
     /// The locks thread `thread` holds: each key and which of its fields.
     pub fn held_by(&self, thread: u64) -> Vec<(Arc<[u8]>, Mode)> {
         let table = self.table.lock();

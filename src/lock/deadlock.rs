@@ -17,11 +17,10 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Cmd;
-
 use crate::base::error::{Error, Result};
 use crate::base::metrics;
 use crate::base::wait_edge::WaitEdge;
+use crate::kinds::undo::Undo;
 use crate::layout::names;
 use crate::layout::owner::{current_thread, field};
 use crate::lease::shared::Shared;
@@ -61,9 +60,13 @@ pub(crate) struct DeadlockWatch<'a> {
 
 impl<'a> DeadlockWatch<'a> {
     /// The check of a wait that starts now on `target`, of kind `kind`; `None` when the
-    /// client does not look for deadlocks.
+    /// client does not look for deadlocks, or this thread holds nothing: nobody can wait
+    /// for it, and it takes nothing while it waits.
     pub(crate) fn new(target: &'a Target, kind: &'static str) -> Option<Self> {
         let timeout = target.shared.config().deadlock_timeout?;
+        if !target.shared.holds().holds_any(current_thread()) {
+            return None;
+        }
         let started = Instant::now();
         Some(DeadlockWatch {
             target,
@@ -100,10 +103,6 @@ impl<'a> DeadlockWatch<'a> {
             return Ok(());
         }
         self.check_at = now + self.timeout;
-        if self.written.is_empty() {
-            // A waiter that holds nothing can be in no cycle: nobody waits for it.
-            return Ok(());
-        }
         self.write(limit);
         let graph = Graph::new(&self.target.shared, limit);
         let Some(cycle) = graph.cycle(&self.first(), &self.owner) else {
@@ -154,6 +153,12 @@ impl<'a> DeadlockWatch<'a> {
         (edge, key)
     }
 
+    /// How long an edge lasts: longer than two checks apart, so that a live waiter's edge
+    /// never lapses, and short enough that a dead process's edges go soon after it.
+    fn lasts(&self) -> Duration {
+        self.timeout * 2 + self.target.shared.config().response_timeout
+    }
+
     /// Writes (or writes again, with a fresh expiry) an edge beside each lock this thread
     /// holds, under its owner field. A failure is logged: it only hides this wait from the
     /// others' checks.
@@ -166,9 +171,7 @@ impl<'a> DeadlockWatch<'a> {
         held.dedup();
         let (edge, key) = self.first();
         let value = encode(&edge, &key);
-        // Longer than two checks apart, so that a live waiter's edge never lapses, and
-        // short enough that a dead process's edges go soon after it.
-        let lasts = self.timeout * 2 + shared.config().response_timeout;
+        let lasts = self.lasts();
         let nodes = shared.nodes();
         for held in held {
             let edge_key = names::wait_edge(&held, &self.owner);
@@ -193,29 +196,21 @@ impl<'a> DeadlockWatch<'a> {
 }
 
 impl Drop for DeadlockWatch<'_> {
+    /// Deletes every edge written, as a give-back: within a round of its own, and again in
+    /// the background while Redis cannot be reached and the edge could still be alive.
     fn drop(&mut self) {
-        if self.written.is_empty() {
-            return;
-        }
-        let mut cmd = redis::cmd("DEL");
-        for key in &self.written {
-            cmd.arg(key);
-        }
-        // Each edge is deleted where its key lives: one command per key on a cluster.
-        let cmds: Vec<Cmd> = if self.target.shared.nodes().routes_by_slot() {
-            (self.written.iter())
-                .map(|key| redis::cmd("DEL").arg(key).clone())
-                .collect()
-        } else {
-            vec![cmd]
-        };
-        for cmd in cmds {
-            for result in self.target.shared.nodes().run_all::<()>(&cmd, None) {
-                if let Err(err) = result {
-                    log::debug!("could not delete a wait edge (it expires): {err:#}");
-                }
-            }
-        }
+        let lasts = self.lasts();
+        let subject = self.target.subject();
+        let undos = self.written.drain(..).map(|key| {
+            let undo = Undo {
+                cmd: redis::cmd("DEL").arg(key).clone(),
+                lasts,
+                slot: None,
+                leaves_until: None,
+            };
+            (subject, undo)
+        });
+        self.target.shared.give_back_all(undos);
     }
 }
 
