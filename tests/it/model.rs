@@ -862,6 +862,56 @@ fn election_follows_its_model() {
 /// Found as [Wait { 0, 10 ms, wait 20 }, Pass 9, Take { 2, 71 ms }, Take { 0, 23 ms }]: the
 /// re-entry finds its hold expired and the lock taken, is queued as busy, and reports the
 /// loss without leaving the queue.
+/// Found by the token lock's property: an owner's two attempts, stalled on their way and
+/// given up, land after the thaw and hold the key under tokens it never learnt; its next
+/// attempt is refused. The model had counted the owner's own late attempts as nobody's.
+#[test]
+fn a_token_owner_s_own_late_attempts_refuse_it_follows_its_model() {
+    use crate::model::{Call, Reply};
+    use exclusive::{Lease::Ms, Op::*};
+    replay::<exclusive::Harness<redmutex::Token>>(vec![
+        Fault {
+            client: 1,
+            call: Call::Force,
+            reply: Reply::Lost,
+        },
+        Release { owner: 0, which: 2 },
+        Wait {
+            owner: 1,
+            lease: Ms(30),
+            wait: 399,
+        },
+        Join { owner: 1 },
+        Stall { client: 0 },
+        Take {
+            owner: 0,
+            lease: Ms(25),
+        },
+        Take {
+            owner: 0,
+            lease: Ms(15),
+        },
+        Join { owner: 2 },
+        Release { owner: 2, which: 1 },
+        Take {
+            owner: 0,
+            lease: Ms(29),
+        },
+        Fault {
+            client: 0,
+            call: Call::Force,
+            reply: Reply::Broken,
+        },
+        Thaw { client: 0 },
+        Stall { client: 1 },
+        Stall { client: 1 },
+        Take {
+            owner: 0,
+            lease: Ms(24),
+        },
+    ]);
+}
+
 #[test]
 fn fair_reentry_after_expiry_leaves_no_queue_entry() {
     use exclusive::{Lease::Ms, Op::*};

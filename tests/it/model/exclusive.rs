@@ -698,8 +698,14 @@ impl<K: Subject> Case<'_, K> {
                     return Ok(());
                 }
                 let before = Instant::now();
-                let free =
-                    self.free_for(Some(owner), before) && self.parties[owner].holds.is_empty();
+                // A token lock's own earlier attempt, landed after its call gave up, holds
+                // the key under a token this owner never learnt: it is refused too, where a
+                // hash kind's owner would re-enter its own field.
+                let own_ghost = K::JAVA == Java::None
+                    && (self.parties[owner].ghost).is_some_and(|g| !g.over_by(before));
+                let free = self.free_for(Some(owner), before)
+                    && self.parties[owner].holds.is_empty()
+                    && !own_ghost;
                 // Whether a failed call must leave nothing: it is the owner's first hold,
                 // nothing of its earlier calls may be left, the fault aimed at it, and
                 // nothing else may have left a token behind.
