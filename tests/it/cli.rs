@@ -938,6 +938,10 @@ fn waits_shows_the_wait_for_graph_and_marks_a_cycle() {
         assert_eq!(mine["deadlocked"], true);
         assert_eq!(waits[1]["waiter"], other);
         assert_eq!(waits[1]["holds"], serde_json::json!(["b"]));
+        // The other owner listens for "a"'s release, as a waiter does: "a" has a waiter.
+        let mut listening = server.conn();
+        let mut listening = listening.as_pubsub();
+        listening.subscribe("redisson_lock__channel:{a}").unwrap();
         let (code, shown) = tool(&url, &["show", "a"]);
         assert_eq!(code, 0);
         assert!(

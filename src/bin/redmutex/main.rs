@@ -199,9 +199,15 @@ fn run(cli: &Cli, out: &mut Out) -> redmutex::Result<ExitCode> {
                     escape(&prefix)
                 ));
             }
-            // The waiters that recorded their wait for this lock (a deadlock check's edges).
+            // The waiters that recorded their wait for this lock (a deadlock check's edges),
+            // found by a scan of every key: only for a lock something may wait on.
             let key = [cli.prefix.as_bytes(), &name[..]].concat();
-            let waits = client.waits();
+            let waited = info.kind != LockKind::Free && info.waiters != Some(0);
+            let waits = if waited {
+                client.waits()
+            } else {
+                Ok(Vec::new())
+            };
             if let Err(err) = &waits {
                 say(&escape_str(&format!(
                     "the waiters' edges could not be read: {err:#}"
